@@ -1,0 +1,243 @@
+"""The GRPO algorithm as pure tensor functions: no I/O, no model loading, no global state.
+
+Read this file to learn the method; fork it to try a new one. Every function states its equation, the paper
+or code it comes from, and its tensor shapes. Notation used throughout:
+
+    B  number of sequences (responses) in a batch,  G  group size (responses per prompt),
+    T  response length in tokens (padded),           V  vocabulary size,
+    logp[b, t]      log pi_theta(y_t | x, y_<t)      under the policy being trained,
+    old_logp[b, t]  the same under the policy that sampled the batch (pi_old),
+    ref_logp[b, t]  the same under the frozen reference model (for the KL penalty),
+    mask[b, t]      1 for real response tokens, 0 for padding (and for prompt tokens).
+
+Loss normalisation is the part most RL trainers get subtly wrong. Every aggregation here takes its normaliser
+as an argument (`num_tokens`, `num_seqs`, `max_len`); pass the values of the WHOLE batch when you split it
+into micro-batches and simply sum the micro-batch losses: the gradient then equals the full-batch gradient
+exactly (tests/test_grpo.py proves it for every mode).
+"""
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+KL_ESTIMATORS = ("k1", "k2", "k3")
+LOG_RATIO_CLAMP = 20.0  # exp(20) ~ 5e8: big enough to never bind in a healthy run, small enough to never overflow
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Advantages
+# ----------------------------------------------------------------------------------------------------------
+def group_advantages(rewards, group_size, norm_std=True, eps=1e-6):
+    """Group-relative advantages (DeepSeekMath, Shao et al. 2024, eq. for outcome supervision):
+
+        A_i = (r_i - mean(r_group)) / (std(r_group) + eps)      norm_std=True  (GRPO; std unbiased, as verl/TRL)
+        A_i =  r_i - mean(r_group)                              norm_std=False (Dr. GRPO, Liu et al. 2025)
+
+    rewards: [B] float, laid out as B // group_size consecutive groups of samples of the same prompt.
+    Returns [B] float. A group whose rewards are all equal gets exactly 0 (it carries no learning signal).
+    The same advantage is then broadcast to every token of the response (outcome reward).
+    """
+    if rewards.dim() != 1 or rewards.numel() % group_size != 0:
+        raise ValueError(f"rewards must be 1-D with a length divisible by group_size={group_size}, "
+                         f"got shape {tuple(rewards.shape)}")
+    grouped = rewards.float().view(-1, group_size)
+    centered = grouped - grouped.mean(dim=1, keepdim=True)
+    if norm_std and group_size > 1:
+        centered = centered / (grouped.std(dim=1, keepdim=True, unbiased=True) + eps)
+    all_equal = grouped.max(dim=1, keepdim=True).values == grouped.min(dim=1, keepdim=True).values
+    return torch.where(all_equal, torch.zeros_like(centered), centered).view(-1)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Aggregation: per-token values -> one scalar
+# ----------------------------------------------------------------------------------------------------------
+def aggregate(values, mask, mode="token-mean", num_tokens=None, num_seqs=None, max_len=None):
+    """Reduce per-token values [B, T] to a scalar, counting only tokens where mask is 1.
+
+    token-mean               sum_{b,t} m*v / N_tokens                  (DAPO, Yu et al. 2025; verl default)
+                             every token weighs the same, so long responses are not under-weighted.
+    seq-mean-token-mean      (1/N_seqs) sum_b [ sum_t m*v / sum_t m ]  (original GRPO, Shao et al. 2024)
+                             every sequence weighs the same; has a length bias (Dr. GRPO, sec. 3.1).
+    seq-mean-token-sum-norm  sum_{b,t} m*v / (N_seqs * L_max)          (Dr. GRPO, Liu et al. 2025)
+                             a constant normaliser: no length bias. L_max should be the generation limit.
+
+    Normalisers default to this batch's own (num_tokens = mask.sum(), num_seqs = B, max_len = T). For
+    micro-batching pass the full batch's values (and a fixed max_len); the micro-batch losses then SUM to the
+    full-batch loss. Masked positions are zeroed with `where`, so NaN/inf there never reaches the result or
+    its gradient. Returns a 0-d tensor.
+    """
+    mask = mask.bool()
+    values = torch.where(mask, values, torch.zeros_like(values))
+    if mode == "token-mean":
+        denom = mask.sum() if num_tokens is None else num_tokens
+        return values.sum() / max(float(denom), 1.0)
+    if mode == "seq-mean-token-mean":
+        per_seq = values.sum(dim=-1) / mask.sum(dim=-1).clamp(min=1)
+        denom = values.shape[0] if num_seqs is None else num_seqs
+        return per_seq.sum() / max(float(denom), 1.0)
+    if mode == "seq-mean-token-sum-norm":
+        n_seqs = values.shape[0] if num_seqs is None else num_seqs
+        length = values.shape[-1] if max_len is None else max_len
+        return values.sum() / max(float(n_seqs * length), 1.0)
+    raise ValueError(f"unknown loss_agg mode {mode!r}; choose one of {LOSS_AGG_MODES}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# KL penalty to the reference model
+# ----------------------------------------------------------------------------------------------------------
+def kl_penalty(logp, ref_logp, estimator="k3"):
+    """Per-token estimators of KL(pi_theta || pi_ref) from samples of pi_theta (Schulman 2020,
+    "Approximating KL Divergence", http://joschu.net/blog/kl-approx.html). With log r = ref_logp - logp:
+
+        k1 = -log r = logp - ref_logp            unbiased, high variance, can be negative
+        k2 = (log r)^2 / 2                       biased, low variance
+        k3 = (r - 1) - log r                     unbiased, low variance, always >= 0 (GRPO's choice,
+                                                 DeepSeekMath eq. 4; verl "low_var_kl")
+
+    Inputs [B, T] float; returns [B, T]. As in verl, log r is clamped to [-20, 20] before exp and k3 to
+    [-10, 10], so one token with a huge disagreement cannot turn the loss into inf/NaN.
+    """
+    log_ratio = ref_logp - logp
+    if estimator == "k1":
+        return -log_ratio
+    if estimator == "k2":
+        return 0.5 * log_ratio.square()
+    if estimator == "k3":
+        log_ratio = log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        return (torch.exp(log_ratio) - log_ratio - 1.0).clamp(-10.0, 10.0)
+    raise ValueError(f"unknown KL estimator {estimator!r}; choose one of {KL_ESTIMATORS}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The clipped policy-gradient loss
+# ----------------------------------------------------------------------------------------------------------
+def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
+                num_tokens=None, num_seqs=None, max_len=None, is_weights=None):
+    """PPO's clipped surrogate (Schulman et al. 2017, eq. 7) as used by GRPO, with DAPO's decoupled clip range
+    ("clip-higher", Yu et al. 2025, eq. 10):
+
+        ratio_t = exp(logp_t - old_logp_t)
+        L_t     = -min( ratio_t * A,  clip(ratio_t, 1 - clip_low, 1 + clip_high) * A )   [* w_t]
+        loss    = aggregate(L, mask, loss_agg)
+
+    logp [B, T] (requires grad), old_logp [B, T], advantages [B] or [B, T], mask [B, T].
+    is_weights: optional [B, T] detached truncated importance weights for the sampler/trainer mismatch
+    (see rollout_correction). Strictly on-policy (old_logp = logp.detach()) the ratio is exactly 1 and the
+    gradient is the plain policy gradient -A * grad(logp), aggregated.
+
+    Returns (loss 0-d tensor, stats dict of floats): clip_frac (tokens whose gradient the clip removed),
+    approx_kl_old (k3 estimate of KL(pi_old || pi_theta)), ratio_min, ratio_max.
+    """
+    mask = mask.bool()
+    zero = torch.zeros_like(logp)
+    # Sanitise masked positions first: `where` routes no gradient there, so a NaN in padding cannot leak.
+    logp = torch.where(mask, logp, zero)
+    old_logp = torch.where(mask, old_logp.to(logp.dtype), zero)
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1).expand_as(logp)
+    advantages = torch.where(mask, advantages.to(logp.dtype), zero)
+
+    log_ratio = (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+    if is_weights is not None:
+        per_token = per_token * torch.where(mask, is_weights.detach().to(logp.dtype), zero)
+    loss = aggregate(per_token, mask, loss_agg, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
+
+    with torch.no_grad():
+        n = mask.sum().clamp(min=1)
+        masked_ratio = ratio[mask]
+        stats = {
+            "clip_frac": ((clipped > unclipped) & mask).sum().item() / n.item(),
+            "approx_kl_old": (((torch.exp(-log_ratio) - 1.0 + log_ratio) * mask).sum() / n).item(),
+            "ratio_min": masked_ratio.min().item() if masked_ratio.numel() else 1.0,
+            "ratio_max": masked_ratio.max().item() if masked_ratio.numel() else 1.0,
+        }
+    return loss, stats
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sampler / trainer mismatch
+# ----------------------------------------------------------------------------------------------------------
+def rollout_correction(logp, rollout_logp, mask, cap=2.0):
+    """Truncated importance sampling for the difference between the sampler (vLLM) and the trainer
+    (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL training"):
+
+        w_t = min( exp(logp_t - rollout_logp_t), cap )      detached: a per-token weight, not a gradient path
+
+    Also the mismatch diagnostics. The alignment metric of the Perplexity study is, per sequence,
+        align_b = exp( mean_t |logp_t - rollout_logp_t| )
+    which is 1 for identical distributions and should stay within [1, 1.05] in a healthy run.
+
+    logp, rollout_logp, mask: [B, T]. Returns (weights [B, T] detached, stats dict of floats):
+    align_mean / align_max over sequences, max_abs_diff over tokens, kl_k3 (mean k3 KL(sampler || trainer)).
+    """
+    mask = mask.bool()
+    with torch.no_grad():
+        diff = torch.where(mask, logp.detach().float() - rollout_logp.float(), torch.zeros_like(logp, dtype=torch.float32))
+        weights = torch.exp(diff.clamp(max=LOG_RATIO_CLAMP)).clamp(max=cap) * mask
+        n_tok = mask.sum(dim=-1)
+        has_tokens = n_tok > 0
+        align = torch.exp(diff.abs().sum(dim=-1) / n_tok.clamp(min=1))[has_tokens]
+        k3 = kl_penalty(-diff, torch.zeros_like(diff), "k3")  # log r = -diff; estimator evaluated as KL(sampler||trainer)
+        stats = {
+            "align_mean": align.mean().item() if align.numel() else 1.0,
+            "align_max": align.max().item() if align.numel() else 1.0,
+            "max_abs_diff": diff.abs().max().item() if diff.numel() else 0.0,
+            "kl_k3": ((k3 * mask).sum() / mask.sum().clamp(min=1)).item(),
+        }
+    return weights, stats
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Memory-efficient token log-probabilities (and entropy) under a Hugging Face causal LM
+# ----------------------------------------------------------------------------------------------------------
+def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy):
+    """hidden [N, H], targets [N] -> logp [N] (and entropy [N]), computed in fp32 for this chunk only."""
+    logits = F.linear(hidden, weight, bias).float() / temperature          # [N, V]: the only V-sized tensor
+    log_norm = torch.logsumexp(logits, dim=-1)                              # [N]
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
+    if not with_entropy:
+        return logp
+    probs = torch.softmax(logits, dim=-1)
+    entropy = log_norm - (probs * logits).sum(dim=-1)                      # H = logZ - E_p[z]
+    return logp, entropy
+
+
+def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=1024, with_entropy=False):
+    """log pi(x_{t+1} | x_<=t) for every position of `input_ids` under a Hugging Face causal LM, with the
+    logits divided by the sampling temperature (vLLM's processed logprobs are of the tempered distribution).
+
+    input_ids, attention_mask: [B, S] (left or right padding). Returns logp [B, S-1] (float32) aligned with
+    input_ids[:, 1:] (and entropy [B, S-1] when with_entropy). Padding positions hold meaningless values:
+    mask them.
+
+    Memory: the full [B, S, V] logits are never materialised. The backbone runs once; then `chunk_size`
+    positions at a time go through the output head, log-softmax in fp32, and only the gathered values are
+    kept. Each chunk is activation-checkpointed, so backward recomputes its logits instead of storing them:
+    peak extra memory is ~ chunk_size * V * 4 bytes * a small constant, whatever the sequence length
+    (for a 32K-token response with Qwen's 152K vocabulary the naive way needs ~20 GB for fp32 logits).
+    """
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)   # correct positions under left padding
+    backbone = model.get_decoder()
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                      use_cache=False).last_hidden_state                   # [B, S, H]
+    head = model.get_output_embeddings()
+    batch, seq = input_ids.shape
+    hidden = hidden[:, :-1].reshape(-1, hidden.shape[-1])                  # [B*(S-1), H]
+    targets = input_ids[:, 1:].reshape(-1)
+    outputs = []
+    for start in range(0, hidden.shape[0], chunk_size):
+        args = (hidden[start:start + chunk_size], targets[start:start + chunk_size], head.weight, head.bias,
+                temperature, with_entropy)
+        if torch.is_grad_enabled() and hidden.requires_grad:
+            outputs.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
+        else:
+            outputs.append(_chunk_logprobs(*args))
+    if with_entropy:
+        logp = torch.cat([o[0] for o in outputs]).view(batch, seq - 1)
+        entropy = torch.cat([o[1] for o in outputs]).view(batch, seq - 1)
+        return logp, entropy
+    return torch.cat(outputs).view(batch, seq - 1)
