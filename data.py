@@ -1,0 +1,284 @@
+"""Datasets, prompt templates and batching.
+
+A problem is a dict in one schema everywhere: {"id": str, "problem": str, "answer": str, ...optional fields}.
+
+    load_dataset("math500")                       a set shipped in data/ (see data/README.md)
+    load_dataset("path/to/file.jsonl")            .jsonl, .jsonl.gz, .json, .parquet
+    load_dataset("hub:org/name:train")            a Hugging Face hub dataset (needs `pip install datasets`)
+    load_dataset("math_train12k,gsm8k_train")     several, concatenated (ids prefixed with their set's name)
+
+render_prompt(problem, tokenizer, template) -> prompt token ids, for each template in TEMPLATES.
+PromptBatcher: seeded per-epoch shuffling, a cursor that is saved with checkpoints, sharding by rank.
+"""
+import gzip
+import json
+import random
+import re
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+SHIPPED_EVAL = ("math500", "aime2024", "aime2025", "amc2023", "gsm8k_test", "minerva_math", "olympiadbench",
+                "gaokao2023en", "college_math")
+SHIPPED_TRAIN = ("math_train12k", "gsm8k_train", "aime_1983_2023")
+
+
+class DatasetError(ValueError):
+    """Bad input data; the message names the file and line (or hub dataset and row)."""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Prompt templates
+# ------------------------------------------------------------------------------------------------------------
+BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+# R1-Zero-style training prompt with <think>/<answer> tags, the format the Perplexity study trains with (its
+# exact wording was not available to us; this follows DeepSeek-R1-Zero's). Rendered as plain text, no chat
+# template: it is itself the conversation.
+THINK_ANSWER_TEMPLATE = (
+    "A conversation between User and Assistant. The User asks a math question, and the Assistant solves it. "
+    "The Assistant first thinks about the reasoning process in the mind and then provides the User with the "
+    "answer. The reasoning process is enclosed within <think> </think> and the answer is enclosed within "
+    "<answer> </answer> tags, respectively, i.e., <think> reasoning process here </think> "
+    "<answer> answer here </answer>.\nUser: {problem}\nAssistant: <think>"
+)
+# Evaluation prompt of the same study's kind: plain text, final answer in \boxed{}.
+BOXED_TEMPLATE = "{problem}\n" + BOXED_INSTRUCTION
+
+TEMPLATES = {
+    "chat": "the tokenizer's chat template, user turn = problem + '" + BOXED_INSTRUCTION + "' "
+            "(DeepSeek-R1-Distill, AceMath-RL, Qwen2.5-Math-Instruct)",
+    "think_answer": "plain text, <think>/<answer> tags (R1-Zero style training prompt): " + THINK_ANSWER_TEMPLATE[:60] + "...",
+    "boxed": "plain text: problem + '" + BOXED_INSTRUCTION + "' (evaluation prompt for base models)",
+}
+
+
+def render_prompt(problem, tokenizer, template="chat"):
+    """Problem text -> prompt token ids (list[int]) for `tokenizer` under a template from TEMPLATES."""
+    if template == "chat":
+        messages = [{"role": "user", "content": f"{problem}\n{BOXED_INSTRUCTION}"}]
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # some versions return a BatchEncoding
+            ids = ids["input_ids"]
+        return list(ids)
+    if template == "think_answer":
+        text = THINK_ANSWER_TEMPLATE.replace("{problem}", problem)
+    elif template == "boxed":
+        text = BOXED_TEMPLATE.replace("{problem}", problem)
+    else:
+        raise ValueError(f"unknown template {template!r}; choose one of {sorted(TEMPLATES)}")
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if tokenizer.bos_token_id is not None and getattr(tokenizer, "add_bos_token", False):
+        ids = [tokenizer.bos_token_id] + ids
+    return ids
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Loading and validation
+# ------------------------------------------------------------------------------------------------------------
+def _answer_text(value):
+    """Gold answers as strings: 13.0 -> '13' (AMC golds stored as floats), 7 -> '7'."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _validate(rows, where, source, fields):
+    """rows: list of (location, raw dict). Returns problems in our schema or raises DatasetError."""
+    id_field, problem_field, answer_field = fields
+    problems, seen = [], {}
+    for location, row in rows:
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}:{location}: expected a JSON object, got {type(row).__name__}")
+        problem = row.get(problem_field)
+        answer = _answer_text(row.get(answer_field))
+        if not isinstance(problem, str) or not problem.strip():
+            raise DatasetError(f"{where}:{location}: missing or empty '{problem_field}'")
+        if not isinstance(answer, str) or not answer.strip():
+            raise DatasetError(f"{where}:{location}: missing or empty '{answer_field}'")
+        pid = row.get(id_field)
+        pid = f"{source}-{location}" if pid is None or pid == "" else str(pid)
+        if pid in seen:
+            raise DatasetError(f"{where}:{location}: duplicate id {pid!r} (first at {seen[pid]})")
+        seen[pid] = location
+        out = {k: v for k, v in row.items() if k not in (id_field, problem_field, answer_field)}
+        out.update(id=pid, problem=problem, answer=answer.strip())
+        out.setdefault("source", source)
+        problems.append(out)
+    if not problems:
+        raise DatasetError(f"{where}: no rows")
+    return problems
+
+
+def _read_json_lines(path):
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((line_no, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{line_no}: unreadable JSON ({exc.msg} at column {exc.colno})") from None
+    return rows
+
+
+def _read_file(path):
+    name = path.name.lower()
+    if name.endswith(".jsonl") or name.endswith(".jsonl.gz"):
+        return _read_json_lines(path)
+    if name.endswith(".json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{exc.lineno}: unreadable JSON ({exc.msg})") from None
+        if isinstance(data, dict) and isinstance(data.get("data"), list):
+            data = data["data"]
+        if not isinstance(data, list):
+            raise DatasetError(f"{path}: expected a JSON list of rows (or {{'data': [...]}})")
+        return [(f"row {k}", row) for k, row in enumerate(data)]
+    if name.endswith(".parquet"):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise DatasetError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
+        return [(f"row {k}", row) for k, row in enumerate(pq.read_table(path).to_pylist())]
+    raise DatasetError(f"{path}: unsupported file type (use .jsonl, .jsonl.gz, .json or .parquet)")
+
+
+def _load_one(spec, fields):
+    if spec.startswith("hub:"):
+        name, _, split = spec[4:].partition(":")
+        try:
+            import datasets  # only this path needs the `datasets` package
+        except ImportError:
+            raise DatasetError(f"{spec}: loading from the hub needs `pip install datasets`") from None
+        table = datasets.load_dataset(name, split=split or "train")
+        return _validate([(f"row {k}", dict(r)) for k, r in enumerate(table)], spec, name.split("/")[-1], fields)
+    if spec in SHIPPED_EVAL + SHIPPED_TRAIN:
+        return _validate(_read_json_lines(DATA_DIR / f"{spec}.jsonl.gz"), f"data/{spec}.jsonl.gz", spec, fields)
+    path = Path(spec)
+    if not path.exists():
+        raise DatasetError(f"{spec}: not a shipped set ({', '.join(SHIPPED_EVAL + SHIPPED_TRAIN)}), "
+                           f"not an existing file, and not hub:org/name[:split]")
+    source = path.name.split(".")[0]
+    return _validate(_read_file(path), str(path), source, fields)
+
+
+def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer"):
+    """Problems from a shipped name, a local file, or hub:org/name[:split]; a comma-separated list mixes sets
+    (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names."""
+    specs = [s.strip() for s in spec.split(",") if s.strip()]
+    if not specs:
+        raise DatasetError("empty dataset spec")
+    fields = (id_field, problem_field, answer_field)
+    if len(specs) == 1:
+        return _load_one(specs[0], fields)
+    problems = []
+    for one in specs:
+        tag = Path(one).name.split(".")[0] if not one.startswith("hub:") else one[4:].replace("/", "_")
+        for p in _load_one(one, fields):
+            problems.append({**p, "id": f"{tag}/{p['id']}"})
+    return problems
+
+
+def normalize_problem_text(text):
+    """Text key for contamination checks: lowercase, $ and whitespace runs removed."""
+    return re.sub(r"\s+", " ", text.replace("$", "")).strip().lower()
+
+
+def find_contamination(train_problems, eval_specs=SHIPPED_EVAL):
+    """Training problems whose normalized text also appears in an evaluation set.
+    Returns a list of (train_id, eval_set, eval_id)."""
+    train_keys = {}
+    for p in train_problems:
+        train_keys.setdefault(normalize_problem_text(p["problem"]), []).append(p["id"])
+    hits = []
+    for spec in eval_specs:
+        for e in load_dataset(spec):
+            for train_id in train_keys.get(normalize_problem_text(e["problem"]), ()):
+                hits.append((train_id, spec, e["id"]))
+    return hits
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Difficulty filtering (AceMath-RL stage 3)
+# ------------------------------------------------------------------------------------------------------------
+def read_pass_rates(path):
+    """eval.py's pass-rate file (JSONL of id, correct, total) -> {id: (correct, total)}."""
+    rates = {}
+    for line_no, row in _read_json_lines(Path(path)):
+        try:
+            rates[str(row["id"])] = (int(row["correct"]), int(row["total"]))
+        except (KeyError, TypeError, ValueError):
+            raise DatasetError(f"{path}:{line_no}: need 'id', 'correct' and 'total'") from None
+    return rates
+
+
+def filter_by_pass_rate(problems, pass_rates, low=0.0, high=1.0):
+    """Keep problems whose measured pass rate correct/total lies in [low, high] (e.g. high=6/16 keeps the hard
+    ones; low=1/16 also drops those never solved). pass_rates: dict id -> (correct, total), or a file path.
+    Problems without a measurement are dropped (and counted in the returned dict)."""
+    if not isinstance(pass_rates, dict):
+        pass_rates = read_pass_rates(pass_rates)
+    kept, missing = [], 0
+    for p in problems:
+        if p["id"] not in pass_rates:
+            missing += 1
+            continue
+        correct, total = pass_rates[p["id"]]
+        if total > 0 and low - 1e-12 <= correct / total <= high + 1e-12:
+            kept.append(p)
+    return kept, {"kept": len(kept), "dropped": len(problems) - len(kept) - missing, "unmeasured": missing}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Batching
+# ------------------------------------------------------------------------------------------------------------
+class PromptBatcher:
+    """Endless iterator over batches of problems: each epoch a fresh shuffle from (seed, epoch), the cursor
+    saved with state_dict() so that a resumed run continues with exactly the next batch.
+
+    batch_size is the GLOBAL number of prompts per step; with world_size > 1 each rank gets its slice
+    (rank::world_size) of the same global batch, so together the ranks cover every problem exactly once per
+    epoch. The last incomplete batch of an epoch is dropped (every step has the same size).
+    """
+
+    def __init__(self, problems, batch_size, seed=0, rank=0, world_size=1):
+        if batch_size % world_size:
+            raise ValueError(f"batch_size {batch_size} must be divisible by world_size {world_size}")
+        if len(problems) < batch_size:
+            raise ValueError(f"{len(problems)} problems are fewer than one batch of {batch_size}")
+        self.problems, self.batch_size, self.seed = problems, batch_size, seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch, self.cursor = 0, 0
+        self._order = self._shuffled(0)
+
+    def _shuffled(self, epoch):
+        order = list(range(len(self.problems)))
+        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        return order
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.cursor + self.batch_size > len(self._order):
+            self.epoch, self.cursor = self.epoch + 1, 0
+            self._order = self._shuffled(self.epoch)
+        batch = self._order[self.cursor:self.cursor + self.batch_size]
+        self.cursor += self.batch_size
+        return [self.problems[k] for k in batch[self.rank::self.world_size]]
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "cursor": self.cursor, "seed": self.seed, "num_problems": len(self.problems)}
+
+    def load_state_dict(self, state):
+        if state["num_problems"] != len(self.problems):
+            raise ValueError(f"checkpoint was made with {state['num_problems']} problems, now {len(self.problems)}")
+        self.seed, self.epoch, self.cursor = state["seed"], state["epoch"], state["cursor"]
+        self._order = self._shuffled(self.epoch)

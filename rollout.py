@@ -1,0 +1,227 @@
+"""Generation: vLLM in the training process (colocated on the trainer's GPU), or transformers as a fallback.
+
+Both engines have the same four-call surface, and nothing else in the project imports vllm:
+
+    engine.generate(prompt_token_ids, n, temperature, top_p, max_tokens, seed) -> list[Sample]   (n per prompt)
+    engine.update_weights(named_tensors)   push the trainer's weights (ALL of them: model.state_dict().items())
+    engine.sleep() / engine.wake_up()      free / retake the GPU memory of the engine
+
+The colocated step on GPU (vLLM docs on sleep mode, TRL and verl agree; see README "How colocation works"):
+
+    engine created with enable_sleep_mode=True, then sleep(level=2) at once
+    every step:  torch.cuda.empty_cache() -> wake_up(["weights"]) -> push every parameter -> reset_prefix_cache()
+                 -> wake_up(["kv_cache"]) -> generate -> sleep(level=2) -> trainer forward/backward/step
+    `update_weights` does the first four, `generate` the fifth, `sleep` the last. Level 2 DISCARDS the weights, so
+    anything not pushed after a sleep is garbage: this class refuses to generate until every weight was pushed
+    again, and never calls `reload_weights` without weights (which silently re-reads the checkpoint from disk;
+    TRL issue 5312).
+
+Log-probabilities: vLLM is created with logprobs_mode="processed_logprobs", so `Sample.logprobs` are those of
+the distribution actually sampled (after temperature and top-p). The trainer computes its own with
+grpo.token_logprobs(..., temperature=T); tests/test_rollout.py checks the two agree (alignment <= 1.001).
+"""
+import os
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Sample:
+    """One generated response. Lists are plain Python (cheap to pass around and to write as JSON)."""
+    prompt_ids: list          # [P] prompt token ids
+    response_ids: list        # [R] generated token ids, including the EOS token when the model sampled it
+    logprobs: list            # [R] sampler log-probs of response_ids (after temperature / top-p)
+    finish_reason: str        # "stop" (EOS or stop token) or "length" (cut off at max_tokens: truncated)
+    text: str                 # decoded response_ids, special tokens removed
+    extra: dict = field(default_factory=dict)
+
+
+def _check_prompts(prompt_token_ids):
+    if not prompt_token_ids or not all(isinstance(p, (list, tuple)) and len(p) > 0 for p in prompt_token_ids):
+        raise ValueError("prompt_token_ids must be a non-empty list of non-empty token id lists")
+
+
+class VLLMEngine:
+    """vLLM (GPU or CPU build) in this process. model: hub id or local HF directory.
+
+    Colocation knobs: gpu_memory_utilization is the fraction of the WHOLE GPU vLLM may take while awake (weights +
+    KV cache); the trainer's weights, gradients and optimizer state must fit in the rest while vLLM sleeps its
+    KV cache away. load_format="dummy" starts from random weights (no second read of the checkpoint): the first
+    update_weights() must then come before the first generate().
+    """
+
+    def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
+                 seed=0, load_format="auto", enable_sleep_mode=None, tensor_parallel_size=1,
+                 distributed_executor_backend=None, enable_prefix_caching=True):
+        # In-process engine: weights can be pushed by reference, and collective_rpc reaches the worker directly.
+        if distributed_executor_backend != "external_launcher":
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        from vllm import LLM
+
+        self.on_gpu = torch.cuda.is_available()
+        self.sleep_enabled = self.on_gpu if enable_sleep_mode is None else enable_sleep_mode
+        kwargs = dict(model=model, dtype=dtype, seed=seed, enforce_eager=enforce_eager, load_format=load_format,
+                      logprobs_mode="processed_logprobs", enable_prefix_caching=enable_prefix_caching,
+                      tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
+        if max_model_len:
+            kwargs["max_model_len"] = max_model_len
+        if self.sleep_enabled:
+            kwargs["enable_sleep_mode"] = True
+        if distributed_executor_backend:
+            kwargs["distributed_executor_backend"] = distributed_executor_backend
+        self.llm = LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+        self.weights_valid = load_format != "dummy"   # False: generate() refuses until weights are pushed
+        self.state = "awake"                          # awake | asleep | weights_only
+        self.last_sync_s = 0.0
+
+    # -- the four calls ---------------------------------------------------------------------------------------
+    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None):
+        """Sample n responses per prompt. Returns len(prompts) * n Samples: n consecutive ones per prompt, in
+        prompt order. With a seed, sample j of prompt i uses seed + i * n + j (vLLM gives child k seed + k)."""
+        from vllm import SamplingParams
+        _check_prompts(prompt_token_ids)
+        if not self.weights_valid:
+            raise RuntimeError("vLLM holds no valid weights (dummy load or level-2 sleep): call update_weights first")
+        self.wake_up()
+        params, prompts = [], []
+        for i, ids in enumerate(prompt_token_ids):
+            room = self.max_model_len - len(ids)
+            if room < 1:
+                raise ValueError(f"prompt {i} has {len(ids)} tokens; max_model_len is {self.max_model_len}")
+            params.append(SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=min(max_tokens, room),
+                                         logprobs=0, seed=None if seed is None else seed + i * n,
+                                         skip_special_tokens=True))
+            prompts.append({"prompt_token_ids": list(ids)})
+        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
+        samples = []
+        for ids, out in zip(prompt_token_ids, outputs):
+            for completion in sorted(out.outputs, key=lambda c: c.index):
+                token_ids = list(completion.token_ids)
+                logprobs = [lp[t].logprob for t, lp in zip(token_ids, completion.logprobs)]
+                finish = "length" if completion.finish_reason == "length" else "stop"
+                samples.append(Sample(list(ids), token_ids, logprobs, finish, completion.text))
+        return samples
+
+    def update_weights(self, named_tensors):
+        """Push the trainer's weights into vLLM, then drop the prefix cache (its KV entries came from the old
+        weights). Pass EVERY tensor: `model.state_dict().items()`. `named_parameters()` omits a tied lm_head,
+        and a partial push is not a no-op: it leaves vLLM's head corrupted (see README)."""
+        start = time.perf_counter()
+        if self.state == "asleep":
+            if self.on_gpu:
+                torch.cuda.empty_cache()
+            self.llm.wake_up(tags=["weights"])
+            self.state = "weights_only"
+        weights = [(name, tensor.detach()) for name, tensor in named_tensors]
+        if not weights:
+            raise ValueError("update_weights got no tensors")
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.llm.reset_prefix_cache()
+        self.weights_valid = True
+        self.last_sync_s = time.perf_counter() - start
+        return self.last_sync_s
+
+    def sleep(self):
+        """Free vLLM's GPU memory (level 2: weights and KV cache discarded). A no-op on CPU."""
+        if self.sleep_enabled and self.state != "asleep":
+            self.llm.sleep(level=2)
+            self.state = "asleep"
+            self.weights_valid = False
+
+    def wake_up(self):
+        """Retake the memory for generation (weights, if not yet, then the KV cache)."""
+        if self.state == "asleep":
+            self.llm.wake_up(tags=["weights"])
+        if self.state != "awake":
+            self.llm.wake_up(tags=["kv_cache"])
+            self.state = "awake"
+
+    def close(self):
+        del self.llm
+
+
+class HFEngine:
+    """The same interface on transformers' generate(), for machines without vLLM and as a cross-check.
+
+    model: a local path / hub id (the engine loads its own copy), or the trainer's nn.Module itself (then
+    update_weights is a no-op: generation always sees the current weights, at the cost of no KV-cache reuse).
+    Log-probs are those of the processed distribution (temperature and top-p applied), like vLLM's.
+    """
+
+    def __init__(self, model, tokenizer=None, dtype=torch.float32, device=None, seed=0, batch_size=64,
+                 max_model_len=None):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if isinstance(model, torch.nn.Module):
+            self.model, self.shared = model, True
+        else:
+            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(self.device)
+            self.shared = False
+        self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(
+            model if isinstance(model, str) else self.model.name_or_path)
+        self.seed = seed
+        self.batch_size = batch_size
+        self.max_model_len = max_model_len or self.model.config.max_position_embeddings
+        self.last_sync_s = 0.0
+
+    @torch.no_grad()
+    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None):
+        _check_prompts(prompt_token_ids)
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        was_training = self.model.training
+        self.model.eval()
+        generator_seed = self.seed if seed is None else seed
+        samples = []
+        per_call = max(1, self.batch_size // n)
+        try:
+            for start in range(0, len(prompt_token_ids), per_call):
+                chunk = prompt_token_ids[start:start + per_call]
+                torch.manual_seed(generator_seed + start * n)
+                width = max(map(len, chunk))
+                ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in chunk], device=self.device)
+                attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=self.device)
+                new_tokens = min(max_tokens, self.max_model_len - width)
+                out = self.model.generate(
+                    input_ids=ids, attention_mask=attention, do_sample=temperature > 0, temperature=temperature or None,
+                    top_p=top_p, top_k=0, max_new_tokens=new_tokens, num_return_sequences=n, pad_token_id=pad,
+                    eos_token_id=sorted(eos_ids), return_dict_in_generate=True, output_scores=True, use_cache=True)
+                generated = out.sequences[:, width:]                                   # [len(chunk)*n, L]
+                scores = torch.stack(out.scores, dim=1).float().log_softmax(-1)        # processed distribution
+                token_lp = scores.gather(-1, generated.unsqueeze(-1)).squeeze(-1)      # [len(chunk)*n, L]
+                for row in range(generated.shape[0]):
+                    tokens = generated[row].tolist()
+                    stop_at = next((k for k, t in enumerate(tokens) if t in eos_ids), None)
+                    length = len(tokens) if stop_at is None else stop_at + 1
+                    tokens = tokens[:length]
+                    samples.append(Sample(
+                        list(chunk[row // n]), tokens, token_lp[row, :length].tolist(),
+                        "stop" if stop_at is not None else "length",
+                        self.tokenizer.decode(tokens, skip_special_tokens=True)))
+        finally:
+            self.model.train(was_training)
+        return samples
+
+    @torch.no_grad()
+    def update_weights(self, named_tensors):
+        start = time.perf_counter()
+        if not self.shared:
+            own = self.model.state_dict()
+            for name, tensor in named_tensors:
+                own[name].copy_(tensor)
+        self.last_sync_s = time.perf_counter() - start
+        return self.last_sync_s
+
+    def sleep(self):
+        pass
+
+    def wake_up(self):
+        pass
+
+    def close(self):
+        pass

