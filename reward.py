@@ -148,7 +148,7 @@ def normalize(s):
     s = re.sub(r"\\gt(?![a-z])", ">", s)
     s = re.sub(r"\\(?:neq|ne)(?![a-z])", "!=", s)
     # units written as text after a number (5\text{ cm}, 3\mbox{ inches}): dropped, at the end only
-    s = re.sub(r"(?<=[\d}\)])\s*" + _TEXT_CMDS + r"\s*\{\s*" + _UNIT_WORD + r"\}\s*$", "", s)
+    s = re.sub(r"(?<=[\d}\)])\s*" + _TEXT_CMDS + r"\s*\{\s*" + _UNIT_WORD + r"\}(?:\^\{?\d\}?)?\s*$", "", s)
     s = _unwrap_text_commands(s).strip()
     # plain unit words after a number at the very end ("5 cm", "12 square feet"); single letters are kept
     s = re.sub(r"(?<=\d)\s+(?:[A-Za-z]{2,}\.?\s*)+$", "", s)
@@ -157,9 +157,10 @@ def normalize(s):
     if re.fullmatch(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s):
         s = s.replace(",", "")
     # a whole-answer mixed number 2\frac{1}{2} -> (2+1/2)
-    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}", s)
+    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac(?:\{(\d+)\}|(\d))(?:\{(\d+)\}|(\d))", s)
     if mixed:
-        sign, whole, num, den = mixed.groups()
+        sign, whole = mixed.group(1), mixed.group(2)
+        num, den = mixed.group(3) or mixed.group(4), mixed.group(5) or mixed.group(6)
         s = f"{sign}({whole}+\\frac{{{num}}}{{{den}}})"
     s = re.sub(r"\s+", " ", s).strip()
     return s or None
@@ -635,17 +636,19 @@ def _equiv(pred, gold):
         return len(inner_g) == len(inner_p) and all(_equiv(p, g) for p, g in zip(inner_p, inner_g))
     if len(g_items) > 1 or len(p_items) > 1:
         return _match_unordered(p_items, g_items)
+    # words, case-insensitive (before math: "even" is not e*v*e*n)
+    if _is_words(gold):
+        return _is_words(pred) and _words(pred) == _words(gold)
     # single values
     g_val, p_val = parse_math(gold), parse_math(pred)
     if g_val is not None and p_val is not None:
         return _values_equal(p_val, g_val)
-    if g_val is None and _is_words(gold):
-        return _is_words(pred) and _words(pred) == _words(gold)
     return False
 
 
 def _is_words(s):
-    return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and len(s.replace(" ", "")) > 1
+    """Plain words (`even`, `Monday`, `no solution`): a run of 3+ letters; `xy` stays a product of symbols."""
+    return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
 
 
 def _words(s):
@@ -729,8 +732,11 @@ def _serve(memory_limit_bytes):
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
     except (ImportError, ValueError, OSError):
         pass
+    debug_sleep = float(os.environ.get("REWARD_TEST_HANG_S", "0"))  # tests only: simulate a check that hangs
     for line in sys.stdin:
         item = json.loads(line)
+        if debug_sleep and item["response"] == "<hang>":
+            time.sleep(debug_sleep)
         try:
             reply = {"score": math_reward(item["response"], item["gold"])}
         except Exception as exc:  # noqa: BLE001 -- a crash is reported to the parent, never propagated
@@ -812,7 +818,9 @@ def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=No
                 if worker.proc.stdout in ready:
                     line = worker.proc.stdout.readline()
                     reply = json.loads(line) if line else {"error": "worker died"}
-                    if "score" in reply:
+                    if now - worker.started > timeout_s and line:
+                        counts["timeouts"] += 1          # answered, but too late: scores 0 like any timeout
+                    elif "score" in reply:
                         scores[k] = float(reply["score"])
                     else:
                         counts["errors"] += 1
