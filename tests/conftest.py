@@ -30,6 +30,15 @@ def tiny_model_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def warm_model_path(tmp_path_factory):
+    """The tiny model after the format warm-up: answers `\\boxed{D}<|im_end|>` with a random digit D."""
+    from tiny_model import build_tiny_model, warm_up_format
+    path = build_tiny_model(tmp_path_factory.mktemp("warm") / "model")
+    warm_up_format(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def tokenizer(tiny_model_path):
     from transformers import AutoTokenizer
     return AutoTokenizer.from_pretrained(tiny_model_path)

@@ -113,7 +113,7 @@ def warm_up_format(path, template="chat", steps=300, lr=3e-3, seed=0):
         loss.backward()
         optimizer.step()
     model.save_pretrained(path)
-    return float(loss)
+    return loss.item()
 
 
 def main():
