@@ -1,0 +1,203 @@
+"""data.py: shipped sets, file formats, validation errors, contamination, templates, batching, filtering."""
+import gzip
+import json
+
+import pytest
+
+import data
+from data import DatasetError, PromptBatcher, filter_by_pass_rate, load_dataset, render_prompt
+
+ROWS = {  # SOURCES.md counts (aime_1983_2023: 975 minus the 4 MATH-500 problems)
+    "math500": 500, "aime2024": 30, "aime2025": 30, "amc2023": 40, "gsm8k_test": 1319, "minerva_math": 272,
+    "olympiadbench": 675, "gaokao2023en": 385, "college_math": 2818, "gsm8k_train": 7473, "math_train12k": 11998,
+    "aime_1983_2023": 971,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_shipped_sets_load_with_their_row_counts(name):
+    problems = load_dataset(name)
+    assert len(problems) == ROWS[name]
+    assert len({p["id"] for p in problems}) == len(problems)
+    assert all(p["problem"].strip() and p["answer"].strip() for p in problems)
+    if name in data.SHIPPED_TRAIN:
+        assert not any("solution" in p for p in problems), "training sets ship without solutions"
+
+
+def test_every_shipped_file_is_listed():
+    shipped = {p.name.split(".")[0] for p in data.DATA_DIR.glob("*.jsonl.gz")}
+    assert shipped == set(data.SHIPPED_EVAL + data.SHIPPED_TRAIN) == set(ROWS)
+    readme = (data.DATA_DIR / "README.md").read_text()
+    assert all(name in readme for name in ROWS)
+
+
+def write_rows(path, rows):
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt") as f:
+            f.write(text)
+    else:
+        path.write_text(text)
+
+
+GOOD = [{"id": "a", "problem": "1+1?", "answer": "2"}, {"id": "b", "problem": "2+2?", "answer": 4.0},
+        {"problem": "3+3?", "answer": "6", "level": 2}]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".json", ".parquet"])
+def test_file_formats(tmp_path, suffix):
+    path = tmp_path / f"mine{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps(GOOD))
+    elif suffix == ".parquet":
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+        pq.write_table(pa.Table.from_pylist([{**r, "answer": str(r["answer"])} for r in GOOD]), path)
+    else:
+        write_rows(path, GOOD)
+    problems = load_dataset(str(path))
+    assert [p["answer"] for p in problems] == ["2", "4", "6"]
+    assert problems[0]["id"] == "a" and problems[2]["id"].startswith("mine-")
+    assert problems[0]["source"] == "mine"
+
+
+def test_json_with_data_key_and_field_mapping(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"data": [{"q": "x?", "a": "1", "uid": 7}]}))
+    problems = load_dataset(str(path), id_field="uid", problem_field="q", answer_field="a")
+    assert problems == [{"id": "7", "problem": "x?", "answer": "1", "source": "other"}]
+
+
+def test_mixing_sets_keeps_ids_unique(tmp_path):
+    path = tmp_path / "extra.jsonl"
+    write_rows(path, [{"id": "test/algebra/1.json", "problem": "p", "answer": "1"}])
+    mixed = load_dataset(f"aime2024,{path}")
+    assert len(mixed) == 31
+    assert mixed[0]["id"].startswith("aime2024/") and mixed[-1]["id"] == "extra/test/algebra/1.json"
+
+
+@pytest.mark.parametrize("content,message", [
+    ('{"id": "a", "problem": "p", "answer": "1"}\n{"id": "b", "problem": "", "answer": "1"}\n', "bad.jsonl:2: missing or empty 'problem'"),
+    ('{"id": "a", "problem": "p"}\n', "bad.jsonl:1: missing or empty 'answer'"),
+    ('{"id": "a", "problem": "p", "answer": " "}\n', "bad.jsonl:1: missing or empty 'answer'"),
+    ('{"id": "a", "problem": "p", "answer": "1"}\n\n{"id": "a", "problem": "q", "answer": "2"}\n', "bad.jsonl:3: duplicate id 'a' (first at 1)"),
+    ('{"id": "a", "problem": "p", "answer": "1"}\n{"id": "b", oops}\n', "bad.jsonl:2: unreadable JSON"),
+    ('["not", "an", "object"]\n', "bad.jsonl:1: expected a JSON object"),
+    ('', "bad.jsonl: no rows"),
+])
+def test_malformed_input_names_file_and_line(tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    with pytest.raises(DatasetError) as err:
+        load_dataset(str(path))
+    assert message in str(err.value)
+
+
+def test_unknown_spec_and_type(tmp_path):
+    with pytest.raises(DatasetError, match="not a shipped set"):
+        load_dataset("no_such_set")
+    (tmp_path / "x.csv").write_text("a,b\n")
+    with pytest.raises(DatasetError, match="unsupported file type"):
+        load_dataset(str(tmp_path / "x.csv"))
+
+
+def test_hub_path_fails_clearly_without_datasets_package(monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_datasets(name, *args, **kwargs):
+        if name == "datasets":
+            raise ImportError("no datasets")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_datasets)
+    with pytest.raises(DatasetError, match="pip install datasets"):
+        load_dataset("hub:agentica-org/DeepScaleR-Preview-Dataset:train")
+
+
+def test_contamination_detection(tmp_path):
+    m500 = load_dataset("math500")
+    train = [{"id": "mine-1", "problem": "  " + m500[3]["problem"].upper().replace(" ", "  ") + " ", "answer": "1"},
+             {"id": "mine-2", "problem": "A brand new problem.", "answer": "2"}]
+    hits = data.find_contamination(train, ["math500", "aime2024"])
+    assert hits == [("mine-1", "math500", m500[3]["id"])]
+    assert data.find_contamination(load_dataset("math_train12k"), ["math500"]) == []
+    assert data.find_contamination(load_dataset("aime_1983_2023"), ["math500"]) == []
+
+
+@pytest.mark.parametrize("template", sorted(data.TEMPLATES))
+def test_templates_render_with_the_tiny_tokenizer(tokenizer, template):
+    ids = render_prompt("What is $1+1$?", tokenizer, template)
+    text = tokenizer.decode(ids)
+    assert "What is $1+1$?" in text and all(isinstance(i, int) for i in ids)
+    if template == "chat":
+        assert text.startswith("<|im_start|>user\n") and text.endswith("<|im_start|>assistant\n")
+        assert "\\boxed{}" in text
+    if template == "think_answer":
+        assert text.endswith("Assistant: <think>") and "<answer> </answer>" in text
+    with pytest.raises(ValueError, match="unknown template"):
+        render_prompt("x", tokenizer, "nope")
+
+
+PROBLEMS = [{"id": str(k), "problem": f"p{k}", "answer": "1"} for k in range(23)]
+
+
+def ids_of(batch):
+    return [p["id"] for p in batch]
+
+
+def test_batcher_is_deterministic_and_covers_each_epoch():
+    a, b = PromptBatcher(PROBLEMS, 5, seed=3), PromptBatcher(PROBLEMS, 5, seed=3)
+    first = [ids_of(next(a)) for _ in range(8)]
+    assert first == [ids_of(next(b)) for _ in range(8)]
+    epoch0 = sum(first[:4], [])
+    assert len(set(epoch0)) == 20, "an epoch never repeats a problem (last partial batch dropped)"
+    assert first[4] != first[0] and a.epoch == 1, "a new epoch reshuffles"
+    assert ids_of(next(PromptBatcher(PROBLEMS, 5, seed=4))) != first[0]
+
+
+@pytest.mark.parametrize("stop_after", [2, 4, 6])   # mid-epoch, at the boundary, in the next epoch
+def test_batcher_resumes_exactly(stop_after):
+    full = PromptBatcher(PROBLEMS, 5, seed=1)
+    expected = [ids_of(next(full)) for _ in range(10)]
+    first = PromptBatcher(PROBLEMS, 5, seed=1)
+    for _ in range(stop_after):
+        next(first)
+    state = json.loads(json.dumps(first.state_dict()))  # survives a JSON round-trip, as in checkpoints
+    resumed = PromptBatcher(PROBLEMS, 5, seed=999)
+    resumed.load_state_dict(state)
+    assert [ids_of(next(resumed)) for _ in range(10 - stop_after)] == expected[stop_after:]
+
+
+def test_batcher_refuses_a_changed_dataset():
+    state = PromptBatcher(PROBLEMS, 5).state_dict()
+    with pytest.raises(ValueError, match="23 problems"):
+        PromptBatcher(PROBLEMS[:-1], 5).load_state_dict(state)
+
+
+def test_sharding_covers_every_problem_exactly_once():
+    world = 4
+    ranks = [PromptBatcher(PROBLEMS, 8, seed=2, rank=r, world_size=world) for r in range(world)]
+    single = PromptBatcher(PROBLEMS, 8, seed=2)
+    for _ in range(5):
+        shards = [ids_of(next(r)) for r in ranks]
+        assert all(len(s) == 2 for s in shards)
+        together = sum(shards, [])
+        assert sorted(together) == sorted(ids_of(next(single))) and len(set(together)) == 8
+    with pytest.raises(ValueError):
+        PromptBatcher(PROBLEMS, 6, world_size=4)
+
+
+def test_filter_by_pass_rate(tmp_path):
+    problems = [{"id": str(k), "problem": "p", "answer": "1"} for k in range(5)]
+    path = tmp_path / "pass_rates.jsonl"
+    write_rows(path, [{"id": "0", "correct": 0, "total": 16}, {"id": "1", "correct": 6, "total": 16},
+                      {"id": "2", "correct": 7, "total": 16}, {"id": "3", "correct": 16, "total": 16}])
+    kept, counts = filter_by_pass_rate(problems, str(path), low=0.0, high=6 / 16)
+    assert ids_of(kept) == ["0", "1"] and counts == {"kept": 2, "dropped": 2, "unmeasured": 1}
+    kept, _ = filter_by_pass_rate(problems, data.read_pass_rates(path), low=1 / 16, high=6 / 16)
+    assert ids_of(kept) == ["1"]
+    bad = tmp_path / "bad_rates.jsonl"
+    write_rows(bad, [{"id": "0", "correct": 1}])
+    with pytest.raises(DatasetError, match="bad_rates.jsonl:1"):
+        filter_by_pass_rate(problems, str(bad))
