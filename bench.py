@@ -58,7 +58,7 @@ def bench_logprobs(seq=32768, vocab=151936):
     naive_gb = seq * vocab * 4 / 2**30
     print(f"naive: fp32 logits alone {naive_gb:.1f} GB (plus log-softmax output and its gradient: ~3x); not run")
     import torch
-    configs = [("cpu", 64, 2, 4, c) for c in (256, 512, 1024)]
+    configs = [("cpu", 64, 2, 4, c) for c in (256, 1024)]
     if torch.cuda.is_available():  # Qwen2.5-1.5B shape: hidden 1536, 28 layers, MLP 8960
         configs = [("cuda", 1536, 28, 8960 / 1536, 1024)]
     for device, hidden, layers, mlp_mult, chunk in configs:
@@ -86,14 +86,48 @@ def _rows(name):
     return [(p["solution"], p["answer"]) for p in rows if "\\boxed" in p["solution"]]
 
 
-def bench_reward(sets=("math500", "minerva_math", "gsm8k_test", "aime2024")):
-    from reward import math_reward, score_batch
-    print("== reward.py: own solution vs own answer (accuracy), throughput with 2 workers, per-item latency")
+def _math_verify(gold, response):
+    from math_verify import parse, verify
     try:
-        from math_verify import parse, verify
+        return bool(verify(parse("$" + gold + "$"), parse(response)))
+    except Exception:  # noqa: BLE001 -- a crash counts as "not equal", as in a training loop
+        return False
+
+
+def bench_reward(sets=("math500", "minerva_math", "gsm8k_test", "aime2024")):
+    from reward import is_equiv, math_reward, score_batch
+    try:
+        import math_verify  # noqa: F401
+        have_mv = True
     except ImportError:
-        parse = verify = None
+        have_mv = False
         print("math-verify not installed: `pip install math-verify` to compare")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_reward import TABLE
+    print(f"== equivalence table of tests/test_reward.py ({len(TABLE)} cases: expected verdicts)")
+    ours = sum(is_equiv(p, g) == want for _, p, g, want in TABLE)
+    print(f"ours        {ours}/{len(TABLE)} agree")
+    if have_mv:
+        wrong = [(p, g, want) for _, p, g, want in TABLE if _math_verify(g, "$" + p + "$") != want]
+        false_pos = sum(1 for *_, want in wrong if not want)
+        print(f"math-verify {len(TABLE) - len(wrong)}/{len(TABLE)} agree ({false_pos} false positives, "
+              f"{len(wrong) - false_pos} false negatives); e.g. {wrong[:6]}")
+    print("== mismatched pairs: each solution against the answer of problem i+7 (full parse path; lower is better)")
+    for name in sets[:2]:
+        rows = _rows(name)
+        shifted = [(r, rows[(k + 7) % len(rows)][1]) for k, (r, _) in enumerate(rows)]
+        shifted = [(r, g) for (r, g), (_, own) in zip(shifted, rows) if g.strip() != own.strip()]
+        start = time.perf_counter()
+        fp = sum(math_reward(r, g) for r, g in shifted)
+        ours_s = time.perf_counter() - start
+        line = f"{name}: ours {int(fp)}/{len(shifted)} rewarded, {len(shifted) / ours_s:.0f}/s in-process"
+        if have_mv:
+            start = time.perf_counter()
+            mv = sum(_math_verify(g, r) for r, g in shifted)
+            line += f"; math-verify {mv}/{len(shifted)} rewarded, {len(shifted) / (time.perf_counter() - start):.0f}/s"
+        print(line)
+    print("== own solution vs own answer (accuracy), throughput with 2 workers, per-item latency")
+    parse = have_mv
     for name in sets:
         rows = _rows(name)
         responses, golds = [r for r, _ in rows], [g for _, g in rows]
@@ -110,16 +144,12 @@ def bench_reward(sets=("math500", "minerva_math", "gsm8k_test", "aime2024")):
         print(f"ours        {name:14s} acc {sum(scores) / len(scores):.4f} ({int(sum(scores))}/{len(scores)})  "
               f"{len(scores) / elapsed:7.0f}/s (2 workers)  p50 {1e3 * q[49]:.2f} ms  p99 {1e3 * q[98]:.2f} ms  "
               f"max {1e3 * max(latencies):.1f} ms")
-        if parse is not None:
+        if parse:
             correct, latencies = 0, []
             for response, gold in rows:
                 t = time.perf_counter()
-                try:
-                    ok = verify(parse("$" + gold + "$"), parse(response))
-                except Exception:  # noqa: BLE001 -- count as wrong, like a grader would
-                    ok = False
+                correct += _math_verify(gold, response)
                 latencies.append(time.perf_counter() - t)
-                correct += bool(ok)
             q = statistics.quantiles(latencies, n=100)
             print(f"math-verify {name:14s} acc {correct / len(rows):.4f} ({correct}/{len(rows)})  "
                   f"{len(rows) / sum(latencies):7.0f}/s (1 process)  p50 {1e3 * q[49]:.2f} ms  "

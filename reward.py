@@ -222,6 +222,7 @@ class _Parser:
         self.pos = 0
         self.depth = 0
         self.decimal_tolerances = []
+        self.symbols_seen = False
 
     def parse(self):
         if not self.tokens:
@@ -411,6 +412,7 @@ class _Parser:
             else:
                 self.take()
             name = f"{name}_{sub}"
+        self.symbols_seen = True
         return sympy.Symbol(name)
 
 
@@ -428,6 +430,8 @@ def parse_math(text):
         return None
     if value.has(sympy.nan, sympy.zoo):
         return None
+    if parser.symbols_seen and not value.free_symbols:
+        return None  # letters that vanished: `I(0)` read as I*0 = 0 is a function value, not the number 0
     return value, max(parser.decimal_tolerances, default=0.0)
 
 

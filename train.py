@@ -97,7 +97,7 @@ def build_parser():
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="default: bfloat16 on GPU, float32 on CPU")
     g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine")
     g.add_argument("--micro_batch_tokens", type=int, default=MICRO_BATCH_TOKENS, help="padded tokens per micro-batch")
-    g.add_argument("--logprob_chunk", type=int, default=1024, help="positions per chunk in grpo.token_logprobs")
+    g.add_argument("--logprob_chunk", type=int, default=256, help="positions per chunk in grpo.token_logprobs (memory ~ chunk x vocab)")
     g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
     g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="vLLM's share of the GPU while awake")
     g.add_argument("--max_model_len", type=int, default=None, help="vLLM context (default max_prompt_len + max_response_len)")

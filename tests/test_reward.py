@@ -125,7 +125,7 @@ CASES = {
     ],
     "not an answer": [
         ("", "5", False), ("\\frac{", "5", False), ("five", "5", False), ("the answer", "5", False),
-        ("5 or 6", "5", False), ("x", "5", False),
+        ("5 or 6", "5", False), ("x", "5", False), ("I(0)", "0", False), ("f(0)", "0", False), ("0x", "0", False),
     ],
 }
 TABLE = [(cat, p, g, want) for cat, rows in CASES.items() for p, g, want in rows]
