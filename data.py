@@ -282,3 +282,30 @@ class PromptBatcher:
             raise ValueError(f"checkpoint was made with {state['num_problems']} problems, now {len(self.problems)}")
         self.seed, self.epoch, self.cursor = state["seed"], state["epoch"], state["cursor"]
         self._order = self._shuffled(self.epoch)
+
+
+def main():
+    """CLI: write the problems of SPEC whose pass rate lies in [low, high] to a JSONL file (AceMath-RL stage 3)."""
+    import argparse
+    parser = argparse.ArgumentParser(description="Difficulty filtering: keep problems by measured pass rate.")
+    parser.add_argument("spec", help="training set: shipped name, file, or hub:org/name")
+    parser.add_argument("--pass_rates", required=True, help="eval.py --pass_rates output (JSONL: id, correct, total)")
+    parser.add_argument("--low", type=float, default=0.0, help="keep pass rate >= low (1/16 drops never-solved)")
+    parser.add_argument("--high", type=float, default=6 / 16, help="keep pass rate <= high")
+    parser.add_argument("--out", required=True, help="output JSONL, loadable with --train_data")
+    parser.add_argument("--dry_run", action="store_true", help="check arguments only")
+    args = parser.parse_args()
+    if not 0 <= args.low <= args.high <= 1:
+        parser.error("need 0 <= --low <= --high <= 1")
+    if args.dry_run:
+        print("data.py: dry run ok")
+        return
+    kept, counts = filter_by_pass_rate(load_dataset(args.spec), args.pass_rates, args.low, args.high)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in kept))
+    print(f"data.py: {counts} -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -144,14 +144,21 @@ def parse_args(argv=None):
         errors.append("--ppo_epochs and --mini_batches must be >= 1 and divide the batch")
     if args.resume and args.init_from:
         errors.append("--resume continues a run; --init_from starts a new one: pick one")
+    later = []  # in a dry run, paths an earlier recipe stage will create are noted, not errors
     if args.resume and not latest_checkpoint(args.resume):
-        errors.append(f"--resume {args.resume}: no checkpoint found there")
+        (later if args.dry_run else errors).append(f"--resume {args.resume}: no checkpoint found there")
     if args.init_from and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
-        errors.append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
+        (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
+    import data
     for spec in [s for s in args.train_data.split(",") if s] + [s for s in args.eval_data.split(",") if s]:
-        import data
-        if not (spec in data.SHIPPED_EVAL + data.SHIPPED_TRAIN or spec.startswith("hub:") or os.path.exists(spec)):
-            errors.append(f"data {spec!r}: not a shipped set, an existing file, or hub:org/name")
+        if spec in data.SHIPPED_EVAL + data.SHIPPED_TRAIN or spec.startswith("hub:") or os.path.exists(spec):
+            continue
+        looks_like_path = "/" in spec or "." in spec
+        (later if args.dry_run and looks_like_path else errors).append(
+            f"data {spec!r}: not a shipped set ({', '.join(data.SHIPPED_TRAIN + data.SHIPPED_EVAL)}), "
+            f"an existing file, or hub:org/name")
+    for note in later:
+        print(f"train.py: dry run: {note} (yet)")
     if errors:
         parser.error("\n  ".join(errors))
     if args.dtype is None:
@@ -273,14 +280,14 @@ class Logger:
 # ------------------------------------------------------------------------------------------------------------
 def main(argv=None, engine=None):
     args = parse_args(argv)
+    if args.dry_run:
+        print(f"train.py: dry run ok ({args.preset or 'defaults'}): {json.dumps(vars(args))}")
+        return None
     if args.device == "cuda":
         import torch
         if not torch.cuda.is_available():
             sys.exit("train.py: no CUDA GPU here. The GPU defaults need one; on a CPU machine run the demo:\n"
                      "  python tests/tiny_model.py out/tiny --warmup && python train.py --preset cpu_demo")
-    if args.dry_run:
-        print(f"train.py: dry run ok ({args.preset or 'defaults'}): {json.dumps(vars(args))}")
-        return None
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

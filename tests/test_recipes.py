@@ -1,0 +1,52 @@
+"""Recipes validate in dry-run mode; plot.py draws a real tiny run's metrics."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.sh") if not p.name.startswith("_"))
+
+
+def test_there_are_the_three_recipes():
+    assert RECIPES == ["acemath_rl.sh", "perplexity_llama.sh", "single_gpu_1p5b.sh"]
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_recipe_dry_run_validates_every_command(recipe):
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(ROOT / "recipes" / recipe), "--dry_run"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "every command validated" in proc.stdout
+
+
+def test_recipe_with_a_typo_fails_fast(tmp_path):
+    broken = tmp_path / "broken.sh"
+    text = (ROOT / "recipes" / "single_gpu_1p5b.sh").read_text().replace("--max_steps 500", "--max_stepz 500")
+    broken.write_text(text.replace('source "$(dirname "$0")/_common.sh"', f'source "{ROOT}/recipes/_common.sh"'))
+    proc = subprocess.run(["bash", str(broken), "--dry_run"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+    assert proc.returncode != 0 and "invalid command" in proc.stderr
+
+
+def test_plot_draws_a_tiny_run(vllm_engine, warm_model_path, tmp_path):
+    import json
+    import train
+    from tiny_model import synthetic_task
+    task = tmp_path / "task.jsonl"
+    task.write_text("".join(json.dumps(r) + "\n" for r in synthetic_task(64)))
+    run = tmp_path / "run"
+    train.main(["--preset", "cpu_demo", "--model", warm_model_path, "--train_data", str(task), "--out_dir", str(run),
+                "--max_steps", "3", "--batch_size", "8", "--group_size", "4", "--kl_coef", "0.01",
+                "--eval_every", "3", "--eval_data", "amc2023", "--eval_limit", "2"], engine=vllm_engine)
+    out = tmp_path / "plots"
+    proc = subprocess.run([sys.executable, str(ROOT / "plot.py"), str(run), str(run / "metrics.jsonl"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("reward.png", "length.png", "truncated.png", "entropy.png", "kl.png", "alignment.png", "eval.png"):
+        png = out / name
+        assert png.exists() and png.stat().st_size > 5000, name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
