@@ -102,6 +102,8 @@ def build_parser():
     g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="vLLM's share of the GPU while awake")
     g.add_argument("--max_model_len", type=int, default=None, help="vLLM context (default max_prompt_len + max_response_len)")
     g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM (less memory, slower)")
+    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state on CPU (multi-GPU)")
+    g.add_argument("--tensor_parallel_size", type=int, default=1, help="vLLM tensor parallelism per engine (multi-GPU; ranks of a TP group share prompts)")
     g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
     g.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
     g = p.add_argument_group("run control")
@@ -174,14 +176,27 @@ def latest_checkpoint(out_dir):
     return ckpts[-1] if ckpts else None
 
 
-def save_checkpoint(out_dir, step, policy, tokenizer, optimizer, batcher, keep_last):
+def save_checkpoint(out_dir, step, policy, tokenizer, optimizer, batcher, keep_last, world_size=1):
+    """Model (HF format) + trainer state. With several ranks, model and optimizer state are gathered in full onto
+    rank 0 (CPU) and only rank 0 writes: a checkpoint resumes with any number of ranks."""
     import torch
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                         get_optimizer_state_dict)
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    # optimizer state keyed by parameter name, in full: the same format for 1 or N ranks (a collective when N > 1)
+    optim_state = get_optimizer_state_dict(policy, optimizer, options=options)
+    model_state = None
+    if world_size > 1:
+        import torch.distributed as dist
+        model_state = get_model_state_dict(policy, options=options)
+        if dist.get_rank() != 0:
+            return None
     final = Path(out_dir) / f"ckpt-{step:06d}"
     tmp = Path(out_dir) / f".tmp-ckpt-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
-    policy.save_pretrained(tmp / "model")          # HF format: loadable by transformers and vLLM as is
+    policy.save_pretrained(tmp / "model", state_dict=model_state)  # HF format: loadable by transformers and vLLM
     tokenizer.save_pretrained(tmp / "model")
-    torch.save({"step": step, "optimizer": optimizer.state_dict(), "batcher": batcher.state_dict(),
+    torch.save({"step": step, "optimizer": optim_state, "batcher": batcher.state_dict(), "world_size": world_size,
                 "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
                         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}},
                tmp / "trainer_state.pt")
@@ -225,6 +240,14 @@ def micro_batches(indices, lengths, token_budget):
     return batches
 
 
+def same_count_micro_batches(indices, lengths, token_budget):
+    """micro_batches(), padded with None to the largest count over ranks: under FSDP every forward/backward is a
+    collective, so every rank must run as many as the busiest one. None = a zero-weight micro-batch."""
+    batches = micro_batches(indices, lengths, token_budget)
+    most = int(all_reduce([len(batches)], "max")[0])
+    return batches + [None] * (most - len(batches))
+
+
 def collate(samples, pad_id, device):
     """Right-padded [B, S] ids / attention, and [B, S-1] response mask + rollout log-probs aligned with logp."""
     import torch
@@ -240,6 +263,54 @@ def collate(samples, pad_id, device):
         mask[b, p - 1:p - 1 + r] = 1                 # logp[:, t] scores token t+1: response tokens start at p-1
         rollout_logp[b, p - 1:p - 1 + r] = torch.tensor(s.logprobs)
     return ids.to(device), attention.to(device), mask.to(device), rollout_logp.to(device)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Multi-GPU: torchrun sets RANK/WORLD_SIZE; one process per GPU, each with its own colocated vLLM engine
+# ------------------------------------------------------------------------------------------------------------
+def init_distributed(device_type):
+    """(rank, world_size). Under torchrun: a process group (nccl on GPU, gloo on CPU); else (0, 1)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, 1
+    import torch
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def shard_model(model, cpu_offload=False):
+    """FSDP2: fully_shard every transformer block, then the root (embeddings, final norm, head)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+    kwargs = {"offload_policy": CPUOffloadPolicy()} if cpu_offload else {}
+    for block in model.get_decoder().layers:
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
+    return model
+
+
+def full_weights(model, dtype=None):
+    """(name, full tensor) for every entry of the state dict, gathered one at a time from FSDP2 shards (a
+    collective: every rank iterates in the same order), so peak extra memory is one tensor, not the model."""
+    for name, tensor in model.state_dict().items():
+        if hasattr(tensor, "full_tensor"):
+            tensor = tensor.full_tensor()
+        yield name, tensor.detach() if dtype is None else tensor.detach().to(dtype)
+
+
+def all_reduce(values, op="sum"):
+    """Sum (or max / min) a list of floats over ranks; identity when not distributed."""
+    import torch
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t, op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op])
+    return t.cpu().tolist()
 
 
 class Logger:
@@ -298,20 +369,25 @@ def main(argv=None, engine=None):
     from reward import format_reward, score_batch
     from rollout import make_engine
 
+    rank, world = init_distributed(args.device)
+    is_main = rank == 0
+    if args.batch_size % world:
+        sys.exit(f"train.py: --batch_size {args.batch_size} must be divisible by the {world} ranks")
     os.makedirs(args.out_dir, exist_ok=True)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
-    device = torch.device(args.device)
+    device = torch.device(args.device, int(os.environ.get("LOCAL_RANK", "0"))) if args.device == "cuda" \
+        else torch.device("cpu")
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype]
     on_policy = args.ppo_epochs == 1 and args.mini_batches == 1
 
     # ---- data --------------------------------------------------------------------------------------------
     problems = data.load_dataset(args.train_data, problem_field=args.problem_field, answer_field=args.answer_field)
-    if args.contamination_check:
+    if args.contamination_check and is_main:
         hits = data.find_contamination(problems)
         if hits:
             print(f"train.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
-    batcher = data.PromptBatcher(problems, args.batch_size, seed=args.seed)
+    batcher = data.PromptBatcher(problems, args.batch_size, seed=args.seed, rank=rank, world_size=world)
 
     # ---- models ------------------------------------------------------------------------------------------
     resume_ckpt = latest_checkpoint(args.resume) if args.resume else None
@@ -333,14 +409,20 @@ def main(argv=None, engine=None):
     reference = None
     if args.kl_coef > 0:  # frozen copy of the stage's starting policy (also when resuming)
         reference = AutoModelForCausalLM.from_pretrained(stage_start, dtype=dtype).to(device).eval().requires_grad_(False)
+    if world > 1:  # FSDP2 across ranks (the single-process path is untouched)
+        shard_model(policy, bool(args.fsdp_cpu_offload))
+        if reference is not None:
+            shard_model(reference, bool(args.fsdp_cpu_offload))
     autocast = (torch.autocast(device.type, dtype=dtype) if dtype != torch.float32
                 else contextlib.nullcontext())
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.999))
 
     start_step = 0
     if resume_ckpt:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
         state = torch.load(resume_ckpt / "trainer_state.pt", weights_only=False)
-        optimizer.load_state_dict(state["optimizer"])
+        set_optimizer_state_dict(policy, optimizer, optim_state_dict=state["optimizer"],
+                                 options=StateDictOptions(full_state_dict=True))
         batcher.load_state_dict(state["batcher"])
         random.setstate(state["rng"]["python"])
         torch.set_rng_state(state["rng"]["torch"])
@@ -348,19 +430,24 @@ def main(argv=None, engine=None):
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         start_step = state["step"]
         print(f"train.py: resumed {resume_ckpt} at step {start_step}")
-    logger = Logger(args, start_step if resume_ckpt else None)
+    logger = Logger(args, start_step if resume_ckpt else None) if is_main else None
 
     if engine is None:
         max_model_len = args.max_model_len or args.max_prompt_len + args.max_response_len
         kwargs = {} if args.engine == "hf" else dict(gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                                                      enforce_eager=bool(args.enforce_eager))
+        if world > 1 and args.engine == "vllm":  # one engine per rank, inside this process
+            kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=args.tensor_parallel_size)
         engine = make_engine(args.engine, source, tokenizer=tokenizer, dtype=args.dtype, seed=args.seed,
                              max_model_len=max_model_len, **kwargs)
-    engine.update_weights(policy.state_dict().items())   # the engine starts from exactly the trainer's weights
+    engine.update_weights(full_weights(policy))   # the engine starts from exactly the trainer's weights
 
     # ---- the loop ----------------------------------------------------------------------------------------
     from tqdm import tqdm
-    bar = tqdm(range(start_step, args.max_steps), initial=start_step, total=args.max_steps, dynamic_ncols=True)
+    bar = tqdm(range(start_step, args.max_steps), initial=start_step, total=args.max_steps, dynamic_ncols=True,
+               disable=not is_main)
+    # sampling seeds: a disjoint range per (step, rank) -- vLLM seeds sample j of prompt i with base + i * n + j
+    seed_span = args.batch_size * args.group_size
     for step in bar:
         t_step = time.perf_counter()
         batch = next(batcher)
@@ -371,7 +458,8 @@ def main(argv=None, engine=None):
         # 1. generate: group_size responses per prompt from the current policy
         t0 = time.perf_counter()
         samples = engine.generate(prompts, n=args.group_size, temperature=args.temperature, top_p=args.top_p,
-                                  max_tokens=args.max_response_len, seed=args.seed * 1_000_003 + step * 10_007)
+                                  max_tokens=args.max_response_len,
+                                  seed=args.seed * 1_000_000_007 + (step * world + rank) * seed_span)
         engine.sleep()
         t_generate = time.perf_counter() - t0
 
@@ -401,31 +489,37 @@ def main(argv=None, engine=None):
         t0 = time.perf_counter()
         lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
         # normalisers of the WHOLE batch: micro-batch losses then sum to the batch loss (grpo.aggregate)
-        norm = dict(num_tokens=sum(len(samples[i].response_ids) for i in train_idx), num_seqs=len(train_idx),
-                    max_len=args.max_response_len)
+        num_tokens, num_seqs = all_reduce([sum(len(samples[i].response_ids) for i in train_idx), len(train_idx)])
+        norm = dict(num_tokens=num_tokens, num_seqs=num_seqs, max_len=args.max_response_len)
         old_logp = {}
-        if not on_policy and train_idx:  # pi_old for the ratio, computed once before any update
+        if not on_policy and num_seqs:  # pi_old for the ratio, computed once before any update
             with torch.no_grad():
-                for mb in micro_batches(train_idx, lengths, args.micro_batch_tokens):
-                    ids, attention, mask, _ = collate([samples[i] for i in mb], pad_id, device)
+                for mb in same_count_micro_batches(train_idx, lengths, args.micro_batch_tokens):
+                    rows = mb or [0]
+                    ids, attention, mask, _ = collate([samples[i] for i in rows], pad_id, device)
                     with autocast:
                         logp = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk)
-                    for row, i in enumerate(mb):
+                    for row, i in enumerate(mb or []):
                         old_logp[i] = logp[row, :lengths[i] - 1]   # unpadded: micro-batches differ per pass
         acc = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "align_sum": 0.0,
                "align_max": 1.0, "max_abs_diff": 0.0, "approx_kl_old": 0.0, "tokens": 0}
         grad_norm, skipped = 0.0, False
         shuffler = random.Random(args.seed + step)
-        for epoch in range(args.ppo_epochs):
+        for epoch in range(args.ppo_epochs if num_seqs else 0):  # nothing to learn from anywhere: no update
             order = list(train_idx)
             if not on_policy:
                 shuffler.shuffle(order)
             mini_size = max(1, math.ceil(len(order) / args.mini_batches))
-            for mini in [order[k:k + mini_size] for k in range(0, len(order), mini_size)]:
+            for mini in [order[k * mini_size:(k + 1) * mini_size] for k in range(args.mini_batches)]:
                 optimizer.zero_grad(set_to_none=True)
-                mini_norm = dict(norm, num_tokens=sum(len(samples[i].response_ids) for i in mini), num_seqs=len(mini))
-                for mb in micro_batches(mini, lengths, args.micro_batch_tokens):
+                mini_tokens, mini_seqs = all_reduce([sum(len(samples[i].response_ids) for i in mini), len(mini)])
+                mini_norm = dict(norm, num_tokens=mini_tokens, num_seqs=mini_seqs)
+                for mb in same_count_micro_batches(mini, lengths, args.micro_batch_tokens):
+                    dummy = mb is None  # this rank has run out: a zero-weight pass keeps FSDP's collectives in step
+                    mb = [train_idx[0] if train_idx else 0] if dummy else mb
                     ids, attention, mask, rollout_logp = collate([samples[i] for i in mb], pad_id, device)
+                    if dummy:
+                        mask.zero_()
                     with autocast:
                         logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature,
                                                             args.logprob_chunk, with_entropy=True)
@@ -450,7 +544,10 @@ def main(argv=None, engine=None):
                     ent = grpo.aggregate(entropy, mask, args.loss_agg, **mini_norm)
                     if args.entropy_coef:
                         loss = loss - args.entropy_coef * ent
-                    loss.backward()
+                    # FSDP averages gradients over ranks; the loss is already normalised globally, so undo the mean
+                    (loss * world if world > 1 else loss).backward()
+                    if dummy:
+                        continue
                     n_tok = int(mask.sum())
                     acc["loss"] += loss.item()
                     acc["pg_loss"] += pg_loss.item()
@@ -462,8 +559,10 @@ def main(argv=None, engine=None):
                     acc["align_max"] = max(acc["align_max"], mismatch["align_max"])
                     acc["max_abs_diff"] = max(acc["max_abs_diff"], mismatch["max_abs_diff"])
                     acc["tokens"] += n_tok
-                grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.grad_clip).item()
-                if not (math.isfinite(grad_norm) and math.isfinite(acc["loss"])):
+                grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.grad_clip)
+                grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
+                finite = all_reduce([float(math.isfinite(grad_norm) and math.isfinite(acc["loss"]))], "min")[0] == 1.0
+                if not finite:  # every rank decides the same
                     # never let a NaN/inf reach the weights (or, through the sync below, vLLM)
                     print(f"train.py: WARNING: step {step}: non-finite loss {acc['loss']} or grad norm {grad_norm}; "
                           f"update skipped")
@@ -475,48 +574,56 @@ def main(argv=None, engine=None):
 
         # 5. sync: the next rollout must come from the weights we just made. Always push, even after a skipped
         # update: the level-2 sleep above discarded vLLM's copy. vLLM stays awake until the next generate.
-        t_sync = engine.update_weights(policy.state_dict().items())
+        t_sync = engine.update_weights(full_weights(policy))
 
-        # 6. log
-        n_resp = len(samples)
+        # 6. log: sums and maxima over ranks, so the numbers describe the whole global batch
         resp_lens = [len(s.response_ids) for s in samples]
         passes = max(1, args.ppo_epochs)
+        (n_resp, reward_sum, correct_sum, equal_sum, n_groups, timeouts, invalid, len_sum, trunc_sum, loop_sum,
+         n_trained, loss, pg_loss, kl, entropy, clip_sum, kl_old_sum, align_sum, n_tok) = all_reduce([
+            len(samples), rewards.sum().item(), sum(correct), equal_groups.float().sum().item(), len(equal_groups),
+            grade_stats.get("timeouts", 0), grade_stats.get("invalid_gold", 0), sum(resp_lens),
+            truncated.float().sum().item(), sum(ends_in_loop(s.response_ids) for s in samples), len(train_idx),
+            acc["loss"], acc["pg_loss"], acc["kl"], acc["entropy"], acc["clip_frac"], acc["approx_kl_old"],
+            acc["align_sum"], acc["tokens"]])
+        len_max, align_max, max_diff, t_generate, t_score, t_update, t_sync = all_reduce(
+            [max(resp_lens), acc["align_max"], acc["max_abs_diff"], t_generate, t_score, t_update, t_sync], "max")
         metrics = {
             "step": step + 1,
-            "reward/mean": rewards.mean().item(),
-            "reward/accuracy": sum(correct) / n_resp,
-            "reward/equal_group_frac": equal_groups.float().mean().item(),
-            "reward/grader_timeouts": grade_stats.get("timeouts", 0),
-            "reward/invalid_gold": grade_stats.get("invalid_gold", 0),
-            "response/length_mean": sum(resp_lens) / n_resp,
-            "response/length_max": max(resp_lens),
-            "response/truncated_frac": truncated.float().mean().item(),
-            "response/repetition_frac": sum(ends_in_loop(s.response_ids) for s in samples) / n_resp,
-            "policy/loss": acc["loss"] / passes,
-            "policy/pg_loss": acc["pg_loss"] / passes,
-            "policy/kl_ref": acc["kl"] / passes,
-            "policy/entropy": acc["entropy"] / passes,
-            "policy/clip_frac": acc["clip_frac"] / max(acc["tokens"], 1),
-            "policy/approx_kl_old": acc["approx_kl_old"] / max(acc["tokens"], 1),
+            "reward/mean": reward_sum / n_resp,
+            "reward/accuracy": correct_sum / n_resp,
+            "reward/equal_group_frac": equal_sum / n_groups,
+            "reward/grader_timeouts": int(timeouts),
+            "reward/invalid_gold": int(invalid),
+            "response/length_mean": len_sum / n_resp,
+            "response/length_max": int(len_max),
+            "response/truncated_frac": trunc_sum / n_resp,
+            "response/repetition_frac": loop_sum / n_resp,
+            "policy/loss": loss / passes,
+            "policy/pg_loss": pg_loss / passes,
+            "policy/kl_ref": kl / passes,
+            "policy/entropy": entropy / passes,
+            "policy/clip_frac": clip_sum / max(n_tok, 1),
+            "policy/approx_kl_old": kl_old_sum / max(n_tok, 1),
             "policy/grad_norm": grad_norm,
             "policy/skipped": int(skipped),
-            "policy/trained_frac": len(train_idx) / n_resp,
-            "rollout/align_mean": acc["align_sum"] / max(len(train_idx) * passes, 1) if train_idx else 1.0,
-            "rollout/align_max": acc["align_max"],
-            "rollout/max_abs_logp_diff": acc["max_abs_diff"],
+            "policy/trained_frac": n_trained / n_resp,
+            "rollout/align_mean": align_sum / (n_trained * passes) if n_trained else 1.0,
+            "rollout/align_max": align_max,
+            "rollout/max_abs_logp_diff": max_diff,
             "time/generate": t_generate, "time/score": t_score, "time/update": t_update, "time/sync": t_sync,
             "time/step": time.perf_counter() - t_step,
-            "perf/tokens_per_s": sum(resp_lens) / max(t_generate, 1e-9),
+            "perf/tokens_per_s": len_sum / max(t_generate, 1e-9),
         }
         if torch.cuda.is_available() and device.type == "cuda":
-            metrics["memory/peak_gb"] = torch.cuda.max_memory_allocated() / 2**30
+            metrics["memory/peak_gb"] = all_reduce([torch.cuda.max_memory_allocated() / 2**30], "max")[0]
             torch.cuda.reset_peak_memory_stats()
         bar.set_postfix_str(f"reward {metrics['reward/mean']:.3f} len {metrics['response/length_mean']:.0f} "
                             f"align {metrics['rollout/align_mean']:.4f}")
 
         # 7. periodic evaluation and checkpoints
         done = step + 1
-        if args.eval_every and args.eval_data and (done % args.eval_every == 0 or done == args.max_steps):
+        if is_main and args.eval_every and args.eval_data and (done % args.eval_every == 0 or done == args.max_steps):
             results = evaluation.evaluate(engine, tokenizer, args.eval_data.split(","), k=args.eval_k,
                                           out_dir=Path(args.out_dir) / f"eval-{done:06d}", limit=args.eval_limit,
                                           temperature=evaluation.TEMPERATURE, top_p=evaluation.TOP_P,
@@ -526,12 +633,13 @@ def main(argv=None, engine=None):
                 metrics[f"eval/{name}"] = summary[f"avg@{summary['k']}"]
                 metrics[f"eval/{name}_truncated"] = summary["truncated_frac"]
             with open(Path(args.out_dir) / "samples.jsonl", "a") as f:  # a few responses a person can read
-                for s, r in list(zip(samples, correct))[:: max(1, n_resp // 4)][:4]:
+                for s, r in list(zip(samples, correct))[:: max(1, len(samples) // 4)][:4]:
                     f.write(json.dumps({"step": done, "response": s.text, "reward": r,
                                         "finish_reason": s.finish_reason}) + "\n")
-        logger.log(metrics)
+        if is_main:
+            logger.log(metrics)
         if (args.save_every and done % args.save_every == 0) or done == args.max_steps:
-            save_checkpoint(args.out_dir, done, policy, tokenizer, optimizer, batcher, args.keep_last)
+            save_checkpoint(args.out_dir, done, policy, tokenizer, optimizer, batcher, args.keep_last, world)
     return policy
 
 
