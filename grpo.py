@@ -224,9 +224,11 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     the naive way needs 18.5 GB for the fp32 logits alone.
     """
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)   # correct positions under left padding
-    backbone = model.get_decoder()
-    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                      use_cache=False).last_hidden_state                   # [B, S, H]
+    # Through the model's own __call__ (so that FSDP's hooks gather its parameters), asking for the logits of
+    # no position at all: we want the final hidden states and project them ourselves, chunk by chunk.
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
+                logits_to_keep=torch.empty(0, dtype=torch.long, device=input_ids.device), output_hidden_states=True)
+    hidden = out.hidden_states[-1]                                         # [B, S, H], after the final norm
     head = model.get_output_embeddings()
     batch, seq = input_ids.shape
     hidden = hidden[:, :-1].reshape(-1, hidden.shape[-1])                  # [B*(S-1), H]

@@ -282,12 +282,14 @@ def init_distributed(device_type):
 
 
 def shard_model(model, cpu_offload=False):
-    """FSDP2: fully_shard every transformer block, then the root (embeddings, final norm, head)."""
+    """FSDP2: fully_shard every transformer block, then the root (embeddings, final norm, head). The root stays
+    gathered from its forward until backward: grpo.token_logprobs projects hidden states through the head
+    weight itself, after the model's forward has returned."""
     from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
     kwargs = {"offload_policy": CPUOffloadPolicy()} if cpu_offload else {}
     for block in model.get_decoder().layers:
         fully_shard(block, **kwargs)
-    fully_shard(model, **kwargs)
+    fully_shard(model, reshard_after_forward=False, **kwargs)
     return model
 
 
