@@ -6,8 +6,8 @@
 #   then:    measure pass rates (16 samples) and keep the hard problems (pass rate <= 6/16)
 #   stage 3: 24K tokens on the hard problems
 #   stage 4: 32K tokens, KL 0, temperature raised to 0.8 (1.0 in the paper's last phase)
-# A 7B model needs several GPUs for full fine-tuning (see README "Memory"); this script runs the single-process
-# path -- launch each train.py line with torchrun once multi-GPU support lands (issue 10).
+# A 7B model needs several GPUs for full fine-tuning (README "Several GPUs"): run it as
+#   LAUNCHER="torchrun --nproc_per_node 8" bash recipes/acemath_rl.sh
 # Usage: bash recipes/acemath_rl.sh [--dry_run]      (PYTHON=... selects the interpreter)
 source "$(dirname "$0")/_common.sh"
 MODEL=deepseek-ai/DeepSeek-R1-Distill-Qwen-7B
