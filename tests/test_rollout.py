@@ -21,6 +21,12 @@ def trainer_model(tiny_model_path):
     return AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def engine_holds_the_trainer_weights(vllm_engine, trainer_model):
+    """The session's engine may hold weights another test trained: start from the trainer's."""
+    vllm_engine.update_weights(trainer_model.state_dict().items())
+
+
 def alignment(model, samples, temperature, pad_id):
     """The Perplexity study's metric, exp(mean |logp_trainer - logp_sampler|), worst sequence and mean."""
     width = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
