@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import data  # light (no torch): the flags below list its templates and shipped sets
+
 # ------------------------------------------------------------------------------------------------------------
 # Defaults (AceMath-RL stage 1; DeepSeek-R1-Distill-Qwen-1.5B)
 # ------------------------------------------------------------------------------------------------------------
@@ -65,8 +67,8 @@ def build_parser():
     g.add_argument("--train_data", default=TRAIN_DATA, help="shipped name(s), file(s) or hub:org/name[:split], comma-separated")
     g.add_argument("--problem_field", default="problem", help="column holding the problem (files / hub sets)")
     g.add_argument("--answer_field", default="answer", help="column holding the gold answer")
-    g.add_argument("--template", default=TEMPLATE, choices=sorted(__import__("data").TEMPLATES),
-                   help="prompt template: " + "; ".join(f"{k}: {v}" for k, v in __import__("data").TEMPLATES.items()))
+    g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
+                   help="prompt template: " + "; ".join(f"{k}: {v}" for k, v in data.TEMPLATES.items()))
     g.add_argument("--max_prompt_len", type=int, default=1024, help="prompts longer than this (tokens) are skipped")
     g.add_argument("--contamination_check", type=int, default=1, help="1: warn about training problems found in eval sets")
     g = p.add_argument_group("GRPO")
@@ -151,7 +153,6 @@ def parse_args(argv=None):
         (later if args.dry_run else errors).append(f"--resume {args.resume}: no checkpoint found there")
     if args.init_from and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
-    import data
     for spec in [s for s in args.train_data.split(",") if s] + [s for s in args.eval_data.split(",") if s]:
         if spec in data.SHIPPED_EVAL + data.SHIPPED_TRAIN or spec.startswith("hub:") or os.path.exists(spec):
             continue
@@ -365,7 +366,6 @@ def main(argv=None, engine=None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import data
     import eval as evaluation
     import grpo
     from reward import format_reward, score_batch
