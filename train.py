@@ -105,7 +105,7 @@ def build_parser():
     g.add_argument("--max_model_len", type=int, default=None, help="vLLM context (default max_prompt_len + max_response_len)")
     g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM (less memory, slower)")
     g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state on CPU (multi-GPU)")
-    g.add_argument("--tensor_parallel_size", type=int, default=1, help="vLLM tensor parallelism per engine (multi-GPU; ranks of a TP group share prompts)")
+    g.add_argument("--tensor_parallel_size", type=int, default=1, help="vLLM tensor parallelism: groups of this many ranks generate together (multi-GPU)")
     g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
     g.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
     g = p.add_argument_group("run control")
@@ -373,8 +373,14 @@ def main(argv=None, engine=None):
 
     rank, world = init_distributed(args.device)
     is_main = rank == 0
-    if args.batch_size % world:
-        sys.exit(f"train.py: --batch_size {args.batch_size} must be divisible by the {world} ranks")
+    # vLLM tensor parallelism: the tp ranks of a group generate TOGETHER, so they must receive the same prompts and
+    # seed. Prompts are sharded over data-parallel ranks (rank // tp); afterwards each rank of the group trains on
+    # (and counts) only its share of the group's identical samples.
+    tp = args.tensor_parallel_size if args.engine == "vllm" else 1
+    if world % tp or args.batch_size % (world // tp) or (tp > 1 and args.batch_size // (world // tp) % tp):
+        sys.exit(f"train.py: need {world} ranks divisible by --tensor_parallel_size {tp}, and --batch_size "
+                 f"{args.batch_size} divisible by the {world // tp} data-parallel groups (and their share by {tp})")
+    dp_rank, dp_world = rank // tp, world // tp
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     device = torch.device(args.device, int(os.environ.get("LOCAL_RANK", "0"))) if args.device == "cuda" \
@@ -388,7 +394,7 @@ def main(argv=None, engine=None):
         hits = data.find_contamination(problems)
         if hits:
             print(f"train.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
-    batcher = data.PromptBatcher(problems, args.batch_size, seed=args.seed, rank=rank, world_size=world)
+    batcher = data.PromptBatcher(problems, args.batch_size, seed=args.seed, rank=dp_rank, world_size=dp_world)
 
     # ---- models ------------------------------------------------------------------------------------------
     resume_ckpt = latest_checkpoint(args.resume) if args.resume else None
@@ -461,7 +467,7 @@ def main(argv=None, engine=None):
         t0 = time.perf_counter()
         samples = engine.generate(prompts, n=args.group_size, temperature=args.temperature, top_p=args.top_p,
                                   max_tokens=args.max_response_len,
-                                  seed=args.seed * 1_000_000_007 + (step * world + rank) * seed_span)
+                                  seed=args.seed * 1_000_000_007 + (step * dp_world + dp_rank) * seed_span)
         engine.sleep()
         t_generate = time.perf_counter() - t0
 
@@ -484,8 +490,9 @@ def main(argv=None, engine=None):
             advantages = torch.where(truncated, torch.zeros_like(advantages), advantages)
         grouped = rewards.view(-1, args.group_size)
         equal_groups = (grouped.max(1).values == grouped.min(1).values)
-        train_idx = [i for i in range(len(samples))
-                     if not (args.skip_equal_groups and equal_groups[i // args.group_size])]
+        # this rank's samples: all of them, or with tp > 1 its share of the groups its TP group generated together
+        own = [i for i in range(len(samples)) if (i // args.group_size) % tp == rank % tp]
+        train_idx = [i for i in own if not (args.skip_equal_groups and equal_groups[i // args.group_size])]
 
         # 4. one optimizer step on the whole batch (or ppo_epochs x mini_batches for off-policy experiments)
         t0 = time.perf_counter()
@@ -579,13 +586,14 @@ def main(argv=None, engine=None):
         t_sync = engine.update_weights(full_weights(policy))
 
         # 6. log: sums and maxima over ranks, so the numbers describe the whole global batch
-        resp_lens = [len(s.response_ids) for s in samples]
+        resp_lens = [len(samples[i].response_ids) for i in own]
+        own_groups = sorted({i // args.group_size for i in own})
         passes = max(1, args.ppo_epochs)
         (n_resp, reward_sum, correct_sum, equal_sum, n_groups, timeouts, invalid, len_sum, trunc_sum, loop_sum,
          n_trained, loss, pg_loss, kl, entropy, clip_sum, kl_old_sum, align_sum, n_tok) = all_reduce([
-            len(samples), rewards.sum().item(), sum(correct), equal_groups.float().sum().item(), len(equal_groups),
-            grade_stats.get("timeouts", 0), grade_stats.get("invalid_gold", 0), sum(resp_lens),
-            truncated.float().sum().item(), sum(ends_in_loop(s.response_ids) for s in samples), len(train_idx),
+            len(own), rewards[own].sum().item(), sum(correct[i] for i in own), equal_groups[own_groups].float().sum().item(),
+            len(own_groups), grade_stats.get("timeouts", 0) / tp, grade_stats.get("invalid_gold", 0) / tp, sum(resp_lens),
+            truncated[own].float().sum().item(), sum(ends_in_loop(samples[i].response_ids) for i in own), len(train_idx),
             acc["loss"], acc["pg_loss"], acc["kl"], acc["entropy"], acc["clip_frac"], acc["approx_kl_old"],
             acc["align_sum"], acc["tokens"]])
         len_max, align_max, max_diff, t_generate, t_score, t_update, t_sync = all_reduce(

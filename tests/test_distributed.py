@@ -100,3 +100,15 @@ def test_two_ranks_with_their_own_vllm_engines(toy_setup, warm_model_path):
     assert [x["step"] for x in m] == [1, 2]
     assert m[1]["rollout/align_max"] <= 1.001, m[1]["rollout/align_max"]
     assert m[0]["policy/grad_norm"] > 0
+
+
+def test_tensor_parallel_group_generates_together(toy_setup, warm_model_path):
+    """--tensor_parallel_size 2 on 2 ranks: one vLLM TP group gets the same prompts on both ranks; each rank
+    trains on half of the group's samples, so nothing is counted twice."""
+    tmp, task, _ = toy_setup
+    out = tmp / "tp"
+    launch(2, flags(warm_model_path, task, out, 2, save_every=0, tensor_parallel_size=2))
+    m = metrics(out)
+    assert [x["step"] for x in m] == [1, 2]
+    assert m[1]["rollout/align_max"] <= 1.001, m[1]["rollout/align_max"]
+    assert m[0]["policy/trained_frac"] == 1.0  # every sample trained exactly once (skip_equal_groups 0)
