@@ -22,7 +22,7 @@ grpo.token_logprobs(..., temperature=T); tests/test_rollout.py checks the two ag
 """
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -35,7 +35,6 @@ class Sample:
     logprobs: list            # [R] sampler log-probs of response_ids (after temperature / top-p)
     finish_reason: str        # "stop" (EOS or stop token) or "length" (cut off at max_tokens: truncated)
     text: str                 # decoded response_ids, special tokens removed
-    extra: dict = field(default_factory=dict)
 
 
 def _check_prompts(prompt_token_ids):
