@@ -66,7 +66,7 @@ def test_end_to_end_on_real_data_with_every_option(vllm_engine, tiny_model_path,
     truncated-IS correction, off-policy epochs, eval, checkpoints, and a new stage from a checkpoint."""
     out = tmp_path / "real"
     args = demo_args(tiny_model_path, "gsm8k_train", out, max_steps=2, batch_size=4, group_size=2, max_response_len=16,
-                     kl_coef=0.01, entropy_coef=0.01, tis_cap=2.0, zero_truncated=1, skip_equal_groups=0,
+                     kl_coef=0.01, entropy_coef=0.01, tis_cap=2.0, mask_truncated=1, skip_equal_groups=0,
                      ppo_epochs=2, mini_batches=2, eval_every=1, eval_data="math500", eval_limit=3, eval_k=2,
                      save_every=1, keep_last=1, loss_agg="seq-mean-token-sum-norm", contamination_check=1)
     policy = train.main(args, engine=vllm_engine)
@@ -156,7 +156,7 @@ def test_cli_dry_run_and_gpu_default_without_gpu():
         assert proc.returncode != 0 and "--preset cpu_demo" in proc.stderr
     helptext = subprocess.run([sys.executable, str(ROOT / "train.py"), "--help"], capture_output=True, text=True,
                               env=env, cwd=ROOT).stdout
-    for flag in ("--kl_coef", "--clip_high", "--zero_truncated", "--tis_cap", "--resume", "--init_from", "--template"):
+    for flag in ("--kl_coef", "--clip_high", "--mask_truncated", "--tis_cap", "--resume", "--init_from", "--template"):
         assert flag in helptext
 
 
