@@ -46,8 +46,14 @@ def tokenizer(tiny_model_path):
 
 @pytest.fixture(scope="session")
 def vllm_engine(tiny_model_path):
-    """The session's one vLLM engine on the tiny model (fp32 so that log-probs can be compared tightly)."""
+    """The session's one vLLM engine on the tiny model (fp32 so that log-probs can be compared tightly). Started
+    as train.py starts its engine: random (dummy) weights, then the trainer's weights pushed in, so every test
+    that checks alignment also checks that a dummy load plus one push gives the real model."""
+    from transformers import AutoModelForCausalLM
+
     from rollout import VLLMEngine
-    engine = VLLMEngine(tiny_model_path, dtype="float32", max_model_len=512, gpu_memory_utilization=0.3, seed=0)
+    engine = VLLMEngine(tiny_model_path, dtype="float32", max_model_len=512, gpu_memory_utilization=0.3, seed=0,
+                        load_format="dummy")
+    engine.update_weights(AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).state_dict().items())
     yield engine
     engine.close()
