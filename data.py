@@ -31,15 +31,15 @@ class DatasetError(ValueError):
 # ------------------------------------------------------------------------------------------------------------
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
-# R1-Zero-style training prompt with <think>/<answer> tags, the format the Perplexity study trains with (its
-# exact wording was not available to us; this follows DeepSeek-R1-Zero's). Rendered as plain text, no chat
-# template: it is itself the conversation.
+# The training prompt of Perplexity's "RL Training for Math Reasoning" (2025), verbatim (R1-Zero style, <think> /
+# <answer> tags): one line ending in "Assistant: " with a trailing space and NO <think> after it -- the model opens
+# the tag itself. Rendered as plain text, no chat template (no system prompt: it is itself the conversation).
 THINK_ANSWER_TEMPLATE = (
-    "A conversation between User and Assistant. The User asks a math question, and the Assistant solves it. "
-    "The Assistant first thinks about the reasoning process in the mind and then provides the User with the "
-    "answer. The reasoning process is enclosed within <think> </think> and the answer is enclosed within "
-    "<answer> </answer> tags, respectively, i.e., <think> reasoning process here </think> "
-    "<answer> answer here </answer>.\nUser: {problem}\nAssistant: <think>"
+    "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. The "
+    "assistant first thinks about the reasoning process in the mind and then provides the user with the answer. "
+    "The reasoning process and answer are enclosed within <think></think> and <answer></answer> tags, "
+    "respectively, i.e., <think>reasoning process here</think> <answer>answer here</answer>. User: {question} "
+    "Assistant: "
 )
 # Evaluation prompt of the same study's kind: plain text, final answer in \boxed{}.
 BOXED_TEMPLATE = "{problem}\n" + BOXED_INSTRUCTION
@@ -61,7 +61,7 @@ def render_prompt(problem, tokenizer, template="chat"):
             ids = ids["input_ids"]
         return list(ids)
     if template == "think_answer":
-        text = THINK_ANSWER_TEMPLATE.replace("{problem}", problem)
+        text = THINK_ANSWER_TEMPLATE.replace("{question}", problem)
     elif template == "boxed":
         text = BOXED_TEMPLATE.replace("{problem}", problem)
     else:
@@ -150,7 +150,7 @@ def _read_file(path):
     raise DatasetError(f"{path}: unsupported file type (use .jsonl, .jsonl.gz, .json or .parquet)")
 
 
-def _load_one(spec, fields):
+def _load_one(spec, fields, validate=_validate):
     if spec.startswith("hub:"):
         name, _, split = spec[4:].partition(":")
         try:
@@ -158,32 +158,103 @@ def _load_one(spec, fields):
         except ImportError:
             raise DatasetError(f"{spec}: loading from the hub needs `pip install datasets`") from None
         table = datasets.load_dataset(name, split=split or "train")
-        return _validate([(f"row {k}", dict(r)) for k, r in enumerate(table)], spec, name.split("/")[-1], fields)
+        return validate([(f"row {k}", dict(r)) for k, r in enumerate(table)], spec, name.split("/")[-1], fields)
     if spec in SHIPPED_EVAL + SHIPPED_TRAIN:
-        return _validate(_read_json_lines(DATA_DIR / f"{spec}.jsonl.gz"), f"data/{spec}.jsonl.gz", spec, fields)
+        return validate(_read_json_lines(DATA_DIR / f"{spec}.jsonl.gz"), f"data/{spec}.jsonl.gz", spec, fields)
     path = Path(spec)
     if not path.exists():
         raise DatasetError(f"{spec}: not a shipped set ({', '.join(SHIPPED_EVAL + SHIPPED_TRAIN)}), "
                            f"not an existing file, and not hub:org/name[:split]")
     source = path.name.split(".")[0]
-    return _validate(_read_file(path), str(path), source, fields)
+    return validate(_read_file(path), str(path), source, fields)
+
+
+def _load_specs(spec, fields, validate):
+    specs = [s.strip() for s in spec.split(",") if s.strip()]
+    if not specs:
+        raise DatasetError("empty dataset spec")
+    if len(specs) == 1:
+        return _load_one(specs[0], fields, validate)
+    rows = []
+    for one in specs:
+        tag = Path(one).name.split(".")[0] if not one.startswith("hub:") else one[4:].replace("/", "_")
+        for p in _load_one(one, fields, validate):
+            rows.append({**p, "id": f"{tag}/{p['id']}"})
+    return rows
 
 
 def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer"):
     """Problems from a shipped name, a local file, or hub:org/name[:split]; a comma-separated list mixes sets
     (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names."""
-    specs = [s.strip() for s in spec.split(",") if s.strip()]
-    if not specs:
-        raise DatasetError("empty dataset spec")
-    fields = (id_field, problem_field, answer_field)
-    if len(specs) == 1:
-        return _load_one(specs[0], fields)
-    problems = []
-    for one in specs:
-        tag = Path(one).name.split(".")[0] if not one.startswith("hub:") else one[4:].replace("/", "_")
-        for p in _load_one(one, fields):
-            problems.append({**p, "id": f"{tag}/{p['id']}"})
-    return problems
+    return _load_specs(spec, (id_field, problem_field, answer_field), _validate)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Worked examples for supervised fine-tuning (sft.py)
+# ------------------------------------------------------------------------------------------------------------
+def _validate_sft(rows, where, source, fields):
+    """rows: list of (location, raw dict) -> worked examples, or DatasetError naming the file, line and field.
+    A row is either a problem with its worked solution (answer optional) or a chat conversation."""
+    id_field, problem_field, solution_field, answer_field, messages_field = fields
+    examples, seen = [], {}
+    for location, row in rows:
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}:{location}: expected a JSON object, got {type(row).__name__}")
+        pid = row.get(id_field)
+        pid = f"{source}-{location}" if pid is None or pid == "" else str(pid)
+        if pid in seen:
+            raise DatasetError(f"{where}:{location}: duplicate id {pid!r} (first at {seen[pid]})")
+        seen[pid] = location
+        messages = row.get(messages_field)
+        if messages is not None:
+            if not (isinstance(messages, list) and len(messages) >= 2
+                    and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                            for m in messages)
+                    and messages[-1]["role"] == "assistant" and messages[-1]["content"].strip()):
+                raise DatasetError(f"{where}:{location}: '{messages_field}' must be a list of {{'role', 'content'}} "
+                                   f"strings, at least two, ending with a non-empty assistant turn")
+            examples.append({"id": pid, "messages": messages, "source": source})
+            continue
+        problem, solution = row.get(problem_field), row.get(solution_field)
+        answer = _answer_text(row.get(answer_field))
+        if not isinstance(problem, str) or not problem.strip():
+            raise DatasetError(f"{where}:{location}: missing or empty '{problem_field}' (and no '{messages_field}')")
+        if not isinstance(solution, str) or not solution.strip():
+            raise DatasetError(f"{where}:{location}: missing or empty '{solution_field}': SFT needs a worked "
+                               f"solution per problem (or a chat '{messages_field}' list)")
+        if answer is not None and (not isinstance(answer, str) or not answer.strip()):
+            raise DatasetError(f"{where}:{location}: '{answer_field}' must be a non-empty string when given")
+        examples.append({"id": pid, "problem": problem, "solution": solution.strip(),
+                         "answer": answer.strip() if answer else None, "source": source})
+    if not examples:
+        raise DatasetError(f"{where}: no rows")
+    return examples
+
+
+def load_sft_dataset(spec, id_field="id", problem_field="problem", solution_field="solution", answer_field="answer",
+                     messages_field="messages"):
+    """Worked examples from the same sources as load_dataset (shipped names, files, hub:..., comma-separated):
+    {"id", "problem", "solution", "answer" (or None)} for problem/solution rows (shipped: math500, gsm8k_test,
+    minerva_math, aime2024 have solutions), or {"id", "messages"} for rows holding a chat conversation."""
+    return _load_specs(spec, (id_field, problem_field, solution_field, answer_field, messages_field), _validate_sft)
+
+
+def sft_response(example, template):
+    """The response text a worked example teaches, in the answer format `template`'s prompt asks for (the grader
+    reads the same: reward.extract_answer):
+        chat, boxed     the solution, ending with \\boxed{answer} (appended when the solution has no \\boxed)
+        think_answer    <think>solution</think> <answer>answer</answer>  (the study's prompt ends in "Assistant: ")
+    A conversation ({"messages"}) teaches its last assistant turn as written."""
+    if "messages" in example:
+        return example["messages"][-1]["content"]
+    solution, answer = example["solution"], example.get("answer")
+    if template == "think_answer":
+        if answer is None:
+            raise DatasetError(f"example {example['id']}: the think_answer template needs an answer for <answer>")
+        return f"<think>{solution}</think> <answer>{answer}</answer>"
+    if "\\boxed" in solution or answer is None:
+        return solution
+    return f"{solution}\nThe final answer is $\\boxed{{{answer}}}$."
 
 
 def normalize_problem_text(text):

@@ -1,9 +1,10 @@
 """Plot one or more runs' metrics.jsonl against step, runs overlaid, one PNG per panel.
 
     python plot.py out/run_a out/run_b --out plots/
+    python plot.py out/demo/grpo out/demo/sft_control --x seconds --out plots/   # against training time
 
 Panels: reward and accuracy, response length and truncated fraction, entropy, KL to the reference, the
-vLLM/trainer alignment metric, and eval scores. Only this file imports matplotlib.
+vLLM/trainer alignment metric, eval scores, and the SFT loss (sft.py runs). Only this file imports matplotlib.
 """
 import argparse
 import json
@@ -19,7 +20,9 @@ PANELS = {  # file name -> (title, [(metric key or prefix*, label)])
     "alignment.png": ("vLLM / trainer alignment exp(mean|dlogp|)", [("rollout/align_mean", "mean"),
                                                                     ("rollout/align_max", "max")]),
     "eval.png": ("Eval score", [("eval/*", "")]),
+    "sft_loss.png": ("SFT loss (nats per response token)", [("sft/loss", "loss")]),
 }
+X_AXES = {"step": "step", "seconds": "training seconds (time/step summed; evaluation excluded)"}
 
 
 def read_run(path):
@@ -36,12 +39,18 @@ def read_run(path):
     return (path.name if path.is_dir() else path.parent.name), rows
 
 
-def series(rows, key):
-    points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+def series(rows, key, x="step"):
+    """(xs, ys) of one metric. x="seconds": the training time up to and including that row's step, summed from
+    time/step (train.py and sft.py log it), so runs of different step costs compare at equal time."""
+    points, elapsed = [], 0.0
+    for r in rows:
+        elapsed += r.get("time/step", 0.0) if isinstance(r.get("time/step"), (int, float)) else 0.0
+        if isinstance(r.get(key), (int, float)):
+            points.append((r["step"] if x == "step" else elapsed, r[key]))
     return [p[0] for p in points], [p[1] for p in points]
 
 
-def plot(runs, out_dir):
+def plot(runs, out_dir, x="step"):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -57,7 +66,7 @@ def plot(runs, out_dir):
                 names = sorted({k for r in rows for k in r if k.startswith(key[:-1]) and not k.endswith("_truncated")}) \
                     if key.endswith("*") else [key]
                 for name in names:
-                    steps, values = series(rows, name)
+                    steps, values = series(rows, name, x)
                     if steps:
                         suffix = label or name.split("/", 1)[1]
                         ax.plot(steps, values, marker="." if len(steps) < 30 else None,
@@ -65,7 +74,7 @@ def plot(runs, out_dir):
                         drawn += 1
         if drawn:
             ax.set_title(title)
-            ax.set_xlabel("step")
+            ax.set_xlabel(X_AXES[x])
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
             fig.tight_layout()
@@ -79,8 +88,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run directories (holding metrics.jsonl) or metrics.jsonl files")
     parser.add_argument("--out", default="plots", help="directory for the PNG files")
+    parser.add_argument("--x", default="step", choices=sorted(X_AXES), help="x axis: optimizer step or training seconds")
     args = parser.parse_args()
-    written = plot([read_run(r) for r in args.runs], args.out)
+    written = plot([read_run(r) for r in args.runs], args.out, args.x)
     print("\n".join(str(p) for p in written) or "plot.py: nothing to plot")
 
 

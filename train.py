@@ -13,7 +13,7 @@ Read top to bottom, this file is the algorithm (defaults: AceMath-RL stage 1). T
         log(step_metrics(...))
 
     python train.py                                   # GPU, the defaults below
-    python train.py --preset cpu_demo                 # CPU: tiny model learns a toy task (README quickstart)
+    python demo.py                                    # CPU: SFT then GRPO on a tiny model (README's main job)
     python train.py --resume out/run                  # continue a run exactly (its flags come from the checkpoint)
     python train.py --init_from out/run/ckpt-000500 --max_response_len 16384 --group_size 16   # next stage
 
@@ -53,18 +53,27 @@ MICRO_BATCH_TOKENS = 32768  # padded tokens per forward/backward
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95   # periodic eval (AceMath-RL: 0.6 / 0.95; the Perplexity study: 0.7 / 0.95)
 
 PRESETS = {  # named bundles of flags; explicit flags on the command line win
-    "cpu_demo": dict(model="out/tiny/model", train_data="out/tiny/task.jsonl", device="cpu", batch_size=16,
-                     group_size=8, max_response_len=12, temperature=1.0, lr=2e-3, kl_coef=0.0, max_steps=30,
-                     eval_data="", save_every=0, out_dir="out/cpu_demo", contamination_check=False,
-                     max_model_len=256, micro_batch_tokens=8192, gradient_checkpointing=False,
-                     vllm_gpu_memory_utilization=0.3),
+    # the CPU demo's GRPO stage (demo.py runs it after SFT; the eval set is 500 held-out problems, greedy)
+    "cpu_demo": dict(model="out/demo/sft/model", train_data="out/demo/task/rl.jsonl", template="chat", device="cpu",
+                     batch_size=16, group_size=8, max_response_len=48, temperature=1.0, lr=1e-4, kl_coef=0.0,
+                     max_steps=120, eval_data="out/demo/task/heldout.jsonl", eval_every=20, eval_temperature=0.0,
+                     eval_before_train=1, save_every=0, keep_last=1, out_dir="out/demo/grpo",
+                     contamination_check=False, max_model_len=128, micro_batch_tokens=8192,
+                     gradient_checkpointing=False, vllm_gpu_memory_utilization=0.3),
+    # the tests' toy task (tests/tiny_model.py): every answer is 7, a 2-layer model finds it in 30 steps
+    "toy": dict(model="out/tiny/model", train_data="out/tiny/task.jsonl", device="cpu", batch_size=16,
+                group_size=8, max_response_len=12, temperature=1.0, lr=2e-3, kl_coef=0.0, max_steps=30,
+                eval_data="", save_every=0, out_dir="out/toy", contamination_check=False,
+                max_model_len=256, micro_batch_tokens=8192, gradient_checkpointing=False,
+                vllm_gpu_memory_utilization=0.3),
 }
 
 # Flags a resumed run may change: when to stop, save, evaluate and log, and memory knobs that leave the maths alone.
 # Every other flag changes what is learned: on --resume it comes from the checkpoint, and giving it with another
 # value is refused.
 RUN_CONTROL_FLAGS = {"preset", "resume", "out_dir", "dry_run", "max_steps", "save_every", "keep_last", "eval_every",
-                     "eval_data", "eval_k", "eval_limit", "eval_temperature", "eval_top_p", "wandb", "tensorboard",
+                     "eval_data", "eval_k", "eval_limit", "eval_temperature", "eval_top_p", "eval_before_train", "wandb",
+                     "tensorboard",
                      "contamination_check", "micro_batch_tokens", "logprob_chunk", "gradient_checkpointing",
                      "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers"}
 
@@ -72,7 +81,7 @@ RUN_CONTROL_FLAGS = {"preset", "resume", "out_dir", "dry_run", "max_steps", "sav
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
-    a("--preset", choices=sorted(PRESETS), help="a named bundle of flags (cpu_demo: the README's CPU quickstart)")
+    a("--preset", choices=sorted(PRESETS), help="a named bundle of flags (cpu_demo: the GRPO stage of demo.py; toy: the tests' toy task)")
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default=MODEL, help="hub id or local HF directory of the starting policy")
     g.add_argument("--init_from", default=None,
@@ -149,7 +158,10 @@ def build_parser():
     g.add_argument("--eval_data", default="aime2024", help="eval benchmark(s) for periodic evaluation ('' for none)")
     g.add_argument("--eval_k", type=int, default=1, help="samples per eval problem")
     g.add_argument("--eval_limit", type=int, default=None, help="only the first N eval problems")
-    g.add_argument("--eval_temperature", type=float, default=EVAL_TEMPERATURE, help="sampling temperature of periodic eval")
+    g.add_argument("--eval_temperature", type=float, default=EVAL_TEMPERATURE,
+                   help="sampling temperature of periodic eval (0: greedy)")
+    g.add_argument("--eval_before_train", type=int, default=0,
+                   help="1: also evaluate the starting weights, logged as step 0 (the baseline of the eval curve)")
     g.add_argument("--eval_top_p", type=float, default=EVAL_TOP_P, help="nucleus sampling of periodic eval")
     g.add_argument("--seed", type=int, default=0, help="seed for data order, sampling and init")
     g.add_argument("--wandb", default="", help="wandb project name (logs there too when set and installed)")
@@ -158,20 +170,22 @@ def build_parser():
     return p
 
 
-def explicit_flags(argv):
-    """The flags given on the command line itself (not defaults, not presets): {dest: value}."""
-    parser = build_parser()
+def explicit_flags(argv, parser=None):
+    """The flags given on the command line itself (not defaults, not presets): {dest: value}. parser: another
+    script's (sft.py), default this one's."""
+    parser = parser or build_parser()
     for action in parser._actions:
         action.default = argparse.SUPPRESS
     return vars(parser.parse_args(argv))
 
 
-def restore_run_flags(args, stored, explicit):
+def restore_run_flags(args, stored, explicit, run_control=RUN_CONTROL_FLAGS):
     """--resume: the run's stored flags replace this invocation's defaults. Returns the conflicts: flags that change
-    what is learned, given explicitly with another value than the run's."""
+    what is learned, given explicitly with another value than the run's. run_control: the flags a resume may
+    change (sft.py passes its own)."""
     conflicts = []
     for key, value in stored.items():
-        if key in explicit and key not in RUN_CONTROL_FLAGS and explicit[key] != value:
+        if key in explicit and key not in run_control and explicit[key] != value:
             conflicts.append(f"--{key} {explicit[key]} (the run has {value})")
         elif key not in explicit and key not in ("resume", "out_dir", "dry_run"):
             setattr(args, key, value)
@@ -218,8 +232,8 @@ def parse_args(argv=None):
         errors.append("--clip_low must be in [0, 1) and --clip_high >= 0")
     if args.kl_coef < 0 or args.entropy_coef < 0 or args.lr <= 0:
         errors.append("--kl_coef and --entropy_coef must be >= 0, --lr > 0")
-    if args.temperature <= 0 or args.eval_temperature <= 0 or not 0 < args.eval_top_p <= 1:
-        errors.append("--temperature and --eval_temperature must be > 0, --eval_top_p in (0, 1]")
+    if args.temperature <= 0 or args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1:
+        errors.append("--temperature must be > 0, --eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1]")
     if args.top_p != 1.0:
         errors.append(f"--top_p {args.top_p}: training rollouts must sample the full distribution (--top_p 1). "
                       f"With a nucleus, vLLM's log-probs are those of the renormalised top-p set, which the trainer "
@@ -847,6 +861,7 @@ def periodic_eval(engine, tokenizer, args, done, dp_rank, dp_world, tp):
         shard=(dp_rank, dp_world), gather=gather if distributed() else None)
     metrics = {}
     for name, summary in results.items():
+        name = Path(name).name.split(".")[0]  # a file's stem (as eval.py names its folder): eval/heldout
         metrics[f"eval/{name}"] = summary[f"avg@{summary['k']}"]
         metrics[f"eval/{name}_truncated"] = summary["truncated_frac"]
     return metrics
@@ -864,7 +879,7 @@ def main(argv=None, engine=None):
         import torch
         if not torch.cuda.is_available():
             sys.exit("train.py: no CUDA GPU here. The GPU defaults need one; on a CPU machine run the demo:\n"
-                     "  python tests/tiny_model.py out/tiny --warmup && python train.py --preset cpu_demo")
+                     "  python demo.py")
 
     import torch
     from transformers import AutoTokenizer
@@ -937,6 +952,10 @@ def main(argv=None, engine=None):
     engine_dtype = getattr(engine, "dtype", None)   # push in the engine's dtype (bf16 on GPU)
     engine.update_weights(full_weights(policy, engine_dtype, device))
     max_prompt_tokens = min(args.max_prompt_len, getattr(engine, "max_model_len", 1 << 62) - 1)
+    if args.eval_before_train and args.eval_data and start_step == 0:  # the starting point of the eval curve
+        baseline = {"step": 0, **periodic_eval(engine, tokenizer, args, 0, dp_rank, dp_world, tp)}
+        if is_main:
+            logger.log(baseline)
 
     # ---- the loop ----------------------------------------------------------------------------------------
     for step in range(start_step, args.max_steps):

@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
-# The Perplexity study's main run ("RL Training For Math Reasoning", 2025): GRPO on Llama-3.1-8B-Instruct
-# (or their SFT-warmed model via MODEL=...), lr 3e-7, no KL, temperature 1.0, accuracy reward only, training
-# prompt with <think>/<answer> tags. Target: MATH-500 from ~0.38 (instruct) / ~0.60 (SFT) towards ~0.70.
+# The Perplexity study's main run ("RL Training For Math Reasoning", 2025): an SFT warm-up on chain-of-thought
+# solutions, then GRPO on the harder set from the SFT model, with lr 3e-7, no KL, temperature 1.0, accuracy
+# reward only, and the study's <think>/<answer> training prompt (--template think_answer) for both stages.
+# Targets: MATH-500 ~0.38 (Llama-3.1-8B-Instruct) -> ~0.60 after SFT -> ~0.70 after RL from the SFT model.
+# Their SFT labels were QwQ-32B-preview / R1 traces on ORZ (not public as such): SFT_DATA defaults to
+# OpenR1-Math-220k's worked solutions (problem/solution/answer; needs `pip install datasets`); a JSONL of your
+# own traces (problem, solution, answer) or chat `messages` works the same. Their hard RL set was ORZ 57k; the
+# hardest shipped sets stand in (RL_DATA=hub:... or a file to change it). SFT=0 skips the warm-up.
 # Usage: bash recipes/perplexity_llama.sh [--dry_run]
 source "$(dirname "$0")/_common.sh"
 MODEL=${MODEL:-meta-llama/Llama-3.1-8B-Instruct}
+SFT_DATA=${SFT_DATA:-hub:open-r1/OpenR1-Math-220k:train}
+RL_DATA=${RL_DATA:-math_train12k,aime_1983_2023}
 OUT=out/perplexity_llama
 stages() {
   run eval.py --model $MODEL --benchmarks math500 --k 4 --template boxed --temperature 0.6 --top_p 0.95 --max_tokens 4096 --out $OUT/eval_before
-  run train.py --model $MODEL --out_dir $OUT/run --train_data math_train12k,gsm8k_train --template think_answer --lr 3e-7 --kl_coef 0 --temperature 1.0 --top_p 1.0 --batch_size 128 --group_size 8 --max_response_len 4096 --format_reward "" --eval_data math500 --eval_every 50 --eval_limit 500 --max_steps 500
+  if [ "${SFT:-1}" = 1 ]; then
+    run sft.py --model $MODEL --out_dir $OUT/sft --train_data $SFT_DATA --template think_answer --lr 1e-5 --warmup_steps 50 --min_lr_ratio 0.1 --batch_size 64 --max_steps 1500 --max_len 8192 --eval_data math500 --eval_every 200 --eval_temperature 0.7 --eval_top_p 0.95 --max_response_len 4096
+    START="--init_from $OUT/sft/ckpt-001500"    # ~1 epoch of OpenR1-Math-220k's 94k default split
+  else
+    START="--model $MODEL"
+  fi
+  run train.py $START --out_dir $OUT/run --train_data $RL_DATA --template think_answer --lr 3e-7 --kl_coef 0 --temperature 1.0 --top_p 1.0 --batch_size 128 --group_size 8 --max_response_len 4096 --format_reward "" --eval_data math500 --eval_every 50 --eval_limit 500 --eval_temperature 0.7 --max_steps 500
   run eval.py --model $OUT/run/ckpt-000500/model --benchmarks math500 --k 4 --template boxed --temperature 0.6 --top_p 0.95 --max_tokens 4096 --out $OUT/eval_after
 }
 validate_then_run stages "$@"

@@ -39,7 +39,7 @@ def test_plot_draws_a_tiny_run(vllm_engine, warm_model_path, tmp_path):
     task = tmp_path / "task.jsonl"
     task.write_text("".join(json.dumps(r) + "\n" for r in synthetic_task(64)))
     run = tmp_path / "run"
-    train.main(["--preset", "cpu_demo", "--model", warm_model_path, "--train_data", str(task), "--out_dir", str(run),
+    train.main(["--preset", "toy", "--model", warm_model_path, "--train_data", str(task), "--out_dir", str(run),
                 "--max_steps", "3", "--batch_size", "8", "--group_size", "4", "--kl_coef", "0.01",
                 "--eval_every", "3", "--eval_data", "amc2023", "--eval_limit", "2"], engine=vllm_engine)
     out = tmp_path / "plots"

