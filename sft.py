@@ -57,7 +57,7 @@ EPOCHS = 2.0
 PRESETS = {  # named bundles of flags; explicit flags on the command line win
     # the CPU demo's SFT stage (demo.py writes these files): a 1M-parameter model, a few hundred worked examples
     "cpu_demo": dict(model="out/demo/base", train_data="out/demo/task/sft.jsonl", template="chat", device="cpu",
-                     batch_size=64, micro_batch_tokens=8192, max_len=128, lr=2e-3, warmup_steps=20, max_steps=200,
+                     batch_size=64, micro_batch_tokens=8192, max_len=128, lr=2e-3, warmup_steps=20, max_steps=400,
                      min_lr_ratio=1.0, weight_decay=0.0, gradient_checkpointing=0, eval_data="out/demo/task/heldout.jsonl",
                      eval_every=0, eval_temperature=0.0, max_response_len=48, max_model_len=128, save_every=0,
                      keep_last=1, out_dir="out/demo/sft", contamination_check=0),
