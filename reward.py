@@ -361,8 +361,11 @@ def extract_answer(response, strict=False, think_prefilled=False):
     text = final_text(response, think_prefilled)
     if text is None or not text.strip():
         return None
+    last_box = text.rfind("\\boxed{")
+    if last_box >= 0 and _braced(text, last_box + len("\\boxed")) is None:
+        return None  # the last box never closes: the answer was cut off while being written
     found = _json_answer(text)
-    if found is None and re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and "}" not in text:
+    if found is None and re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and not re.search(r"\}\s*(?:```)?\s*$", text):
         return None  # a JSON object opened and never closed: cut off before its answer field
     if found is None and "<answer>" in text:
         found = _inner_answer(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
@@ -372,7 +375,7 @@ def extract_answer(response, strict=False, think_prefilled=False):
             phrases = list(_PHRASE.finditer(text))
             if phrases and phrases[-1].start() > max(b[1] for b in _boxes(text)):
                 later = _phrase_answer(text)  # ("... the final answer is clearly highlighted" is no answer)
-                found = later if later and re.search(r"\d", later) else found
+                found = later if later and re.search(r"\d", later) and not later.endswith("?") else found
     if found is None:
         hashes = re.findall(r"####\s*([^\n]+)", text)
         found = hashes[-1].strip() if hashes else None
@@ -494,13 +497,17 @@ def clean(s):
     if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):                    # 1 000 000
         s = s.replace(" ", "")
     s = _NUMBER_WORDS.sub(_number_words, s)
-    # a whole-answer mixed number: 2\frac{1}{2} is 5/2, not 2 * 1/2
-    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac\s*(?:\{(\d+)\}|(\d))\s*(?:\{(\d+)\}|(\d))", s)
-    if mixed:
-        sign, whole = mixed.group(1), mixed.group(2)
-        num, den = mixed.group(3) or mixed.group(4), mixed.group(5) or mixed.group(6)
-        s = f"{sign}({whole}+\\frac{{{num}}}{{{den}}})"
     return s or None
+
+
+def _mixed_number(s):
+    """A mixed number alone is its value: 2\frac{1}{2} is 5/2, not 2 * 1/2."""
+    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac\s*(?:\{(\d+)\}|(\d))\s*(?:\{(\d+)\}|(\d))", s)
+    if not mixed:
+        return s
+    sign, whole = mixed.group(1), mixed.group(2)
+    num, den = mixed.group(3) or mixed.group(4), mixed.group(5) or mixed.group(6)
+    return f"{sign}({whole}+\\frac{{{num}}}{{{den}}})"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -933,6 +940,7 @@ def _exprs_equal(p, g, rel=0.0):
 
 def _values_equal(p, g):
     """Single values (cleaned text, no units, lists or relations)."""
+    p, g = _mixed_number(p), _mixed_number(g)
     if _SIMPLE_NUMBER.fullmatch(p) and _SIMPLE_NUMBER.fullmatch(g) and ROUNDED_GOLD == "exact":
         return Fraction(p) == Fraction(g)  # the common case, without sympy
     if re.fullmatch(r"[A-Za-z]{2,}", p) or re.fullmatch(r"[A-Za-z]{2,}", g):
@@ -1194,8 +1202,11 @@ def _shapes_equal(p, g):
         if p.kind == "single":
             return len(g.items) == 1 and _equiv(p.items[0], g.items[0])
         return _match_unordered(p.items, g.items)
-    # a single gold: only a one-element set may stand for it (never a list: that is a hedge)
-    return p.kind == "set" and len(p.items) == 1 and _equiv(p.items[0], g.items[0])
+    # a single gold: a one-element set, or one answer written several ways ("15\frac{39}{40}, or \frac{639}{40}");
+    # never a list of different answers: that is a hedge
+    if p.kind in ("set", "list") and p.items and all(_equiv(x, p.items[0]) for x in p.items[1:]):
+        return _equiv(p.items[0], g.items[0])
+    return False
 
 
 # ---- intervals and inequalities ------------------------------------------------------------------------------
@@ -1534,6 +1545,8 @@ def _serve(memory_limit_bytes):
     except (ImportError, ValueError, OSError):
         pass
     debug_sleep = float(os.environ.get("REWARD_TEST_HANG_S", "0"))  # tests only: simulate a check that hangs
+    sys.stdout.write("ready\n")  # imports done: the parent starts an item's clock only now
+    sys.stdout.flush()
     for line in sys.stdin:
         item = json.loads(line)
         if debug_sleep and item["args"][0] == "<hang>":
@@ -1556,8 +1569,14 @@ class _Worker:
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, encoding="utf-8")
         self.started = None
+        self.ready = False
 
     def send(self, op, args):
+        if not self.ready:  # start-up (imports, ~0.5 s; longer on a busy machine) does not count against an item
+            ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+            if not ready or self.proc.stdout.readline() != "ready\n":
+                raise OSError("grading worker did not start")
+            self.ready = True
         self.proc.stdin.write(json.dumps({"op": op, "args": list(args)}) + "\n")
         self.proc.stdin.flush()
         self.started = time.monotonic()
