@@ -1,8 +1,10 @@
 """Benchmarks that print numbers (speed and memory targets live here, not in timed tests).
 
     python bench.py logprobs     peak memory / time of grpo.token_logprobs fwd+bwd, 32K tokens x 152K vocab
-    python bench.py reward       grader accuracy on dataset solutions, throughput (2 workers), per-item latency;
-                                 the same for math-verify when it is installed (pip install math-verify)
+    python bench.py grader       agreement with careful verdicts on real model outputs (per benchmark, per answer
+                                 format, false positives and negatives apart), the adversarial table, items/s with
+                                 2 workers, per-item p50/p99/max; the same for math-verify when it is installed
+                                 (pip install math-verify==0.9.0); --math_verify_repo DIR adds its published cases
     python bench.py rollout      tiny-model vLLM CPU generation tokens/s and seconds per update_weights
     python bench.py all
 """
@@ -76,9 +78,160 @@ def bench_logprobs(seq=32768, vocab=151936):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Grader
+# Grader: agreement with careful verdicts on real model outputs, adversarial table, speed; vs math-verify
 # ------------------------------------------------------------------------------------------------------------
-def _rows(name):
+DEV_SET = ROOT.parent / "shared" / "data" / "grader_dev" / "real_outputs_dev.jsonl.gz"
+
+
+def _response_format(text):
+    """How a response states its answer (for the per-format table): json, long-cot, boxed, ####, A:, free text."""
+    if '"answer"' in text:
+        return "json field"
+    if "<|begin_of_thought|>" in text or "<think>" in text or "</think>" in text:
+        return "long CoT"
+    if "\\boxed" in text or "\\fbox" in text:
+        return "boxed"
+    if "####" in text:
+        return "####"
+    if "\nA:" in text or text.startswith("A:"):
+        return "A:"
+    return "free text"
+
+
+def _math_verify(gold, response):
+    """math-verify 0.9's verdict, the way its README grades: gold parsed as LaTeX, the response as free text."""
+    from math_verify import parse, verify
+    try:
+        parsed = parse("$" + gold + "$") or parse("\\boxed{" + gold + "}")
+        return bool(verify(parsed, parse(response)))
+    except Exception:  # noqa: BLE001 -- a crash counts as "not equal", as in a training loop
+        return False
+
+
+def _timed_math_verify(pair):
+    start = time.perf_counter()
+    verdict = _math_verify(*pair)
+    return verdict, time.perf_counter() - start
+
+
+def _have_math_verify():
+    try:
+        import math_verify  # noqa: F401
+        return True
+    except ImportError:
+        print("(math-verify not installed: `pip install math-verify==0.9.0` in this environment to compare)")
+        return False
+
+
+def _agreement_table(rows, verdicts, key):
+    """Per group: n, then for each grader: agreement %, false positives, false negatives."""
+    groups = {}
+    for row, row_verdicts in zip(rows, zip(*verdicts.values())):
+        for name in (key(row), "ALL"):
+            g = groups.setdefault(name, {"n": 0, **{k: [0, 0, 0] for k in verdicts}})
+            g["n"] += 1
+            for grader, v in zip(verdicts, row_verdicts):
+                g[grader][0] += v == row["label"]
+                g[grader][1] += v and not row["label"]
+                g[grader][2] += (not v) and row["label"]
+    header = "| group | n | " + " | ".join(f"{k} agree | FP | FN" for k in verdicts) + " |"
+    print(header)
+    print("|---|---:|" + "---:|---:|---:|" * len(verdicts))
+    for name, g in sorted(groups.items(), key=lambda kv: (kv[0] == "ALL", kv[0])):
+        cells = " | ".join(f"{100 * g[k][0] / g['n']:.1f} | {g[k][1]} | {g[k][2]}" for k in verdicts)
+        print(f"| {name} | {g['n']} | {cells} |")
+
+
+def bench_grader(dev=DEV_SET, math_verify_repo=None, show_disagreements=False):
+    from multiprocessing import Pool
+
+    import reward
+    have_mv = _have_math_verify()
+    sys.path.insert(0, str(ROOT / "tests"))
+    from grader_cases import EQUIV, RESPONSES
+
+    # 1. real model outputs with careful verdicts
+    if Path(dev).exists():
+        import gzip
+        with gzip.open(dev, "rt", encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+        responses, golds = [r["response"] for r in rows], [r["gold"] for r in rows]
+        print(f"== {len(rows)} real model responses with careful verdicts ({dev})")
+        reward.score_batch(responses[:8], golds[:8], workers=2)  # start the workers
+        stats = {}
+        start = time.perf_counter()
+        ours = reward.score_batch(responses, golds, workers=2, timeout_s=reward.DEFAULT_TIMEOUT_S, stats=stats)
+        ours_rate = len(rows) / (time.perf_counter() - start)
+        latencies = []
+        for response, gold in zip(responses, golds):
+            t = time.perf_counter()
+            reward._math_reward_unbounded(response, gold)
+            latencies.append(time.perf_counter() - t)
+        verdicts = {"ours": [s == 1.0 for s in ours]}
+        if have_mv:
+            start = time.perf_counter()
+            with Pool(2) as pool:
+                mv = pool.map(_timed_math_verify, list(zip(golds, responses)), chunksize=16)
+            mv_rate = len(rows) / (time.perf_counter() - start)
+            verdicts["math-verify"] = [v for v, _ in mv]
+        print("\nby benchmark:")
+        _agreement_table(rows, verdicts, lambda r: r["benchmark"].split(" (")[0])
+        print("\nby answer format:")
+        _agreement_table(rows, verdicts, lambda r: _response_format(r["response"]))
+        if show_disagreements:
+            print("\ndisagreements with the verdicts (row, benchmark, gold, extracted answer, verdict, ours):")
+            for k, (row, v) in enumerate(zip(rows, verdicts["ours"])):
+                if v != row["label"]:
+                    print(f"  {k:5d} {row['benchmark'][:14]:14s} gold {row['gold'][:40]!r:44s} answer "
+                          f"{(reward.extract_answer(row['response']) or '')[:50]!r:54s} verdict {row['label']!s:5s} ours {v}")
+        q = statistics.quantiles(latencies, n=100)
+        print(f"\nspeed: ours {ours_rate:.0f} items/s with 2 worker processes; per item p50 {1e3 * q[49]:.2f} ms, "
+              f"p99 {1e3 * q[98]:.2f} ms, max {1e3 * max(latencies):.1f} ms (in-process); timeouts {stats['timeouts']}, "
+              f"errors {stats['errors']}")
+        if have_mv:
+            mq = statistics.quantiles([t for _, t in mv], n=100)
+            print(f"       math-verify {mv_rate:.0f} items/s with 2 processes; per item p50 {1e3 * mq[49]:.2f} ms, "
+                  f"p99 {1e3 * mq[98]:.2f} ms, max {1e3 * max(t for _, t in mv):.1f} ms  ->  ours/math-verify "
+                  f"throughput {ours_rate / mv_rate:.1f}x")
+    else:
+        print(f"(no dev set at {dev}: pass --dev PATH)")
+
+    # 2. the adversarial table (tests/grader_cases.py)
+    table = [(p, g, want) for rows_ in EQUIV.values() for p, g, want in rows_]
+    print(f"\n== adversarial table: {len(table)} answer pairs ({sum(not w for *_, w in table)} wrong answers that look "
+          f"right) + {len(RESPONSES)} whole responses")
+    graders = {"ours": lambda g, r: reward.math_reward(r, g) == 1.0}
+    if have_mv:
+        graders["math-verify"] = _math_verify
+    for name, grade in graders.items():
+        pairs = [(g, "$" + p + "$" if name == "math-verify" else "\\boxed{" + p + "}", want) for p, g, want in table]
+        pairs += [(g, r, want == 1.0) for r, g, want in RESPONSES]
+        got = [grade(g, r) for g, r, _ in pairs]
+        fp = sum(v and not w for v, (_, _, w) in zip(got, pairs))
+        fn = sum(w and not v for v, (_, _, w) in zip(got, pairs))
+        print(f"{name:12s} {len(pairs) - fp - fn}/{len(pairs)} agree: {fp} wrong answers rewarded, {fn} right answers "
+              f"refused")
+
+    # 3. other graders' published test cases (math-verify's own suite), when a checkout is given
+    if math_verify_repo:
+        cases = _published_cases(Path(math_verify_repo))
+        print(f"\n== math-verify's published test cases ({len(cases)} from {math_verify_repo}/tests)")
+        for name, grade in graders.items():
+            agree = sum(grade(g, p) == want for g, p, want in cases)
+            print(f"{name:12s} {agree}/{len(cases)} agree with the expected verdict")
+
+    # 4. secondary: reference solutions against their own answers, and against another problem's answer
+    print("\n== self-consistency (secondary): reference solution vs its own gold; vs the gold of problem i+7")
+    for name in ("math500", "minerva_math", "gsm8k_test", "aime2024"):
+        pairs = _solution_rows(name)
+        own = reward.score_batch([r for r, _ in pairs], [g for _, g in pairs], workers=2, timeout_s=10)
+        shifted = [(r, pairs[(k + 7) % len(pairs)][1]) for k, (r, g) in enumerate(pairs)]
+        shifted = [(r, g) for (r, g), (_, mine) in zip(shifted, pairs) if g.strip() != mine.strip()]
+        other = reward.score_batch([r for r, _ in shifted], [g for _, g in shifted], workers=2, timeout_s=10)
+        print(f"{name:14s} own gold {int(sum(own))}/{len(own)}; another problem's gold rewarded {int(sum(other))}/{len(other)}")
+
+
+def _solution_rows(name):
     import data
     rows = [p for p in data.load_dataset(name) if p.get("solution")]
     if name.startswith("gsm8k"):
@@ -86,74 +239,32 @@ def _rows(name):
     return [(p["solution"], p["answer"]) for p in rows if "\\boxed" in p["solution"]]
 
 
-def _math_verify(gold, response):
-    from math_verify import parse, verify
-    try:
-        return bool(verify(parse("$" + gold + "$"), parse(response)))
-    except Exception:  # noqa: BLE001 -- a crash counts as "not equal", as in a training loop
-        return False
-
-
-def bench_reward(sets=("math500", "minerva_math", "gsm8k_test", "aime2024")):
-    from reward import is_equiv, math_reward, score_batch
-    try:
-        import math_verify  # noqa: F401
-        have_mv = True
-    except ImportError:
-        have_mv = False
-        print("math-verify not installed: `pip install math-verify` to compare")
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_reward import TABLE
-    print(f"== equivalence table of tests/test_reward.py ({len(TABLE)} cases: expected verdicts)")
-    ours = sum(is_equiv(p, g) == want for _, p, g, want in TABLE)
-    print(f"ours        {ours}/{len(TABLE)} agree")
-    if have_mv:
-        wrong = [(p, g, want) for _, p, g, want in TABLE if _math_verify(g, "$" + p + "$") != want]
-        false_pos = sum(1 for *_, want in wrong if not want)
-        print(f"math-verify {len(TABLE) - len(wrong)}/{len(TABLE)} agree ({false_pos} false positives, "
-              f"{len(wrong) - false_pos} false negatives); e.g. {wrong[:6]}")
-    print("== mismatched pairs: each solution against the answer of problem i+7 (full parse path; lower is better)")
-    for name in sets[:2]:
-        rows = _rows(name)
-        shifted = [(r, rows[(k + 7) % len(rows)][1]) for k, (r, _) in enumerate(rows)]
-        shifted = [(r, g) for (r, g), (_, own) in zip(shifted, rows) if g.strip() != own.strip()]
-        start = time.perf_counter()
-        fp = sum(math_reward(r, g) for r, g in shifted)
-        ours_s = time.perf_counter() - start
-        line = f"{name}: ours {int(fp)}/{len(shifted)} rewarded, {len(shifted) / ours_s:.0f}/s in-process"
-        if have_mv:
-            start = time.perf_counter()
-            mv = sum(_math_verify(g, r) for r, g in shifted)
-            line += f"; math-verify {mv}/{len(shifted)} rewarded, {len(shifted) / (time.perf_counter() - start):.0f}/s"
-        print(line)
-    print("== own solution vs own answer (accuracy), throughput with 2 workers, per-item latency")
-    parse = have_mv
-    for name in sets:
-        rows = _rows(name)
-        responses, golds = [r for r, _ in rows], [g for _, g in rows]
-        score_batch(responses[:4], golds[:4], workers=2)  # start the workers
-        start = time.perf_counter()
-        scores = score_batch(responses, golds, workers=2, timeout_s=10)
-        elapsed = time.perf_counter() - start
-        latencies = []
-        for response, gold in rows:
-            t = time.perf_counter()
-            math_reward(response, gold)
-            latencies.append(time.perf_counter() - t)
-        q = statistics.quantiles(latencies, n=100)
-        print(f"ours        {name:14s} acc {sum(scores) / len(scores):.4f} ({int(sum(scores))}/{len(scores)})  "
-              f"{len(scores) / elapsed:7.0f}/s (2 workers)  p50 {1e3 * q[49]:.2f} ms  p99 {1e3 * q[98]:.2f} ms  "
-              f"max {1e3 * max(latencies):.1f} ms")
-        if parse:
-            correct, latencies = 0, []
-            for response, gold in rows:
-                t = time.perf_counter()
-                correct += _math_verify(gold, response)
-                latencies.append(time.perf_counter() - t)
-            q = statistics.quantiles(latencies, n=100)
-            print(f"math-verify {name:14s} acc {correct / len(rows):.4f} ({correct}/{len(rows)})  "
-                  f"{len(rows) / sum(latencies):7.0f}/s (1 process)  p50 {1e3 * q[49]:.2f} ms  "
-                  f"p99 {1e3 * q[98]:.2f} ms  max {1e3 * max(latencies):.1f} ms")
+def _published_cases(repo):
+    """(gold, response, expected) from the pytest parametrize tables of a Math-Verify checkout (read with ast,
+    never imported). Golds that are whole solutions are reduced to their boxed answer."""
+    import ast
+    import reward
+    cases = []
+    for path in sorted((repo / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            for deco in getattr(node, "decorator_list", []):
+                if not (isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "parametrize"):
+                    continue
+                try:
+                    names = [n.strip() for n in ast.literal_eval(deco.args[0]).split(",")]
+                    values = ast.literal_eval(deco.args[1])
+                except (ValueError, SyntaxError, AttributeError, IndexError):
+                    continue
+                for value in values:
+                    row = dict(zip(names, value))
+                    if "gold" not in row or "pred" not in row or row.get("strict") is False \
+                            or row.get("allow_set_relation_comp"):
+                        continue
+                    gold = row["gold"]
+                    if "\\boxed" in gold or len(gold) > 150:
+                        gold = reward.extract_answer(gold, strict=True) or gold
+                    cases.append((gold, row["pred"], bool(row.get("expected", row.get("result")))))
+    return cases
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -185,12 +296,18 @@ def bench_rollout():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["logprobs", "reward", "rollout", "all"])
+    parser.add_argument("what", choices=["logprobs", "grader", "reward", "rollout", "all"])
+    parser.add_argument("--dev", default=str(DEV_SET), help="grader: JSONL(.gz) of real responses with verdicts "
+                        "(fields response, gold, label, benchmark)")
+    parser.add_argument("--math_verify_repo", default=None, help="grader: a Math-Verify checkout; its published "
+                        "test cases are graded too")
+    parser.add_argument("--disagreements", action="store_true", help="grader: list every row where ours and the "
+                        "verdict differ")
     args = parser.parse_args()
     if args.what in ("logprobs", "all"):
         bench_logprobs()
-    if args.what in ("reward", "all"):
-        bench_reward()
+    if args.what in ("grader", "reward", "all"):
+        bench_grader(args.dev, args.math_verify_repo, args.disagreements)
     if args.what in ("rollout", "all"):
         bench_rollout()
 
