@@ -63,6 +63,10 @@ def test_strict_mode_and_prefilled_think():
     # a template that opens <think> in the prompt: no </think> means the response was cut off mid-thought
     assert math_reward("hmm \\boxed{18}", "18", think_prefilled=True) == 0.0
     assert math_reward("hmm</think> \\boxed{18}", "18", think_prefilled=True) == 1.0
+    # a base model that invents the next turn is graded on its own answer, not on the invented one
+    invented = " 3+2=5 </think> <answer>5</answer>\nUser: What is 3+4?\nAssistant: <think> 3+4=7 </think> <answer>7</answer>"
+    assert math_reward(invented, "7", think_prefilled=True) == 0.0
+    assert math_reward(invented, "5", think_prefilled=True) == 1.0
 
 
 def test_gsm8k_dollar_answer_is_graded():
