@@ -200,7 +200,8 @@ def parse_args(argv=None):
             run = read_run_info(ckpt)
             if run is None:
                 print(f"train.py: note: {ckpt} has no run.json (saved by an earlier version): resuming with the flags "
-                      f"given now, which must be the run's own; the KL reference is --init_from or --model as given")
+                      f"given now, which must be the run's own. The KL reference is --model, or --init_from if given "
+                      f"(for a stage that began with --init_from, give it again beside --resume)")
             else:
                 conflicts = restore_run_flags(args, run["flags"], explicit_flags(argv))
                 if conflicts:
@@ -227,8 +228,6 @@ def parse_args(argv=None):
                       f"wrong. Use --eval_top_p for evaluation")
     if args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches:
         errors.append("--ppo_epochs and --mini_batches must be >= 1 and divide the batch")
-    if args.resume and args.init_from and run is None:
-        errors.append("--resume continues a run; --init_from starts a new one: pick one")
     if args.init_from and not run and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
     for spec in [s for s in args.train_data.split(",") if s] + [s for s in args.eval_data.split(",") if s]:
@@ -251,8 +250,8 @@ def parse_args(argv=None):
             args.stage = previous["flags"].get("stage", 1) + 1 if previous else 2
             args.stage_start = (str(Path(args.init_from) / "model") if Path(args.init_from, "model").is_dir()
                                 else args.init_from)
-        if args.data_seed is None:
-            args.data_seed = args.seed + args.stage - 1
+        if args.data_seed is None:  # (a resumed checkpoint without run.json sampled with --seed, as before)
+            args.data_seed = args.seed if args.resume else args.seed + args.stage - 1
     return args
 
 
