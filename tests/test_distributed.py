@@ -1,5 +1,7 @@
 """torchrun --nproc_per_node 2 on CPU (gloo): FSDP2 training equals single-process training, every rank's vLLM
-receives the weights, checkpoints resume, only rank 0 writes."""
+receives the weights, checkpoints resume, only rank 0 writes; only rank 0 reads weights and optimizer state from
+disk (the others get theirs by broadcast), gradients are freed after the step, the reference model reshards its
+root; periodic eval runs on every rank (data-parallel shards, and a TP group together)."""
 import json
 import os
 import subprocess
