@@ -8,6 +8,11 @@ Numbers a reader can trust: every sample is written (problem id, prompt, respons
 finish reason, token count) so any figure can be recomputed; a truncated fraction is reported beside every score;
 problem i is sampled with seed (seed + i * k), so an interrupted run resumes from the samples already on disk and
 gives the same summary.
+
+The "±" after a score is the standard error over problems (how the score would move on another draw of problems
+like these). Beside it, "± re-runs" is the standard error between two evaluations of the same problems with fresh
+samples, which is much smaller at large k (see summarize). A problem whose prompt does not fit the engine's context
+(--max_model_len) is skipped with a warning naming it and counted in the table, never a crash of the whole run.
 """
 import argparse
 import json
@@ -59,38 +64,60 @@ def majority_correct(answers, corrects):
 
 
 def summarize(records, k):
-    """records: graded samples of one benchmark (k per problem). Returns the benchmark's summary dict."""
+    """records: graded samples of one benchmark (k per problem). Returns the benchmark's summary dict.
+
+    Two standard errors, for two different questions (both reported, both in results.md):
+      stderr      over problems: sqrt(var_i(p_i) / n), p_i = problem i's fraction correct. How much avg@k would
+                  move on another draw of n problems like these; the honest error bar when comparing models
+                  on a benchmark of n problems (the "±" of most papers).
+      run_stderr  over re-runs on THESE problems: sqrt(sum_i c_i (k - c_i) / (k^2 (k - 1))) / n, the unbiased
+                  estimate of the std of avg@k between evaluations with fresh samples (c_i correct of k; a
+                  Bernoulli variance per problem, divided by k). It shrinks like 1/sqrt(k): at large k two runs
+                  of the same checkpoint agree far more closely than `stderr` suggests. None when k = 1.
+    pass@j for j = 1, 2, 4, ... up to k, and for k itself.
+    """
     by_problem = {}
     for r in records:
         by_problem.setdefault(r["id"], []).append(r)
     per_problem = [sum(r["correct"] for r in rs) / len(rs) for rs in by_problem.values()]
     n = len(per_problem)
     mean = sum(per_problem) / n
-    # standard error of avg@k over problems (the sampling noise a reader should expect between runs)
     stderr = math.sqrt(sum((p - mean) ** 2 for p in per_problem) / (n - 1) / n) if n > 1 else 0.0
-    summary = {"problems": n, "k": k, f"avg@{k}": mean, "stderr": stderr,
+    run_stderr = None
+    if k > 1:
+        within = sum(c * (k - c) / (k * k * (k - 1)) for c in (sum(r["correct"] for r in rs) for rs in by_problem.values()))
+        run_stderr = math.sqrt(within) / n
+    summary = {"problems": n, "k": k, f"avg@{k}": mean, "stderr": stderr, "run_stderr": run_stderr,
                "truncated_frac": sum(r["finish_reason"] == "length" for r in records) / len(records),
                "mean_response_tokens": sum(r["tokens"] for r in records) / len(records)}
-    kk = 1
-    while kk <= k:
-        summary[f"pass@{kk}"] = sum(pass_at_k(len(rs), sum(r["correct"] for r in rs), kk)
-                                    for rs in by_problem.values()) / n
-        kk *= 2
+    for j in sorted({2 ** e for e in range(k.bit_length()) if 2 ** e <= k} | {k}):
+        summary[f"pass@{j}"] = sum(pass_at_k(len(rs), sum(r["correct"] for r in rs), j)
+                                   for rs in by_problem.values()) / n
     if k > 1:
         summary[f"maj@{k}"] = sum(majority_correct([r["extracted"] for r in rs], [r["correct"] for r in rs])
                                   for rs in by_problem.values()) / n
     return summary
 
 
+def split_long_prompts(problems, prompts, max_model_len):
+    """(kept problems, kept prompts, skipped ids): a prompt of max_model_len tokens or more leaves no room to
+    generate a single token, so its problem is skipped (and counted) instead of failing the whole run."""
+    kept = [i for i, ids in enumerate(prompts) if len(ids) < max_model_len]
+    skipped = [problems[i]["id"] for i in range(len(problems)) if len(prompts[i]) >= max_model_len]
+    return [problems[i] for i in kept], [prompts[i] for i in kept], skipped
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Sampling and grading
 # ------------------------------------------------------------------------------------------------------------
 def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS,
-                     template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0):
+                     template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None):
     """k graded samples for each problem. Problem i (counting from first_index) is sampled with seed + i * k
     (engine.generate seeds prompt j of a call with seed + j * k), so results do not depend on how problems are
-    batched or on where an interrupted run resumed. Returns (records, grading stats)."""
-    prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
+    batched or on where an interrupted run resumed. prompts: the rendered prompts, if already at hand.
+    Returns (records, grading stats)."""
+    if prompts is None:
+        prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
     samples = engine.generate(prompts, n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                               seed=seed + first_index * k)
     golds = [p["answer"] for p in problems for _ in range(k)]
@@ -105,42 +132,80 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
 
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
-             max_tokens=MAX_TOKENS, template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, log=print):
+             max_tokens=MAX_TOKENS, template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, log=print,
+             shard=(0, 1), gather=None):
     """Evaluate on each benchmark (shipped name or file). k: int for all, or None for DEFAULT_K (1 if unknown).
     With out_dir, samples go to out_dir/<benchmark>/samples.jsonl and are reused on a re-run (resume), and
-    summary.json + results.md are written. Returns {benchmark: summary}. train.py calls this."""
+    summary.json + results.md are written. Returns {benchmark: summary}. train.py calls this.
+
+    Problems whose prompt does not fit the engine's context (engine.max_model_len) are skipped with a warning
+    naming them, and counted in the summary (`skipped_long_prompts`, `skipped_ids`).
+
+    Several ranks (train.py under torchrun): shard=(dp_rank, dp_world) gives this rank a contiguous block of the
+    problems (the ranks of one vLLM tensor-parallel group pass the same shard and sample together), and
+    gather(records) -> the records of all blocks in order. Seeds follow the global problem index, so the result
+    equals a one-rank evaluation. Pass out_dir on one rank only; sharded runs do not resume from disk.
+    """
+    dp_rank, dp_world = shard
     results = {}
     for name in benchmarks:
         bench_k = k or DEFAULT_K.get(name, 1)
         problems = data.load_dataset(name)[:limit]
+        prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
+        problems, prompts, skipped = split_long_prompts(problems, prompts, engine.max_model_len)
+        if skipped:
+            log(f"{name}: WARNING: skipped {len(skipped)} problem(s) whose prompt has >= {engine.max_model_len} "
+                f"tokens (the engine's context): {', '.join(skipped[:10])}{' ...' if len(skipped) > 10 else ''}")
+        if not problems:
+            log(f"{name}: no problem fits the context; nothing to evaluate")
+            continue
         done = []
         path = None
         if out_dir:
             path = Path(out_dir) / Path(name).name.split(".")[0] / "samples.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
-            done = _read_complete_samples(path, bench_k)
+            if gather is None:
+                done = _read_complete_samples(path, bench_k)
+            else:
+                path.unlink(missing_ok=True)
         done_ids = {r["id"] for r in done}
         if len(done_ids) > len(problems) or any(p["id"] != r for p, r in zip(problems, _ordered_ids(done))):
             raise ValueError(f"{path} holds samples of other problems (a different --limit or dataset?): "
                              f"remove it or use another --out")
-        todo = problems[len(done_ids):]
+        first = len(done_ids)
+        if gather is not None:  # this rank's contiguous block of the problems
+            per_rank = -(-len(problems) // dp_world)
+            first = min(dp_rank * per_rank, len(problems))
+            todo = problems[first:first + per_rank]
+            todo_prompts = prompts[first:first + per_rank]
+        else:
+            todo, todo_prompts = problems[first:], prompts[first:]
         start = time.time()
         if todo:
             log(f"{name}: sampling {len(todo)} problems x {bench_k}" + (f" (resuming after {len(done_ids)})" if done_ids else ""))
         chunk = 64  # write as we go, so that an interruption loses at most one chunk
+        new = []
         for c in range(0, len(todo), chunk):
             part, stats = sample_and_grade(engine, tokenizer, todo[c:c + chunk], bench_k, temperature, top_p,
                                            max_tokens, template, seed, workers, timeout_s,
-                                           first_index=len(done_ids) + c)
-            done.extend(part)
-            if path:
+                                           first_index=first + c, prompts=todo_prompts[c:c + chunk])
+            new.extend(part)
+            if path and gather is None:
                 with open(path, "a", encoding="utf-8") as f:
                     f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part))
+        if gather is not None:
+            new = gather(new)
+            if path:
+                path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in new), encoding="utf-8")
+        done.extend(new)
         summary = summarize(done, bench_k)
+        summary["skipped_long_prompts"] = len(skipped)
+        summary["skipped_ids"] = skipped
         summary["seconds"] = round(time.time() - start, 1)
         results[name] = summary
-        log(f"{name}: avg@{bench_k} {summary[f'avg@{bench_k}']:.4f} ± {summary['stderr']:.4f}, "
-            f"truncated {summary['truncated_frac']:.3f}")
+        runs = f", ± {summary['run_stderr']:.4f} between re-runs" if summary["run_stderr"] is not None else ""
+        log(f"{name}: avg@{bench_k} {summary[f'avg@{bench_k}']:.4f} ± {summary['stderr']:.4f} (s.e. over "
+            f"{summary['problems']} problems{runs}), truncated {summary['truncated_frac']:.3f}")
     if out_dir:
         settings = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "template": template,
                     "seed": seed}
@@ -177,16 +242,18 @@ def _read_complete_samples(path, k):
 
 def markdown_table(results, settings):
     lines = [f"Sampling: temperature {settings['temperature']}, top-p {settings['top_p']}, "
-             f"max {settings['max_tokens']} tokens, template `{settings['template']}`.", "",
-             "| benchmark | metric | score | ± s.e. | pass@k | maj@k | truncated | mean tokens |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             f"max {settings['max_tokens']} tokens, template `{settings['template']}`.",
+             "± problems: standard error over problems (another draw of problems like these); ± re-runs: standard "
+             "error between evaluations of the same problems with fresh samples (needs k >= 2).", "",
+             "| benchmark | metric | score | ± problems | ± re-runs | pass@k | maj@k | truncated | mean tokens | skipped |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, s in results.items():
         k = s["k"]
-        top_pass = max((key for key in s if key.startswith("pass@")), key=lambda key: int(key[5:]))
         majority = f"{100 * s[f'maj@{k}']:.1f}" if f"maj@{k}" in s else "-"
-        lines.append(f"| {name} | avg@{k} | {100 * s[f'avg@{k}']:.1f} | {100 * s['stderr']:.1f} | "
-                     f"{100 * s[top_pass]:.1f} ({top_pass}) | {majority} | {100 * s['truncated_frac']:.1f}% | "
-                     f"{s['mean_response_tokens']:.0f} |")
+        runs = f"{100 * s['run_stderr']:.1f}" if s.get("run_stderr") is not None else "-"
+        lines.append(f"| {name} | avg@{k} | {100 * s[f'avg@{k}']:.1f} | {100 * s['stderr']:.1f} | {runs} | "
+                     f"{100 * s[f'pass@{k}']:.1f} (pass@{k}) | {majority} | {100 * s['truncated_frac']:.1f}% | "
+                     f"{s['mean_response_tokens']:.0f} | {s.get('skipped_long_prompts', 0)} |")
     return "\n".join(lines) + "\n"
 
 

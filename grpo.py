@@ -89,10 +89,19 @@ def kl_penalty(logp, ref_logp, estimator="k3"):
     """Per-token estimators of KL(pi_theta || pi_ref) from samples of pi_theta (Schulman 2020,
     "Approximating KL Divergence", http://joschu.net/blog/kl-approx.html). With log r = ref_logp - logp:
 
-        k1 = -log r = logp - ref_logp            unbiased, high variance, can be negative
-        k2 = (log r)^2 / 2                       biased, low variance
-        k3 = (r - 1) - log r                     unbiased, low variance, always >= 0 (GRPO's choice,
-                                                 DeepSeekMath eq. 4; verl "low_var_kl")
+        k1 = -log r = logp - ref_logp            value: unbiased for KL(pi || ref), high variance, can be < 0
+        k2 = (log r)^2 / 2                       value: biased, low variance
+        k3 = (r - 1) - log r                     value: unbiased for KL(pi || ref), low variance, >= 0
+                                                 (GRPO's choice, DeepSeekMath eq. 4; verl "low_var_kl")
+
+    "Unbiased" describes the VALUE (a metric). Used as a LOSS, what matters is the expected gradient, taken as
+    here through logp only, on samples y ~ pi_theta (on-policy):
+        grad k1:  E[grad log pi(y)] = 0                          no regularisation at all, only noise
+        grad k2:  E[log(pi/ref)(y) grad log pi(y)] = grad KL(pi || ref)      the reverse KL's true gradient
+        grad k3:  E[(1 - ref/pi)(y) grad log pi(y)] = grad KL(ref || pi)     the FORWARD KL's gradient
+    (Tang & Munos 2025, "On a few pitfalls in KL divergence gradient estimation for RL"; tests/test_grpo.py
+    checks all three by exact expectation over a small vocabulary.) So k3 as a loss pulls toward the reference
+    like forward KL does (mass-covering); k2 is the estimator whose gradient is that of the KL it names.
 
     Inputs [B, T] float; returns [B, T]. As in verl, log r is clamped to [-20, 20] before exp and k3 to
     [-10, 10], so one token with a huge disagreement cannot turn the loss into inf/NaN.
@@ -126,7 +135,8 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
     gradient is the plain policy gradient -A * grad(logp), aggregated.
 
     Returns (loss 0-d tensor, stats dict of floats): clip_frac (tokens whose gradient the clip removed),
-    approx_kl_old (k3 estimate of KL(pi_old || pi_theta)), ratio_min, ratio_max.
+    approx_kl_old (k3 estimate of KL(pi_old || pi_theta) on the tokens, which were sampled from pi_old:
+    (ratio - 1) - log ratio, as cleanrl / TRL log it), ratio_min, ratio_max.
     """
     mask = mask.bool()
     zero = torch.zeros_like(logp)
@@ -151,7 +161,8 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
         masked_ratio = ratio[mask]
         stats = {
             "clip_frac": ((clipped > unclipped) & mask).sum().item() / n.item(),
-            "approx_kl_old": (((torch.exp(-log_ratio) - 1.0 + log_ratio) * mask).sum() / n).item(),
+            # k3 of KL(pi_old || pi_theta) from samples of pi_old: r = pi_theta / pi_old = ratio
+            "approx_kl_old": (((ratio - 1.0 - log_ratio) * mask).sum() / n).item(),
             "ratio_min": masked_ratio.min().item() if masked_ratio.numel() else 1.0,
             "ratio_max": masked_ratio.max().item() if masked_ratio.numel() else 1.0,
         }
@@ -161,19 +172,27 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
 # ----------------------------------------------------------------------------------------------------------
 # Sampler / trainer mismatch
 # ----------------------------------------------------------------------------------------------------------
-def rollout_correction(logp, rollout_logp, mask, cap=2.0):
+def rollout_correction(old_logp, rollout_logp, mask, cap=2.0):
     """Truncated importance sampling for the difference between the sampler (vLLM) and the trainer
-    (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL training"):
+    (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL training"; verl's
+    rollout_is_weights, TRL's vllm_importance_sampling_cap):
 
-        w_t = min( exp(logp_t - rollout_logp_t), cap )      detached: a per-token weight, not a gradient path
+        w_t = min( pi_old(y_t) / pi_vllm(y_t), cap ) = min( exp(old_logp_t - rollout_logp_t), cap )     detached
+
+    old_logp is the TRAINER's log-prob under the weights that sampled the batch (pi_old), computed once per
+    batch before any update, so w_t corrects only for the sampler/trainer mismatch. Off-policy (several
+    optimizer steps per batch) the change pi_theta / pi_old is the PPO ratio's job (policy_loss); using
+    pi_theta here instead would count it twice (verl's "decoupled PPO": loss = w * clipped(pi_theta / pi_old)).
+    Strictly on-policy pi_old is pi_theta at the time of the forward, so logp.detach() is the same thing.
 
     Also the mismatch diagnostics. The alignment metric of the Perplexity study is, per sequence,
-        align_b = exp( mean_t |logp_t - rollout_logp_t| )
+        align_b = exp( mean_t |old_logp_t - rollout_logp_t| )
     which is 1 for identical distributions and should stay within [1, 1.05] in a healthy run.
 
-    logp, rollout_logp, mask: [B, T]. Returns (weights [B, T] detached, stats dict of floats):
+    old_logp, rollout_logp, mask: [B, T]. Returns (weights [B, T] detached, stats dict of floats):
     align_mean / align_max over sequences, max_abs_diff over tokens, kl_k3 (mean k3 KL(sampler || trainer)).
     """
+    logp = old_logp
     mask = mask.bool()
     with torch.no_grad():
         diff = torch.where(mask, logp.detach().float() - rollout_logp.float(), torch.zeros_like(logp, dtype=torch.float32))
@@ -208,13 +227,33 @@ def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy):
     return logp, entropy
 
 
-def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=256, with_entropy=False):
+def final_hidden_states(model, input_ids, attention_mask):
+    """The decoder's last hidden states [B, S, H] (after its final norm), through the model's own __call__ (so
+    that FSDP's hooks gather the root's parameters), without the logits of any position and without
+    output_hidden_states=True, which would keep every layer's output alive (a no-grad pass of a 1.5B model at
+    32K tokens: ~2.8 GB). A forward hook on the decoder (model.get_decoder(), the HF convention) catches its
+    output."""
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)   # correct positions under left padding
+    caught = []
+    hook = model.get_decoder().register_forward_hook(lambda module, args, output: caught.append(output[0]))
+    try:
+        model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
+              logits_to_keep=torch.empty(0, dtype=torch.long, device=input_ids.device))
+    finally:
+        hook.remove()
+    return caught[-1]
+
+
+def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=256, with_entropy=False,
+                   score_mask=None):
     """log pi(x_{t+1} | x_<=t) for every position of `input_ids` under a Hugging Face causal LM, with the
     logits divided by the sampling temperature (vLLM's processed logprobs are of the tempered distribution).
 
     input_ids, attention_mask: [B, S] (left or right padding). Returns logp [B, S-1] (float32) aligned with
-    input_ids[:, 1:] (and entropy [B, S-1] when with_entropy). Padding positions hold meaningless values:
-    mask them.
+    input_ids[:, 1:] (and entropy [B, S-1] when with_entropy).
+    score_mask: optional [B, S-1], 1 where a value is wanted (the response tokens). Only those positions go
+    through the output head; the others (prompt, padding) hold 0. Without it every position is scored and
+    padding positions hold meaningless values: mask them.
 
     Memory: the full [B, S, V] logits are never materialised. The backbone runs once; then `chunk_size`
     positions at a time go through the output head, log-softmax in fp32, and only the gathered values are
@@ -223,16 +262,15 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     Measured (bench.py, 32,768 tokens, V = 151,936): chunk 256 -> 0.91 GB above the model, 1024 -> 3.1 GB;
     the naive way needs 18.5 GB for the fp32 logits alone.
     """
-    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)   # correct positions under left padding
-    # Through the model's own __call__ (so that FSDP's hooks gather its parameters), asking for the logits of
-    # no position at all: we want the final hidden states and project them ourselves, chunk by chunk.
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
-                logits_to_keep=torch.empty(0, dtype=torch.long, device=input_ids.device), output_hidden_states=True)
-    hidden = out.hidden_states[-1]                                         # [B, S, H], after the final norm
+    hidden = final_hidden_states(model, input_ids, attention_mask)      # [B, S, H]
     head = model.get_output_embeddings()
     batch, seq = input_ids.shape
     hidden = hidden[:, :-1].reshape(-1, hidden.shape[-1])                  # [B*(S-1), H]
     targets = input_ids[:, 1:].reshape(-1)
+    rows = None
+    if score_mask is not None:  # project only the scored positions: prompt and padding never reach the head
+        rows = score_mask.reshape(-1).bool().nonzero().squeeze(-1)
+        hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)
     outputs = []
     for start in range(0, hidden.shape[0], chunk_size):
         args = (hidden[start:start + chunk_size], targets[start:start + chunk_size], head.weight, head.bias,
@@ -241,8 +279,14 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
             outputs.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
         else:
             outputs.append(_chunk_logprobs(*args))
+    if not outputs:  # nothing scored
+        outputs = [(hidden.new_zeros(0, dtype=torch.float32),) * 2 if with_entropy else hidden.new_zeros(0, dtype=torch.float32)]
+
+    def unflatten(values):
+        if rows is not None:  # back to [B, S-1], zeros where nothing was scored
+            values = values.new_zeros(batch * (seq - 1)).index_copy(0, rows, values)
+        return values.view(batch, seq - 1)
+
     if with_entropy:
-        logp = torch.cat([o[0] for o in outputs]).view(batch, seq - 1)
-        entropy = torch.cat([o[1] for o in outputs]).view(batch, seq - 1)
-        return logp, entropy
-    return torch.cat(outputs).view(batch, seq - 1)
+        return unflatten(torch.cat([o[0] for o in outputs])), unflatten(torch.cat([o[1] for o in outputs]))
+    return unflatten(torch.cat(outputs))

@@ -3,12 +3,13 @@
 Both engines have the same four-call surface, and nothing else in the project imports vllm:
 
     engine.generate(prompt_token_ids, n, temperature, top_p, max_tokens, seed) -> list[Sample]   (n per prompt)
-    engine.update_weights(named_tensors)   push the trainer's weights (ALL of them: model.state_dict().items())
+    engine.update_weights(named_tensors)   push the trainer's weights (ALL of them), streamed, in the engine's dtype
     engine.sleep() / engine.wake_up()      free / retake the GPU memory of the engine
 
 The colocated step on GPU (vLLM docs on sleep mode, TRL and verl agree; see README "How colocation works"):
 
-    engine created with enable_sleep_mode=True, then sleep(level=2) at once
+    engine created with enable_sleep_mode=True and load_format="dummy" (its first weights come from the trainer),
+    then sleep(level=2) at once
     every step:  torch.cuda.empty_cache() -> wake_up(["weights"]) -> push every parameter -> reset_prefix_cache()
                  -> wake_up(["kv_cache"]) -> generate -> sleep(level=2) -> trainer forward/backward/step
     `update_weights` does the first four, `generate` the fifth, `sleep` the last. Level 2 DISCARDS the weights, so
@@ -42,13 +43,44 @@ def _check_prompts(prompt_token_ids):
         raise ValueError("prompt_token_ids must be a non-empty list of non-empty token id lists")
 
 
+# vLLM lines that are normal on every step of a colocated loop, by logger: one weight push, one prefix-cache reset
+# and (on GPU) one sleep/wake cycle per step. Everything else vLLM logs is kept, including "Failed to load weights"
+# for any layer but the rotary embedding (whose cos/sin cache is not a checkpoint tensor, so it never loads).
+PER_STEP_LOG_LINES = {
+    "vllm.model_executor.model_loader.reload.inplace": ("Reloading weights inplace", "Reloading and processing"),
+    "vllm.model_executor.model_loader.reload.layerwise": ("%s: Failed to load weights",),  # only RotaryEmbedding
+    "vllm.v1.core.block_pool": ("Successfully reset prefix cache",),
+    "vllm.v1.executor.abstract": ("It took %.6f seconds to fall asleep", "It took %.6f seconds to wake up"),
+    "vllm.v1.worker.cpu_worker": ("CPU backend doesn't allow to use `torch.set_num_threads`",),
+}
+
+
+def _drop_per_step_line(record):
+    prefixes = PER_STEP_LOG_LINES.get(record.name, ())
+    if not str(record.msg).startswith(prefixes):
+        return True
+    if "Failed to load weights" in str(record.msg):  # keep the warning for any layer but the rotary embedding
+        return not (record.args and str(record.args[0]).endswith("RotaryEmbedding"))
+    return False
+
+
+def quiet_vllm_per_step_logs():
+    """Filter the vLLM log lines that every training step repeats (PER_STEP_LOG_LINES); idempotent."""
+    import logging
+    for name in PER_STEP_LOG_LINES:
+        logger = logging.getLogger(name)
+        if _drop_per_step_line not in logger.filters:
+            logger.addFilter(_drop_per_step_line)
+
+
 class VLLMEngine:
     """vLLM (GPU or CPU build) in this process. model: hub id or local HF directory.
 
     Colocation knobs: gpu_memory_utilization is the fraction of the WHOLE GPU vLLM may take while awake (weights +
     KV cache); the trainer's weights, gradients and optimizer state must fit in the rest while vLLM sleeps its
     KV cache away. load_format="dummy" starts from random weights (no second read of the checkpoint): the first
-    update_weights() must then come before the first generate().
+    update_weights() must then come before the first generate(); with sleep mode (GPU) such an engine goes to sleep
+    as soon as it is built, so that first push wakes only the weights. train.py starts its engine this way.
     """
 
     def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
@@ -80,12 +112,18 @@ class VLLMEngine:
             kwargs["enable_sleep_mode"] = True
         if distributed_executor_backend:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
+        quiet_vllm_per_step_logs()
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+        self.dtype = self.llm.llm_engine.model_config.dtype   # pushed tensors are cast to this (bf16 on GPU)
         self.weights_valid = load_format != "dummy"   # False: generate() refuses until weights are pushed
         self.state = "awake"                          # awake | asleep | weights_only
         self.last_sync_s = 0.0
+        if self.sleep_enabled and not self.weights_valid:
+            # dummy weights: the first push comes from the trainer, so sleep at once (level 2: nothing worth keeping)
+            # and the push wakes only the weights, never beside a full KV cache (vLLM sleep-mode docs, verl)
+            self.sleep()
 
     # -- the four calls ---------------------------------------------------------------------------------------
     def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None):
@@ -118,17 +156,30 @@ class VLLMEngine:
     def update_weights(self, named_tensors):
         """Push the trainer's weights into vLLM, then drop the prefix cache (its KV entries came from the old
         weights). Pass EVERY tensor: `model.state_dict().items()`. `named_parameters()` omits a tied lm_head,
-        and a partial push is not a no-op: it leaves vLLM's head corrupted (see README)."""
+        and a partial push is not a no-op: it leaves vLLM's head corrupted (see README).
+
+        Streamed: `named_tensors` may be a lazy generator (train.full_weights gathers one FSDP2 tensor at a time)
+        and is consumed one tensor at a time, each cast to the engine's dtype on the way in, so this side keeps
+        one tensor alive, never the whole model. (vLLM 0.32's layerwise reload itself buffers the pieces of a
+        fused layer -- q/k/v of qkv_proj, gate/up of gate_up_proj -- until that layer is complete.) Casting
+        here does what vLLM's own copy_ would do, without its per-tensor dtype warning."""
         start = time.perf_counter()
         if self.state == "asleep":
             if self.on_gpu:
                 torch.cuda.empty_cache()
             self.llm.wake_up(tags=["weights"])
             self.state = "weights_only"
-        weights = [(name, tensor.detach()) for name, tensor in named_tensors]
-        if not weights:
+        count = [0]
+
+        def stream():
+            for name, tensor in named_tensors:
+                count[0] += 1
+                yield name, tensor.detach().to(self.dtype)
+                del tensor  # keep no reference to the previous tensor while the next one is gathered
+
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": stream()})
+        if not count[0]:
             raise ValueError("update_weights got no tensors")
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
         self.weights_valid = True
         self.last_sync_s = time.perf_counter() - start

@@ -46,8 +46,38 @@ def tokenizer(tiny_model_path):
 
 @pytest.fixture(scope="session")
 def vllm_engine(tiny_model_path):
-    """The session's one vLLM engine on the tiny model (fp32 so that log-probs can be compared tightly)."""
+    """The session's one vLLM engine on the tiny model (fp32 so that log-probs can be compared tightly). Started
+    as train.py starts its engine: random (dummy) weights, then the trainer's weights pushed in, so every test
+    that checks alignment also checks that a dummy load plus one push gives the real model."""
+    from transformers import AutoModelForCausalLM
+
     from rollout import VLLMEngine
-    engine = VLLMEngine(tiny_model_path, dtype="float32", max_model_len=512, gpu_memory_utilization=0.3, seed=0)
+    engine = VLLMEngine(tiny_model_path, dtype="float32", max_model_len=512, gpu_memory_utilization=0.3, seed=0,
+                        load_format="dummy")
+    engine.update_weights(AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).state_dict().items())
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="session")
+def recorded_toy(tmp_path_factory, vllm_engine, warm_model_path, tokenizer):
+    """A toy task file (64 problems whose answer is 7) and, for each of its distinct prompts, 4 rollouts recorded
+    from the real vLLM engine on the warmed-up model: (task path, rollouts.json path) for tests/replay.py."""
+    import json
+
+    from data import render_prompt
+    from replay import sample_rows
+    from tiny_model import synthetic_task
+    from transformers import AutoModelForCausalLM
+    tmp = tmp_path_factory.mktemp("recorded")
+    rows = synthetic_task(64)
+    task = tmp / "task.jsonl"
+    task.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    vllm_engine.update_weights(AutoModelForCausalLM.from_pretrained(warm_model_path).state_dict().items())
+    prompts = {tuple(render_prompt(r["problem"], tokenizer, "chat")) for r in rows}
+    recorded = []
+    for k, ids in enumerate(sorted(prompts)):
+        recorded += sample_rows(vllm_engine.generate([list(ids)], n=4, temperature=1.0, max_tokens=12, seed=100 * k))
+    replay = tmp / "rollouts.json"
+    replay.write_text(json.dumps(recorded))
+    return str(task), replay

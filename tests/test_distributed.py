@@ -1,5 +1,7 @@
 """torchrun --nproc_per_node 2 on CPU (gloo): FSDP2 training equals single-process training, every rank's vLLM
-receives the weights, checkpoints resume, only rank 0 writes."""
+receives the weights, checkpoints resume, only rank 0 writes; only rank 0 reads weights and optimizer state from
+disk (the others get theirs by broadcast), gradients are freed after the step, the reference model reshards its
+root; periodic eval runs on every rank (data-parallel shards, and a TP group together)."""
 import json
 import os
 import subprocess
@@ -13,11 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "dist_worker.py"
 
 
-def launch(ranks, flags, replay=None, timeout=600):
+def launch(ranks, flags, replay=None, timeout=600, probe=None):
     prefix = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)] \
         if ranks > 1 else [sys.executable]
     cmd = prefix + [str(WORKER)] + (["--replay", str(replay)] if replay else []) + ["--"] + flags
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    if probe:
+        Path(probe).mkdir(parents=True, exist_ok=True)
+        env["DIST_PROBE"] = str(probe)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return proc
@@ -33,25 +38,10 @@ def weights(ckpt):
 
 
 @pytest.fixture(scope="module")
-def toy_setup(tmp_path_factory, vllm_engine, warm_model_path, tokenizer):
+def toy_setup(tmp_path_factory, recorded_toy):
     """A toy task file, and rollouts for each of its distinct prompts recorded from the real vLLM engine."""
-    from data import render_prompt
-    from tiny_model import synthetic_task
-    tmp = tmp_path_factory.mktemp("dist")
-    rows = synthetic_task(64)
-    task = tmp / "task.jsonl"
-    task.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    from transformers import AutoModelForCausalLM
-    vllm_engine.update_weights(AutoModelForCausalLM.from_pretrained(warm_model_path).state_dict().items())
-    prompts = {tuple(render_prompt(r["problem"], tokenizer, "chat")) for r in rows}
-    recorded = []
-    for k, ids in enumerate(sorted(prompts)):
-        for s in vllm_engine.generate([list(ids)], n=4, temperature=1.0, max_tokens=12, seed=100 * k):
-            recorded.append({"prompt_ids": s.prompt_ids, "response_ids": s.response_ids, "logprobs": s.logprobs,
-                             "finish_reason": s.finish_reason, "text": s.text})
-    replay = tmp / "rollouts.json"
-    replay.write_text(json.dumps(recorded))
-    return tmp, str(task), replay
+    task, replay = recorded_toy
+    return tmp_path_factory.mktemp("dist"), task, replay
 
 
 def flags(model, task, out, steps, **extra):
@@ -80,7 +70,8 @@ def test_two_ranks_equal_one_rank_and_resume(toy_setup, warm_model_path):
     assert any(not torch.equal(start[n], w1[n]) for n in w1), "training changed nothing"
     # resume with 2 ranks from step 2 and compare with the straight run
     launch(2, flags(warm_model_path, task, tmp / "two_b", 2), replay=replay)
-    launch(2, flags(warm_model_path, task, tmp / "ignored", 3) + ["--resume", str(tmp / "two_b")], replay=replay)
+    launch(2, flags(warm_model_path, task, tmp / "ignored", 3) + ["--resume", str(tmp / "two_b")], replay=replay,
+           probe=tmp / "probe")
     w3 = weights(tmp / "two_b" / "ckpt-000003")
     for name in w2:
         assert torch.allclose(w2[name], w3[name], rtol=1e-6, atol=1e-7), name
@@ -88,6 +79,14 @@ def test_two_ranks_equal_one_rank_and_resume(toy_setup, warm_model_path):
     # only rank 0 wrote: nothing but its files in the run directory
     assert sorted(p.name for p in (tmp / "two").iterdir()) == ["ckpt-000001", "ckpt-000002", "ckpt-000003",
                                                                 "metrics.jsonl"]
+    # memory (issue 15, item 8), seen on the resume: only rank 0 read weights and optimizer state from disk (the
+    # others got their shards by broadcast, never a full model or optimizer), the gradients were freed after the
+    # last step, and the reference model's root (embeddings, head) is sharded again after its forward
+    rank0, rank1 = (json.loads((tmp / "probe" / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert rank1["weight_reads"] == [] and "trainer_state.pt" not in rank1["torch_loads"], rank1
+    assert len(rank0["weight_reads"]) == 2 and "trainer_state.pt" in rank0["torch_loads"], rank0  # policy + reference
+    for r in (rank0, rank1):
+        assert r["grads_freed"] and r["reference_root_sharded"] == [True], r
 
 
 def test_two_ranks_with_their_own_vllm_engines(toy_setup, warm_model_path):
@@ -95,11 +94,24 @@ def test_two_ranks_with_their_own_vllm_engines(toy_setup, warm_model_path):
     alignment of step 2 (sampled after the first push; max over both ranks) proves the push reached both."""
     tmp, task, _ = toy_setup
     out = tmp / "real"
-    launch(2, flags(warm_model_path, task, out, 2, save_every=0, lr="1e-2"))
+    launch(2, flags(warm_model_path, task, out, 2, save_every=0, lr="1e-2", eval_every=1, eval_data="amc2023",
+                    eval_limit=3, eval_k=2))
     m = metrics(out)
     assert [x["step"] for x in m] == [1, 2]
-    assert m[1]["rollout/align_max"] <= 1.001, m[1]["rollout/align_max"]
+    # step 1 samples from the first push into a dummy-loaded engine, step 2 from the push after an update
+    assert m[0]["rollout/align_max"] <= 1.001 and m[1]["rollout/align_max"] <= 1.001, m
     assert m[0]["policy/grad_norm"] > 0
+    check_sharded_eval(out, m)
+
+
+def check_sharded_eval(out, m):
+    """Both data-parallel ranks evaluated their share; rank 0 wrote all of it, once."""
+    for step in (1, 2):
+        summary = json.loads((out / f"eval-{step:06d}" / "summary.json").read_text())["results"]["amc2023"]
+        assert summary["problems"] == 3 and summary["k"] == 2
+        rows = (out / f"eval-{step:06d}" / "amc2023" / "samples.jsonl").read_text().splitlines()
+        assert len(rows) == 6
+        assert "eval/amc2023" in m[step - 1]
 
 
 def test_tensor_parallel_group_generates_together(toy_setup, warm_model_path):
@@ -107,8 +119,11 @@ def test_tensor_parallel_group_generates_together(toy_setup, warm_model_path):
     trains on half of the group's samples, so nothing is counted twice."""
     tmp, task, _ = toy_setup
     out = tmp / "tp"
-    launch(2, flags(warm_model_path, task, out, 2, save_every=0, tensor_parallel_size=2))
+    # eval every step: the TP group evaluates together (rank 0 alone would wait for its peer forever)
+    launch(2, flags(warm_model_path, task, out, 2, save_every=0, tensor_parallel_size=2, eval_every=1,
+                    eval_data="amc2023", eval_limit=3, eval_k=2))
     m = metrics(out)
     assert [x["step"] for x in m] == [1, 2]
     assert m[1]["rollout/align_max"] <= 1.001, m[1]["rollout/align_max"]
     assert m[0]["policy/trained_frac"] == 1.0  # every sample trained exactly once (skip_equal_groups 0)
+    check_sharded_eval(out, m)

@@ -66,7 +66,8 @@ def test_cli_on_two_benchmarks_outputs_agree_and_resume(vllm_engine, tmp_path):
         rows = [json.loads(line) for line in (out / name / "samples.jsonl").read_text().splitlines()]
         assert len(rows) == 12 and {len([r for r in rows if r["id"] == pid]) for pid in {r["id"] for r in rows}} == {3}
         assert set(rows[0]) >= {"id", "prompt", "response", "extracted", "correct", "finish_reason", "tokens"}
-        assert evaluation.summarize(rows, 3) == {k: v for k, v in results[name].items() if k != "seconds"}
+        assert evaluation.summarize(rows, 3) == {k: v for k, v in results[name].items()
+                                                 if k not in ("seconds", "skipped_long_prompts", "skipped_ids")}
         gold = {p["id"]: p["answer"] for p in data.load_dataset(name)}
         assert all(r["gold"] == gold[r["id"]] for r in rows)
 
@@ -97,3 +98,82 @@ def test_cli_validation(capsys):
         evaluation.main(["--model", "m", "--benchmarks", "nope"])
     assert evaluation.main(["--model", "m", "--preset", "seed", "--dry_run"]) is None
     assert "dry run ok" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------- issue 15
+def test_pass_at_k_for_k_itself_and_the_two_standard_errors():
+    table = {"p1": [1, 1, 0], "p2": [0, 0, 0], "p3": [1, 1, 1], "p4": [1, 0, 0]}
+    records = [{"id": pid, "correct": bool(c), "extracted": str(c), "finish_reason": "stop", "tokens": 5}
+               for pid, cs in table.items() for c in cs]
+    s = evaluation.summarize(records, 3)
+    assert {"pass@1", "pass@2", "pass@3"} <= set(s) and "pass@4" not in s
+    assert s["pass@3"] == pytest.approx(3 / 4)  # p1, p3, p4 have a correct sample
+    assert s["pass@2"] == pytest.approx((evaluation.pass_at_k(3, 2, 2) + 0 + 1 + evaluation.pass_at_k(3, 1, 2)) / 4)
+    # run-to-run s.e.: unbiased per-problem Bernoulli variance c (k - c) / (k (k - 1)), divided by k, summed, / n
+    within = sum(c * (3 - c) / (3 * 2) / 3 for c in (2, 0, 3, 1))
+    assert s["run_stderr"] == pytest.approx(within ** 0.5 / 4)
+    assert evaluation.summarize(records, 3)["stderr"] > s["run_stderr"]
+    assert set(evaluation.summarize(records[:1], 1)) >= {"pass@1", "run_stderr"}
+    assert evaluation.summarize(records[:1], 1)["run_stderr"] is None  # one sample per problem: not estimable
+    s5 = evaluation.summarize([dict(r, id=f"{r['id']}-{j}") for j in range(2) for r in records], 3)
+    assert "pass@3" in s5
+    five = [{"id": "a", "correct": j < 2, "extracted": "1", "finish_reason": "stop", "tokens": 1} for j in range(5)]
+    assert {"pass@1", "pass@2", "pass@4", "pass@5"} <= set(evaluation.summarize(five, 5))
+
+
+def test_run_stderr_matches_the_spread_of_repeated_evaluations():
+    """Simulate many evaluations of the same 60 problems (k = 8 samples each): the std of avg@k between them is
+    what run_stderr estimates; stderr (over problems) is larger (about 2x here)."""
+    rng = random.Random(0)
+    probs = [rng.random() for _ in range(60)]
+    scores, estimates = [], []
+    for run in range(1000):
+        records = [{"id": i, "correct": rng.random() < p, "extracted": None, "finish_reason": "stop", "tokens": 1}
+                   for i, p in enumerate(probs) for _ in range(8)]
+        s = evaluation.summarize(records, 8)
+        scores.append(s["avg@8"])
+        estimates.append(s["run_stderr"])
+    mean = sum(scores) / len(scores)
+    spread = (sum((x - mean) ** 2 for x in scores) / (len(scores) - 1)) ** 0.5
+    assert sum(estimates) / len(estimates) == pytest.approx(spread, rel=0.08)
+    assert s["stderr"] > 1.5 * spread
+
+
+def test_long_prompts_are_skipped_and_counted_not_a_crash(vllm_engine, tmp_path):
+    """MATH-500 problem 168 renders to 754 tokens with the tiny tokenizer; the session engine's context is 512."""
+    out = tmp_path / "long"
+    lines = []
+    results = evaluation.evaluate(vllm_engine, vllm_engine.tokenizer, ["math500"], k=1, out_dir=out, limit=170,
+                                  max_tokens=4, log=lines.append)
+    s = results["math500"]
+    assert s["problems"] == 169 and s["skipped_long_prompts"] == 1
+    assert s["skipped_ids"] == ["test/counting_and_probability/181.json"]
+    assert any("WARNING" in line and "test/counting_and_probability/181.json" in line for line in lines)
+    assert "| 1 |" in (out / "results.md").read_text()
+    # resuming over the same skip gives the same result
+    again = evaluation.evaluate(vllm_engine, vllm_engine.tokenizer, ["math500"], k=1, out_dir=out, limit=170,
+                                max_tokens=4, log=lines.append)
+    assert {k: v for k, v in again["math500"].items() if k != "seconds"} == {k: v for k, v in s.items() if k != "seconds"}
+
+
+def test_sharded_evaluation_equals_one_rank(vllm_engine, tmp_path):
+    """train.py's multi-rank eval: each data-parallel rank samples a contiguous block, seeds follow the global
+    index, the gathered records equal a one-rank evaluation."""
+    kwargs = dict(k=2, limit=5, max_tokens=6, temperature=1.0)
+    whole = evaluation.evaluate(vllm_engine, vllm_engine.tokenizer, ["amc2023"], log=lambda m: None, **kwargs)
+    blocks = {}
+
+    def gather_from(rank):
+        def gather(records):
+            blocks[rank] = records
+            return [r for part in (blocks.get(0, []), blocks.get(1, [])) for r in part]
+        return gather
+
+    evaluation.evaluate(vllm_engine, vllm_engine.tokenizer, ["amc2023"], shard=(0, 2), gather=gather_from(0),
+                        log=lambda m: None, **kwargs)
+    sharded = evaluation.evaluate(vllm_engine, vllm_engine.tokenizer, ["amc2023"], shard=(1, 2),
+                                  gather=gather_from(1), log=lambda m: None, out_dir=tmp_path / "rank0", **kwargs)
+    assert len(blocks[0]) == 6 and len(blocks[1]) == 4   # 3 + 2 problems, k = 2
+    strip = lambda s: {k: v for k, v in s.items() if k != "seconds"}  # noqa: E731
+    assert strip(sharded["amc2023"]) == strip(whole["amc2023"])
+    assert len((tmp_path / "rank0" / "amc2023" / "samples.jsonl").read_text().splitlines()) == 10

@@ -280,3 +280,87 @@ def test_left_padding_gives_same_logprobs_as_unpadded(small_lm):
         padded_mask = torch.cat([torch.zeros(1, 4, dtype=torch.long), torch.ones_like(tokens)], 1)
         padded = grpo.token_logprobs(small_lm, padded_ids, padded_mask, chunk_size=3)
     torch.testing.assert_close(padded[:, 4:], alone, rtol=0, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- issue 15
+def test_approx_kl_old_is_k3_of_kl_old_to_theta_on_samples_of_pi_old():
+    """The tokens were sampled from pi_old, so KL(pi_old || pi_theta) is estimated with r = pi_theta / pi_old:
+    k3 = (r - 1) - log r (cleanrl's / TRL's approx_kl). The reverse-direction formula differs at second order."""
+    logp, old, adv, mask = random_batch(seed=11)
+    _, stats = grpo.policy_loss(logp, old, adv, mask)
+    log_r = (logp - old)[mask]
+    assert stats["approx_kl_old"] == pytest.approx(((log_r.exp() - 1) - log_r).mean().item(), rel=1e-5)
+    wrong = ((-log_r).exp() - 1 + log_r).mean().item()
+    assert abs(stats["approx_kl_old"] - wrong) > 1e-3
+    # and it estimates the KL it names: exact KL(p || q) vs the mean over samples from p
+    p, q = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.3, 0.3, 0.4])
+    y = torch.multinomial(p, 200_000, replacement=True, generator=torch.Generator().manual_seed(1))
+    ones = torch.ones(1, y.numel(), dtype=torch.bool)
+    _, stats = grpo.policy_loss(q.log()[y][None], p.log()[y][None], torch.zeros(1), ones)
+    assert stats["approx_kl_old"] == pytest.approx((p * (p / q).log()).sum().item(), abs=0.005)
+
+
+@pytest.mark.parametrize("estimator,divergence", [("k1", None), ("k2", "reverse"), ("k3", "forward")])
+def test_kl_estimator_gradients_are_what_the_docstring_says(estimator, divergence):
+    """Used as a loss on samples of pi (gradient through logp only), the expected gradient of k1 is 0, of k2 the
+    gradient of KL(pi || ref), of k3 the gradient of KL(ref || pi). Exact expectations over a 5-token vocabulary."""
+    g = torch.Generator().manual_seed(3)
+    theta = torch.randn(5, generator=g, dtype=torch.float64, requires_grad=True)
+    ref = torch.randn(5, generator=g, dtype=torch.float64).log_softmax(0)
+    logp = theta.log_softmax(0)
+    probs = logp.exp().detach()
+    per_token = grpo.kl_penalty(logp, ref, estimator)                 # [V]: the estimator at each possible token
+    (expected_grad,) = torch.autograd.grad((probs * per_token).sum(), theta)   # E_{y ~ pi}[grad k(y)]
+    if divergence is None:
+        target = torch.zeros_like(theta)
+    else:
+        p = theta.log_softmax(0)
+        kl = (p.exp() * (p - ref)).sum() if divergence == "reverse" else (ref.exp() * (ref - p)).sum()
+        (target,) = torch.autograd.grad(kl, theta)
+    torch.testing.assert_close(expected_grad, target, rtol=1e-9, atol=1e-12)
+
+
+def test_token_logprobs_projects_only_the_scored_positions(small_lm, monkeypatch):
+    g = torch.Generator().manual_seed(8)
+    ids = torch.randint(1, 300, (3, 12), generator=g)
+    attention = torch.ones_like(ids)
+    score = torch.zeros(3, 11)
+    score[0, 5:9], score[1, 2:11], score[2, 10] = 1, 1, 1
+    rows = []
+    real = grpo._chunk_logprobs
+    monkeypatch.setattr(grpo, "_chunk_logprobs", lambda hidden, *a: rows.append(hidden.shape[0]) or real(hidden, *a))
+    small_lm.zero_grad()
+    logp, ent = grpo.token_logprobs(small_lm, ids, attention, 0.7, chunk_size=4, with_entropy=True, score_mask=score)
+    assert sum(rows) == int(score.sum()) == 14, "prompt and padding positions must not reach the output head"
+    ((logp * score).sum() + (ent * score).sum()).backward()  # (checkpointing recomputes the same 14 rows)
+    grads = {n: p.grad.clone() for n, p in small_lm.named_parameters()}
+    assert torch.all(logp[score == 0] == 0) and torch.all(ent[score == 0] == 0)
+    monkeypatch.undo()
+    small_lm.zero_grad()
+    full, full_ent = grpo.token_logprobs(small_lm, ids, attention, 0.7, with_entropy=True)
+    ((full * score).sum() + (full_ent * score).sum()).backward()
+    torch.testing.assert_close(logp[score == 1], full[score == 1], rtol=0, atol=1e-5)
+    for n, p in small_lm.named_parameters():  # fp32 sums in another order: within 1e-5 of the tensor's scale
+        assert (grads[n] - p.grad).abs().max().item() <= 1e-5 * max(p.grad.abs().max().item(), 1.0), n
+
+
+def test_token_logprobs_keeps_only_the_final_hidden_state(small_lm, monkeypatch):
+    """output_hidden_states=True would keep every layer's output alive through a no-grad pass."""
+    seen = []
+    real_forward = small_lm.forward
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("output_hidden_states"))
+        out = real_forward(*args, **kwargs)
+        assert out.hidden_states is None
+        return out
+
+    monkeypatch.setattr(small_lm, "forward", spy)
+    ids = torch.randint(1, 300, (2, 9), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        logp = grpo.token_logprobs(small_lm, ids, torch.ones_like(ids))
+    monkeypatch.undo()
+    assert seen and not any(seen)
+    with torch.no_grad():
+        naive, _ = naive_logprobs(small_lm, ids, torch.ones_like(ids), 1.0)
+    torch.testing.assert_close(logp, naive, rtol=0, atol=1e-5)

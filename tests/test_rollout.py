@@ -160,3 +160,92 @@ def test_generated_ids_decode_back_to_text(vllm_engine, hf_engine, prompts, toke
         for s in engine.generate(prompts[:1], n=2, temperature=1.0, max_tokens=16, seed=11):
             assert s.text == tokenizer.decode(s.response_ids, skip_special_tokens=True)
             assert len(s.text) > 0
+
+
+# ---------------------------------------------------------------------------------------------- issue 15
+def test_session_engine_was_dummy_loaded_then_pushed(vllm_engine, trainer_model, prompts, tokenizer):
+    """train.py starts vLLM with load_format="dummy" (no second read of the checkpoint): the first push must
+    make it the real model (vLLM 0.32 records reload metadata at model creation, whatever the loader)."""
+    assert vllm_engine.llm.llm_engine.vllm_config.load_config.load_format == "dummy"
+    samples = vllm_engine.generate(prompts, n=2, temperature=1.0, max_tokens=24, seed=12)
+    assert alignment(trainer_model, samples, 1.0, tokenizer.pad_token_id)[0] <= 1.001
+
+
+def test_weight_push_streams_one_tensor_at_a_time(vllm_engine, trainer_model):
+    """update_weights consumes a lazy generator one tensor at a time and keeps none of them: when the next tensor
+    is asked for, the earlier ones still alive are those vLLM 0.32's own loader holds -- the pieces of the fused
+    layer being filled (q/k/v weights and biases until qkv_proj is complete) and one or two recent tensors --
+    never the model (the old list() kept all 27). Each tensor's memory is a numpy buffer whose lifetime a weakref
+    observes (a tensor's Python object can die while its storage lives on, so tensors are not watched)."""
+    import gc
+    import weakref
+    buffers, alive_at_each_request = [], []
+
+    def gathered():
+        for name, tensor in trainer_model.state_dict().items():
+            gc.collect()
+            alive_at_each_request.append((name, [n for n, ref in buffers if ref() is not None]))
+            array = tensor.detach().numpy().copy()       # a fresh buffer, as an FSDP gather makes one
+            buffers.append((name, weakref.ref(array)))
+            yield name, torch.from_numpy(array)
+            del array
+
+    vllm_engine.update_weights(gathered())
+    assert len(alive_at_each_request) == len(trainer_model.state_dict()) == 27
+    most = max(alive_at_each_request, key=lambda x: len(x[1]))
+    assert len(most[1]) <= 5, most  # at v_proj.bias: q, k, v weights, q and k biases
+    assert all(".self_attn." in name for name in most[1])
+
+
+def test_weight_push_casts_to_the_engine_dtype(vllm_engine, trainer_model, prompts, tokenizer):
+    """The trainer pushes what it has (fp32 masters, bf16 here); vLLM receives its own dtype (fp32 in this test;
+    bf16 on GPU, which also avoids vLLM's per-tensor 'Attempted to load weight ... with dtype' warning)."""
+    received = []
+    real_rpc = vllm_engine.llm.collective_rpc
+
+    def spy(method, *args, **kwargs):
+        if method == "reload_weights":
+            inner = kwargs["kwargs"]["weights_iterator"]
+
+            def watch():
+                for name, tensor in inner:
+                    received.append(tensor.dtype)
+                    yield name, tensor
+            kwargs["kwargs"] = dict(kwargs["kwargs"], weights_iterator=watch())
+        return real_rpc(method, *args, **kwargs)
+
+    vllm_engine.llm.collective_rpc = spy
+    try:
+        vllm_engine.update_weights((n, t.to(torch.bfloat16)) for n, t in trainer_model.state_dict().items())
+    finally:
+        del vllm_engine.llm.collective_rpc
+        vllm_engine.update_weights(trainer_model.state_dict().items())
+    assert vllm_engine.dtype == torch.float32
+    assert len(received) == len(trainer_model.state_dict()) and set(received) == {torch.float32}
+
+
+def test_per_step_vllm_lines_are_quiet_and_real_warnings_stay(vllm_engine, trainer_model):
+    """A push + prefix-cache reset (what every step does) logs none of vLLM's per-step lines, even at INFO; a
+    failed load of a real layer (a partial push) still warns."""
+    import logging
+    records = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    root = logging.getLogger("vllm")
+    handler, level = Collect(), root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        for _ in range(2):
+            vllm_engine.update_weights(trainer_model.state_dict().items())
+        logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").warning(
+            "%s: Failed to load weights", "ParallelLMHead")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    for line in ("RotaryEmbedding: Failed to load weights", "Successfully reset prefix cache", "Reloading weights"):
+        assert not any(line in r for r in records), (line, records)
+    assert "ParallelLMHead: Failed to load weights" in records

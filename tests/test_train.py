@@ -1,6 +1,7 @@
 """train.py end to end on CPU with the real vLLM engine (the session's one, re-used: train.main pushes its own
 weights into it first), the tiny model and the real grader."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -33,9 +34,13 @@ def read_metrics(out_dir):
     return [json.loads(line) for line in Path(out_dir, "metrics.jsonl").read_text().splitlines()]
 
 
-def test_grpo_learns_the_toy_task(vllm_engine, warm_model_path, toy, tmp_path):
-    """The README's CPU quickstart, in-process: mean reward from <= 0.2 to >= 0.8 (wall time is in the README)."""
+def test_grpo_learns_the_toy_task(vllm_engine, warm_model_path, toy, tmp_path, capsys):
+    """The README's CPU quickstart, in-process: mean reward from <= 0.2 to >= 0.8 (wall time is in the README).
+    The console shows one progress line per step (issue 15, item 12)."""
     train.main(demo_args(warm_model_path, toy, tmp_path / "run"), engine=vllm_engine)
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert [line.split()[1] for line in progress] == [f"{k}/30" for k in range(1, 31)]
+    assert all("reward" in line and "align" in line for line in progress)
     rewards = [m["reward/mean"] for m in read_metrics(tmp_path / "run")]
     assert len(rewards) == 30
     assert sum(rewards[:3]) / 3 <= 0.2, rewards
@@ -66,9 +71,10 @@ def test_end_to_end_on_real_data_with_every_option(vllm_engine, tiny_model_path,
     truncated-IS correction, off-policy epochs, eval, checkpoints, and a new stage from a checkpoint."""
     out = tmp_path / "real"
     args = demo_args(tiny_model_path, "gsm8k_train", out, max_steps=2, batch_size=4, group_size=2, max_response_len=16,
-                     kl_coef=0.01, entropy_coef=0.01, tis_cap=2.0, zero_truncated=1, skip_equal_groups=0,
+                     kl_coef=0.01, entropy_coef=0.01, tis_cap=2.0, mask_truncated=1, skip_equal_groups=0,
                      ppo_epochs=2, mini_batches=2, eval_every=1, eval_data="math500", eval_limit=3, eval_k=2,
-                     save_every=1, keep_last=1, loss_agg="seq-mean-token-sum-norm", contamination_check=1)
+                     save_every=1, keep_last=1, loss_agg="seq-mean-token-sum-norm", contamination_check=1,
+                     eval_temperature=0.9, eval_top_p=0.8)
     policy = train.main(args, engine=vllm_engine)
     metrics = read_metrics(out)
     assert [m["step"] for m in metrics] == [1, 2]
@@ -76,6 +82,7 @@ def test_end_to_end_on_real_data_with_every_option(vllm_engine, tiny_model_path,
     assert "eval/math500" in metrics[-1] and metrics[-1]["policy/kl_ref"] >= 0
     summary = json.loads((out / "eval-000002" / "summary.json").read_text())
     assert summary["results"]["math500"]["problems"] == 3
+    assert summary["settings"]["temperature"] == 0.9 and summary["settings"]["top_p"] == 0.8  # eval flags
     assert [p.name for p in out.glob("ckpt-*")] == ["ckpt-000002"], "keep_last=1 keeps only the newest"
     from transformers import AutoModelForCausalLM
     reloaded = AutoModelForCausalLM.from_pretrained(out / "ckpt-000002" / "model", dtype=torch.float32)
@@ -156,7 +163,7 @@ def test_cli_dry_run_and_gpu_default_without_gpu():
         assert proc.returncode != 0 and "--preset cpu_demo" in proc.stderr
     helptext = subprocess.run([sys.executable, str(ROOT / "train.py"), "--help"], capture_output=True, text=True,
                               env=env, cwd=ROOT).stdout
-    for flag in ("--kl_coef", "--clip_high", "--zero_truncated", "--tis_cap", "--resume", "--init_from", "--template"):
+    for flag in ("--kl_coef", "--clip_high", "--mask_truncated", "--tis_cap", "--resume", "--init_from", "--template"):
         assert flag in helptext
 
 
@@ -165,3 +172,293 @@ def test_repetition_detector():
     assert train.ends_in_loop([9] * 40)
     assert not train.ends_in_loop(list(range(100)))
     assert not train.ends_in_loop([1, 2] * 5)  # too short to call a loop
+
+
+# ---------------------------------------------------------------------------------------------- issue 15
+from replay import ReplayEngine, sample_rows  # noqa: E402
+
+
+def first_metrics(out_dir):
+    return read_metrics(out_dir)[0]
+
+
+@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-sum-norm"])
+def test_skip_equal_groups_changes_compute_only(recorded_toy, warm_model_path, tmp_path, loss_agg):
+    """Item 1: the same batch (replayed vLLM rollouts), flag on vs off, KL and entropy off: equal loss, equal
+    pre-clip gradient norm, equal weights after the step. The normalisers count every response of the batch."""
+    task, replay = recorded_toy
+    common = dict(max_steps=1, batch_size=16, group_size=4, kl_coef=0, entropy_coef=0, loss_agg=loss_agg,
+                  lr=1e-3, grad_clip=1e9)
+    on = train.main(demo_args(warm_model_path, task, tmp_path / "on", skip_equal_groups=1, **common),
+                    engine=ReplayEngine(replay))
+    off = train.main(demo_args(warm_model_path, task, tmp_path / "off", skip_equal_groups=0, **common),
+                     engine=ReplayEngine(replay))
+    m_on, m_off = first_metrics(tmp_path / "on"), first_metrics(tmp_path / "off")
+    assert 0 < m_on["policy/trained_frac"] < 1 == m_off["policy/trained_frac"], "the batch must have equal groups"
+    assert m_on["policy/grad_norm"] > 0
+    assert m_on["policy/grad_norm"] == pytest.approx(m_off["policy/grad_norm"], rel=1e-5)
+    assert m_on["policy/loss"] == pytest.approx(m_off["policy/loss"], rel=1e-5, abs=1e-9)
+    for (name, a), (_, b) in zip(on.state_dict().items(), off.state_dict().items()):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-7), name
+
+
+@pytest.fixture(scope="module")
+def handmade(tmp_path_factory, warm_model_path):
+    """4 problems x 4 responses written by hand (exact texts and finish reasons), with the warmed-up model's own
+    log-probs as the sampler's: a task file, the rows, and the trainer's log-probs per sample."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import grpo
+    from data import render_prompt
+    from rollout import Sample
+    from tiny_model import QUESTIONS
+    tok = AutoTokenizer.from_pretrained(warm_model_path)
+    model = AutoModelForCausalLM.from_pretrained(warm_model_path, dtype=torch.float32)
+    eos = tok.eos_token_id
+    right, wrong = tok.encode("\\boxed{7}") + [eos], tok.encode("\\boxed{3}") + [eos]
+    cut = tok.encode("\\boxed{7} so the answer is seven, because a week has")  # truncated: no EOS
+    groups = [[right, wrong, cut, wrong], [right, right, cut, wrong], [wrong, wrong, cut, wrong], [right, wrong, wrong, cut]]
+    rows, problems = [], []
+    for (question, answer), group in zip(QUESTIONS, groups):
+        problems.append({"id": f"hand-{len(problems)}", "problem": question, "answer": answer})
+        prompt = render_prompt(question, tok, "chat")
+        for response in group:
+            ids = torch.tensor([prompt + response])
+            with torch.no_grad():
+                logp = grpo.token_logprobs(model, ids, torch.ones_like(ids))[0, len(prompt) - 1:]
+            rows += sample_rows([Sample(prompt, response, logp.tolist(), "length" if response is cut else "stop",
+                                        tok.decode(response, skip_special_tokens=True))])
+    task = tmp_path_factory.mktemp("hand") / "task.jsonl"
+    task.write_text("".join(json.dumps(p) + "\n" for p in problems))
+    return str(task), rows
+
+
+def expected_pg_loss(rows, mask_truncated):
+    """Hand computation of step 1's token-mean policy-gradient loss (ratio 1): sum over trained samples of
+    -A_i * n_i, over the response tokens of every scored sample."""
+    import grpo
+    truncated = [r["finish_reason"] == "length" for r in rows]
+    rewards = torch.tensor([0.0 if cut else float(r["text"] == "\\boxed{7}") for r, cut in zip(rows, truncated)])
+    adv = grpo.group_advantages(rewards, 4)
+    scored = [i for i in range(len(rows)) if not (mask_truncated and truncated[i])]
+    total = sum(-adv[i].item() * len(rows[i]["response_ids"]) for i in scored)
+    return total / sum(len(rows[i]["response_ids"]) for i in scored), rewards
+
+
+@pytest.mark.parametrize("mask_truncated", [0, 1])
+def test_truncated_responses_get_zero_and_leave_the_loss_when_masked(handmade, warm_model_path, tmp_path,
+                                                                     mask_truncated):
+    """Item 2: a truncated response holding an early \\boxed{7} still gets reward 0; --mask_truncated 1 takes
+    truncated samples out of the loss and its normaliser (TRL's mask_truncated_completions)."""
+    task, rows = handmade
+    train.main(demo_args(warm_model_path, task, tmp_path / "run", max_steps=1, batch_size=4, group_size=4,
+                         max_response_len=32, kl_coef=0.05, **({"mask_truncated": 1} if mask_truncated else {})),
+               engine=ReplayEngine(rows))
+    m = first_metrics(tmp_path / "run")
+    expected, rewards = expected_pg_loss(rows, mask_truncated)
+    assert m["reward/mean"] == pytest.approx(rewards.mean().item()) == pytest.approx(4 / 16)
+    assert m["response/truncated_frac"] == pytest.approx(4 / 16)
+    assert m["policy/scored_frac"] == pytest.approx(12 / 16 if mask_truncated else 1.0)
+    assert m["policy/pg_loss"] == pytest.approx(expected, rel=1e-5)
+    assert m["policy/pg_loss"] != pytest.approx(expected_pg_loss(rows, 1 - mask_truncated)[0], rel=1e-3)
+
+
+def test_tis_weights_are_pi_old_over_vllm_computed_once(handmade, warm_model_path, tmp_path, monkeypatch):
+    """Item 3: off-policy (2 epochs x 2 mini-batches, large lr), the truncated IS weight of every token in every
+    update is min(pi_old / pi_vllm, cap), with pi_old the trainer's log-prob before any update; not
+    pi_theta / pi_vllm, which changes with every update and counts the PPO ratio twice."""
+    import grpo
+    task, rows = handmade
+    shifted = [dict(r, logprobs=[lp - 0.3 for lp in r["logprobs"]]) for r in rows]  # vLLM 'disagrees' by 0.3 nat
+    calls = []
+    real = grpo.policy_loss
+
+    def spy(logp, old_logp, advantages, mask, *args, is_weights=None, **kwargs):
+        calls.append((logp.detach().clone(), old_logp.detach().clone(), is_weights.clone(), mask.bool().clone()))
+        return real(logp, old_logp, advantages, mask, *args, is_weights=is_weights, **kwargs)
+
+    monkeypatch.setattr(grpo, "policy_loss", spy)
+    train.main(demo_args(warm_model_path, task, tmp_path / "tis", max_steps=1, batch_size=4, group_size=4,
+                         max_response_len=32, skip_equal_groups=0, ppo_epochs=2, mini_batches=2, lr=2e-2,
+                         tis_cap=2.0, grad_clip=1e9), engine=ReplayEngine(shifted))
+    assert len(calls) >= 4
+    moved = 0.0
+    for logp, old, weights, mask in calls:
+        torch.testing.assert_close(weights[mask], torch.full_like(weights[mask], math.exp(0.3)), rtol=0, atol=1e-4)
+        moved = max(moved, (logp - old)[mask].abs().max().item())
+    assert moved > 0.05, "the policy must have moved, or the test shows nothing"
+    m = first_metrics(tmp_path / "tis")
+    assert m["rollout/align_mean"] == pytest.approx(math.exp(0.3), rel=1e-4)  # pi_old vs vLLM, once per batch
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--top_p", "0.95"], "--top_p 0.95"),
+    (["--zero_truncated", "1"], "--mask_truncated"),
+])
+def test_refused_training_flags(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--device", "cpu"] + flags)
+    assert message in capsys.readouterr().err
+    assert train.parse_args(["--device", "cpu", "--eval_top_p", "0.9"]).eval_top_p == 0.9
+
+
+def test_metrics_do_not_scale_with_mini_batches(recorded_toy, warm_model_path, tmp_path):
+    """Item 5: 1 vs 2 mini-batches with a vanishing lr (the two updates see the same policy): policy/loss,
+    pg_loss, entropy and the KL are the same numbers (Dr. GRPO's normaliser splits evenly), not M times larger."""
+    task, replay = recorded_toy
+    common = dict(max_steps=1, batch_size=16, group_size=4, lr=1e-9, kl_coef=0.05, entropy_coef=0.1,
+                  loss_agg="seq-mean-token-sum-norm", skip_equal_groups=1)
+    for m in (1, 2):
+        train.main(demo_args(warm_model_path, task, tmp_path / f"m{m}", mini_batches=m, **common),
+                   engine=ReplayEngine(replay))
+    one, two = first_metrics(tmp_path / "m1"), first_metrics(tmp_path / "m2")
+    assert one["policy/entropy"] > 0 and one["policy/loss"] != 0
+    for key in ("policy/loss", "policy/pg_loss", "policy/entropy", "policy/kl_ref"):
+        assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-7), key
+
+
+class Recording:
+    """The real engine, recording the prompts it is asked to sample."""
+
+    def __init__(self, engine):
+        self.engine, self.prompts = engine, []
+
+    def generate(self, prompts, **kwargs):
+        self.prompts.append([list(p) for p in prompts])
+        return self.engine.generate(prompts, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def test_resume_restores_the_runs_flags_and_refuses_changes(vllm_engine, warm_model_path, toy, tmp_path, capsys):
+    """Item 4: --resume with no learning flags continues the run with its own flags (not this invocation's
+    defaults or preset); run-control flags may change; a learning flag given with another value is refused."""
+    common = dict(save_every=1, keep_last=5, batch_size=8, group_size=4, lr=1e-3, kl_coef=0.01, temperature=0.9)
+    straight = train.main(demo_args(warm_model_path, toy, tmp_path / "a", max_steps=3, **common), engine=vllm_engine)
+    train.main(demo_args(warm_model_path, toy, tmp_path / "b", max_steps=2, **common), engine=vllm_engine)
+    resumed = train.main(["--preset", "cpu_demo", "--resume", str(tmp_path / "b"), "--max_steps", "3",
+                          "--eval_every", "0"], engine=vllm_engine)
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert comparable(read_metrics(tmp_path / "a")) == comparable(read_metrics(tmp_path / "b"))
+    run = json.loads((tmp_path / "b" / "ckpt-000003" / "run.json").read_text())
+    assert run["flags"]["lr"] == 1e-3 and run["flags"]["stage_start"] == warm_model_path
+    with pytest.raises(SystemExit):
+        train.parse_args(["--resume", str(tmp_path / "b"), "--lr", "5e-3"])
+    assert "--lr 0.005 (the run has 0.001)" in capsys.readouterr().err
+
+
+def test_a_stage_resumes_toward_its_own_start_and_gets_a_new_data_order(vllm_engine, warm_model_path, toy, tmp_path):
+    """Item 4: a stage started with --init_from regularises toward that checkpoint also after --resume (not
+    toward --model), and does not replay the previous stage's data order (unless --data_seed asks for it)."""
+    first = Recording(vllm_engine)
+    train.main(demo_args(warm_model_path, toy, tmp_path / "s1", max_steps=1, batch_size=8, group_size=4, lr=1e-2),
+               engine=first)
+    start = tmp_path / "s1" / "ckpt-000001"
+    stage = dict(max_steps=2, batch_size=8, group_size=4, lr=1e-3, kl_coef=0.5, save_every=1, keep_last=5,
+                 skip_equal_groups=0)  # every sample carries the KL term
+    second = Recording(vllm_engine)
+    straight = train.main(demo_args(warm_model_path, toy, tmp_path / "s2", **stage) + ["--init_from", str(start)],
+                          engine=second)
+    train.main(demo_args(warm_model_path, toy, tmp_path / "s2b", **dict(stage, max_steps=1)) +
+               ["--init_from", str(start)], engine=vllm_engine)
+    # the stage's own flags repeated on the command line are accepted (they equal the stored ones)
+    resumed = train.main(demo_args(warm_model_path, toy, tmp_path / "ignored", **stage) +
+                         ["--resume", str(tmp_path / "s2b")], engine=vllm_engine)
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name
+    run = json.loads((tmp_path / "s2b" / "ckpt-000002" / "run.json").read_text())
+    assert run["flags"]["stage"] == 2 and run["flags"]["stage_start"] == str(start / "model")
+    assert second.prompts[0] != first.prompts[0], "stage 2 replayed stage 1's data order"
+    same_order = Recording(vllm_engine)
+    train.main(demo_args(warm_model_path, toy, tmp_path / "s2c", **dict(stage, max_steps=1, kl_coef=0)) +
+               ["--init_from", str(start), "--data_seed", "0"], engine=same_order)
+    assert same_order.prompts[0] == first.prompts[0]
+
+
+def test_checkpoint_of_the_previous_format_resumes_with_a_note(vllm_engine, warm_model_path, toy, tmp_path, capsys):
+    out = tmp_path / "old"
+    train.main(demo_args(warm_model_path, toy, out, max_steps=1, batch_size=8, group_size=4), engine=vllm_engine)
+    (out / "ckpt-000001" / "run.json").unlink()  # what the previous version wrote: no stored flags
+    train.main(demo_args(warm_model_path, toy, tmp_path / "x", max_steps=2, batch_size=8, group_size=4) +
+               ["--resume", str(out)], engine=vllm_engine)
+    assert "has no run.json" in capsys.readouterr().out
+    assert [m["step"] for m in read_metrics(out)] == [1, 2]
+
+
+def test_long_prompt_is_skipped_and_counted_in_training(vllm_engine, warm_model_path, tmp_path, capsys):
+    """Item 6: a problem whose prompt exceeds the engine's context (512 here; --max_prompt_len is 1024) is
+    skipped with a warning naming it, and the step goes on."""
+    from tiny_model import synthetic_task
+    # 683 tokens: within --max_prompt_len (1024), beyond the engine's context (512)
+    rows = synthetic_task(15) + [{"id": "too-long", "problem": "What is three plus four? " * 80, "answer": "7"}]
+    task = tmp_path / "task.jsonl"
+    task.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train.main(demo_args(warm_model_path, str(task), tmp_path / "run", max_steps=1, batch_size=16, group_size=2),
+               engine=vllm_engine)
+    m = first_metrics(tmp_path / "run")
+    assert m["data/skipped_prompts"] == 1 and m["response/length_mean"] > 0
+    out = capsys.readouterr().out
+    assert "WARNING" in out and "too-long" in out
+
+
+def test_full_weights_gathers_offloaded_shards_on_the_device_in_the_engine_dtype():
+    """Items 7 and 9, the mechanism (NCCL needs a GPU to show it for real): each FSDP2 shard is cast to the
+    engine's dtype and moved to the GPU BEFORE full_tensor(), one tensor per request. The stand-in below
+    behaves like a DTensor whose local shard lives in host memory (--fsdp_cpu_offload 1)."""
+    log = []
+
+    class OffloadedShard:
+        def __init__(self, name, device="cpu", dtype=torch.float32):
+            self.name, self.device, self.dtype = name, device, dtype
+
+        def to(self, device=None, dtype=None):
+            return OffloadedShard(self.name, device or self.device, dtype or self.dtype)
+
+        def full_tensor(self):
+            log.append(("gather", self.name, self.device, self.dtype))
+            if self.device != "cuda":
+                raise RuntimeError("NCCL all-gathers GPU tensors only")
+            return torch.zeros(2, dtype=self.dtype)
+
+    class Model:
+        def state_dict(self):
+            return {"a": OffloadedShard("a"), "b": OffloadedShard("b")}
+
+    stream = train.full_weights(Model(), dtype=torch.bfloat16, device="cuda")
+    name, tensor = next(stream)
+    assert log == [("gather", "a", "cuda", torch.bfloat16)] and tensor.dtype == torch.bfloat16  # lazy: one so far
+    assert [n for n, _ in stream] == ["b"] and len(log) == 2
+
+
+def test_parts_a_second_script_can_reuse(warm_model_path, tmp_path):
+    """Item 13: what sft.py will import -- model loading, micro-batching/collate, a step, checkpoint save and
+    load (optimizer state and trainer state restored), the metrics logger -- works outside train.main."""
+    from rollout import Sample
+    device = torch.device("cpu")
+    model = train.load_model(warm_model_path, device, torch.float32).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    samples = [Sample([1, 2, 3], [4, 5], [0.0, 0.0], "stop", ""), Sample([1, 2], [6, 7, 8], [0.0] * 3, "stop", "")]
+    lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
+    import grpo
+    for mb in train.micro_batches(range(2), lengths, token_budget=5):
+        ids, attention, mask, _ = train.collate([samples[i] for i in mb], pad_id=0, device=device)
+        logp = grpo.token_logprobs(model, ids, attention, score_mask=mask)
+        (-(logp * mask).sum() / 5).backward()
+    optimizer.step()
+    from transformers import AutoTokenizer
+    ckpt = train.save_checkpoint(tmp_path, 7, model, AutoTokenizer.from_pretrained(warm_model_path), optimizer,
+                                 keep_last=2, trainer_state={"epoch": 3}, run_info={"flags": {"lr": 1e-3}})
+    assert train.latest_checkpoint(tmp_path) == ckpt and train.read_run_info(ckpt)["flags"]["lr"] == 1e-3
+    again = train.load_model(ckpt / "model", device, torch.float32)
+    fresh = torch.optim.AdamW(again.parameters(), lr=1e-3)
+    state = train.load_checkpoint(ckpt, again, fresh)
+    assert state["step"] == 7 and state["epoch"] == 3
+    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
+        assert torch.equal(a, b), name
+    for a, b in zip(optimizer.state.values(), fresh.state.values()):
+        assert torch.equal(a["exp_avg"], b["exp_avg"]) and torch.equal(a["exp_avg_sq"], b["exp_avg_sq"])
+    logger = train.Logger(tmp_path)
+    logger.log({"step": 1, "loss": 0.5})
+    assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "loss": 0.5}
