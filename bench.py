@@ -5,6 +5,7 @@
                                  format, false positives and negatives apart), the adversarial table, items/s with
                                  2 workers, per-item p50/p99/max; the same for math-verify when it is installed
                                  (pip install math-verify==0.9.0); --math_verify_repo DIR adds its published cases
+    python bench.py step         (GPU) one training step of a 1.5B-shaped model at 4K and 8K response tokens
     python bench.py rollout      tiny-model vLLM CPU generation tokens/s and seconds per update_weights
     python bench.py all
 """
@@ -30,7 +31,7 @@ import grpo
 from transformers import Qwen2Config, Qwen2ForCausalLM
 seq, vocab, hidden, chunk, device = {seq}, {vocab}, {hidden}, {chunk}, {device!r}
 torch.manual_seed(0)
-config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * {mlp_mult},
+config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=int(hidden * {mlp_mult}),
                      num_hidden_layers={layers}, num_attention_heads=max(1, hidden // 128), num_key_value_heads=max(1, hidden // 768),
                      head_dim=min(128, hidden), max_position_embeddings=seq + 1, tie_word_embeddings=False)
 dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -75,6 +76,75 @@ def bench_logprobs(seq=32768, vocab=151936):
             extra, seconds, base = map(float, line.split()[1:])
             print(f"{device} hidden={hidden} layers={layers} chunk={chunk} tokens={length}: peak {extra:.2f} GB above "
                   f"the model ({base:.2f} GB), {seconds:.1f} s, {length / seconds:.0f} tokens/s")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# One training step (train.update_policy) on a model of a real size: time and peak memory per phase
+# ------------------------------------------------------------------------------------------------------------
+def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, hidden=1536, layers=28,
+               mlp=8960, vocab=151936, device="cuda"):
+    """train.py's update (fp32 master weights, bf16 autocast, gradient checkpointing, chunked log-probs, KL to a
+    bf16 reference, AdamW) on random weights shaped like Qwen2.5-1.5B, and the weight gather of the sync
+    (full_weights cast to bf16; the vLLM push itself needs vLLM on the GPU). Needs a GPU."""
+    import tempfile
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    import train
+    from rollout import Sample
+    if device == "cuda" and not torch.cuda.is_available():
+        print("bench.py step: needs a GPU (the figures are for a 1.5B-parameter model)")
+        return
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    path = Path(tempfile.mkdtemp()) / "model"
+    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers,
+                         num_attention_heads=max(1, hidden // 128), num_key_value_heads=max(1, hidden // 768),
+                         max_position_embeddings=32768,
+                         tie_word_embeddings=True)
+    Qwen2ForCausalLM(config).save_pretrained(path)
+    device = torch.device(device)
+    for length in response_lens:
+        args = train.parse_args(["--model", str(path), "--max_response_len", str(length), "--eval_data", "",
+                                 "--dry_run"])
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        policy = train.load_model(str(path), device, torch.float32, gradient_checkpointing=True)
+        policy.train()
+        reference = train.load_model(str(path), device, torch.bfloat16).eval().requires_grad_(False)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, betas=(0.9, 0.999))
+        resident = torch.cuda.memory_allocated() / 2**30 if cuda else 0.0
+        g = torch.Generator().manual_seed(0)
+        samples = []
+        for k in range(samples_per_step):  # lengths spread like a real group: 50% to 100% of the limit
+            n = int(length * (0.5 + 0.5 * (k % 8) / 7))
+            ids = torch.randint(0, vocab, (prompt_len + n,), generator=g).tolist()
+            samples.append(Sample(ids[:prompt_len], ids[prompt_len:], [-1.0] * n, "stop", ""))
+        advantages = torch.randn(samples_per_step, generator=g)
+        everyone = list(range(samples_per_step))
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+        times = []
+        for step in range(3):  # the first is a warm-up
+            sync()
+            start = time.perf_counter()
+            train.update_policy(policy, reference, optimizer, samples, advantages, everyone, everyone, args, step,
+                                device, autocast, 0)
+            sync()
+            times.append(time.perf_counter() - start)
+        peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0
+        start = time.perf_counter()
+        gathered = sum(t.numel() for _, t in train.full_weights(policy, dtype=torch.bfloat16))
+        sync()
+        gather_s = time.perf_counter() - start
+        tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+        print(f"step: {samples_per_step} samples x (prompt {prompt_len} + response <= {length}) = {tokens} tokens: "
+              f"update {statistics.median(times[1:]):.2f} s ({tokens / statistics.median(times[1:]):.0f} tokens/s), "
+              f"peak {peak:.1f} GB (resident policy fp32 + AdamW-to-be + bf16 reference {resident:.1f} GB); "
+              f"bf16 weight gather for the push {gather_s * 1e3:.0f} ms ({gathered / 1e9:.2f} B params)")
+        del policy, reference, optimizer
+        if cuda:
+            torch.cuda.empty_cache()
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -296,7 +366,7 @@ def bench_rollout():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["logprobs", "grader", "reward", "rollout", "all"])
+    parser.add_argument("what", choices=["logprobs", "step", "grader", "reward", "rollout", "all"])
     parser.add_argument("--dev", default=str(DEV_SET), help="grader: JSONL(.gz) of real responses with verdicts "
                         "(fields response, gold, label, benchmark)")
     parser.add_argument("--math_verify_repo", default=None, help="grader: a Math-Verify checkout; its published "
@@ -306,6 +376,8 @@ def main():
     args = parser.parse_args()
     if args.what in ("logprobs", "all"):
         bench_logprobs()
+    if args.what == "step":
+        bench_step()
     if args.what in ("grader", "reward", "all"):
         bench_grader(args.dev, args.math_verify_repo, args.disagreements)
     if args.what in ("rollout", "all"):

@@ -715,7 +715,8 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                     mask.zero_()  # all positions still go through the head: every parameter gets its (zero) gradient
                 with autocast:
                     logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
-                                                        with_entropy=True, score_mask=mask if mb else None)
+                                                        with_entropy=True, score_mask=mask if mb else None,
+                                                        entropy_grad=args.entropy_coef > 0)
                 if on_policy:
                     old = logp.detach()  # ratio exactly 1: the gradient is the plain policy gradient
                     weights, mismatch = grpo.rollout_correction(old, rollout_logp, mask, cap=cap)
