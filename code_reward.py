@@ -1,0 +1,1005 @@
+"""Code reward: run a model's program against a problem's tests in a sandbox; 1.0 only if every test passes.
+
+Model-written code is hostile by default, so this file is built to fail closed:
+- The verdict is never computed where the program runs. For function tests (MBPP asserts, HumanEval's
+  `check(candidate)`) the TESTS run in a trusted checker process (a grading worker) and the PROGRAM runs in a
+  sandboxed process; every call the tests make to the program's functions crosses a pipe as plain data (ints,
+  strings, lists, dicts, ...: Python literals, parsed without evaluating anything). Comparisons, builtins and
+  asserts all live in the checker, so a program cannot exit early to look successful, print a magic string,
+  redefine `assert`/builtins/harness names, return an object whose `__eq__` is always True, or read the expected
+  values (they never enter the sandbox, on disk or in memory). For stdin/stdout tests the checker compares the
+  program's output itself. Whatever the program does, the worst it can do is send wrong plain data.
+- The sandbox (see README "Code RL"): with bubblewrap (`bwrap`) each program gets new PID, network, IPC and UTS
+  namespaces (no network at all, no other processes visible), a read-only view of /usr and the Python install
+  only, an empty size-limited tmpfs as its working directory, an empty environment, an unprivileged uid when we
+  are root, and rlimits on CPU time, address space, processes, file size and open files; the checker kills it at
+  the item's wall-clock deadline (PID namespace: every process it started dies with it). Without bwrap the
+  fallback keeps the limits, the process group, the empty environment and the fresh directory, but NOT the
+  network, filesystem or process isolation: `sandbox_guarantees()` says which holds, and a one-time warning names
+  what is missing. When the sandbox cannot start, the item scores 0 and counts as a refusal: it is never re-run
+  with weaker isolation.
+
+Tests (the `tests` field of a problem row; data.validate_tests checks the schema):
+    {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
+        prelude: trusted code run BEFORE the program in its namespace (imports and helpers the problem gives;
+                 HumanEval's prompt) and in the checker (so tests can use the helpers);
+        setup:   code run AFTER the program in its namespace (MBPP's test_setup_code builds inputs from the
+                 program's own classes); asserts: statements run one by one in the checker; a name they use that
+                 is neither bound by them, a builtin, nor a stdlib module used as `module.attr` is the program's,
+                 and calling it runs the program's function in the sandbox; entry_point: always the program's.
+    {"kind": "stdio", "cases": [{"input": str, "output": str}, ...]}
+        each case runs the program as __main__ in a fresh sandbox; it passes when the program exits with status
+        0 and its stdout equals the expected output up to trailing whitespace on each line and blank lines at
+        the end (no float tolerance).
+
+    code_reward(response, tests) -> float               one response (a worker process, sandboxed)
+    score_code_batch(responses, tests_list, workers=2)  parallel, hard per-item timeout, stats for metrics
+    python code_reward.py --references mbpp_test,humaneval   every reference solution through the reward
+"""
+import builtins
+import os
+import sys
+import time
+
+# Kept light on purpose: the sandboxed runner imports this file, and every import is start-up time per program
+# (json, signal and ast pull in re/enum: ~15 ms). The checker side imports what it needs inside its functions.
+
+DEFAULT_TIMEOUT_S = 6.0       # wall-clock seconds per item (all of its tests), sandbox start-up included
+WORKER_GRACE_S = 3.0          # a worker (the checker) later than timeout + this is killed
+CPU_MARGIN_S = 1              # RLIMIT_CPU = ceil(timeout) + this: a busy loop dies even if the wall clock stalls
+MEMORY_MB = 1024              # address space per sandboxed process (RLIMIT_AS)
+MAX_PROCESSES = 8             # processes + threads per sandbox (RLIMIT_NPROC; binds in bwrap mode only)
+MAX_FILE_MB = 16              # largest file a program may write (RLIMIT_FSIZE)
+SANDBOX_DIR_MB = 64           # size of the program's tmpfs working directory (bwrap mode)
+MAX_OPEN_FILES = 64           # RLIMIT_NOFILE
+MAX_PROGRAM_CHARS = 200_000   # longer "programs" are not graded
+MAX_OUTPUT_BYTES = 8 << 20    # stdout kept from a stdio program (more fails the case)
+MAX_REPLY_BYTES = 8 << 20     # one value sent back by a program's function (more fails the test)
+MAX_ITEMS = 1_000_000         # elements read from an iterator a function returns
+PARTIAL_CREDIT = False        # True: reward = fraction of tests passed (asserts or cases) instead of all-or-nothing
+SANDBOX = "auto"              # "auto": bwrap when it works, else the rlimits fallback; "bwrap": bwrap or refuse
+SANDBOX_UID_BASE = 100_000    # when root, a program runs as uid SANDBOX_UID_BASE + its grading worker's pid
+SANDBOX_SITE_PACKAGES = False # False: programs get the standard library only (python -S; ~6 ms faster start-up)
+SANDBOX_PYTHON = sys.executable if SANDBOX_SITE_PACKAGES else os.path.realpath(sys.executable)
+WORKER_MEMORY_GB = 4.0        # address space of a grading worker (it runs the tests on the values it receives)
+RUNNER_DIR_IN_SANDBOX = "/nano"         # this file (and its cached bytecode) inside the sandbox, read-only
+WORKDIR_IN_SANDBOX = "/sandbox"
+
+FENCE_LANGUAGES = ("python", "py", "python3")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Extracting the program from a response
+# ------------------------------------------------------------------------------------------------------------
+def _fenced_blocks(text):
+    """(language, body) of every closed ``` block, in order. An unclosed last block (a truncated response) is
+    not a block."""
+    blocks, pos = [], 0
+    while True:
+        start = text.find("```", pos)
+        if start < 0:
+            return blocks
+        line_end = text.find("\n", start)
+        if line_end < 0:
+            return blocks
+        language = text[start + 3:line_end].strip().lower()
+        end = text.find("```", line_end + 1)
+        if end < 0:
+            return blocks
+        blocks.append((language, text[line_end + 1:end]))
+        pos = end + 3
+
+
+def extract_program(response):
+    """The program in a response: the last ```python (or ```py / ```python3) block; if there is none, the last
+    ``` block without a language tag; else None (scores 0). Blocks tagged with another language never count."""
+    blocks = _fenced_blocks(response)
+    for wanted in (lambda lang: lang in FENCE_LANGUAGES, lambda lang: lang == ""):
+        chosen = [body for lang, body in blocks if wanted(lang)]
+        if chosen and chosen[-1].strip():
+            return chosen[-1]
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Plain data across the pipe: Python literal text, parsed by walking the syntax tree (nothing is evaluated)
+# ------------------------------------------------------------------------------------------------------------
+class ProgramName:
+    """Checker side: a name in the program's namespace. Calling it runs the program's function in the sandbox
+    and returns the plain value it sends back; passing it as an argument passes the program's own object (by
+    name, e.g. MBPP's `root` tree built by the setup code). The program never receives the checker's objects."""
+
+    def __init__(self, name, sandbox):
+        self.name = self.__name__ = self.__qualname__ = name
+        self.sandbox = sandbox
+
+    def __call__(self, *args, **kwargs):
+        sandbox = self.sandbox
+        if sandbox.failure:
+            raise _SandboxGone()
+        request = {"name": self.name, "args": list(args), "kwargs": dict(kwargs)}
+        try:
+            to_literal(request)
+        except TypeError as exc:
+            raise TypeError(f"cannot pass this argument to the program: {exc}") from None
+        sandbox.send(request)
+        reply = sandbox.recv()   # TypeError if it is not plain data: the test fails
+        if "value" in reply:
+            return reply["value"]
+        raised = reply.get("raised")
+        error = getattr(builtins, raised, None) if isinstance(raised, str) else None
+        # only ordinary exceptions are re-raised by type (a test may expect one); never SystemExit & co
+        if not (isinstance(error, type) and issubclass(error, Exception)):
+            error = RuntimeError
+        raise error(f"raised in the program: {str(reply.get('message'))[:300]}")
+
+
+def to_literal(value, _depth=0):
+    """Plain value -> literal text. Subclasses of the plain types (namedtuple, Counter, IntEnum) are sent as
+    their base type; iterators as __iter__([...]); ranges as range(...); numpy values via tolist(). Anything
+    else raises TypeError: the test then fails (an object with a custom __eq__ never reaches a comparison)."""
+    if _depth > 100:
+        raise TypeError("value nested too deeply")
+    t = type(value)
+    if value is None or t is bool:
+        return repr(value)
+    if isinstance(value, bool):
+        return repr(bool(value))
+    if isinstance(value, int):
+        value = int(value)
+        # str(int) is quadratic and capped at 4300 digits; hexadecimal is linear and uncapped
+        return hex(value) if value.bit_length() > 10_000 else repr(value)
+    if isinstance(value, float):
+        value = float(value)
+        return repr(value) if value == value and abs(value) != float("inf") else f"float({repr(value)!r})"
+    if isinstance(value, complex):
+        return repr(complex(value))
+    if isinstance(value, str):
+        return repr(str(value))
+    if isinstance(value, (bytes, bytearray)):
+        return repr(bytes(value))
+    if isinstance(value, ProgramName):
+        return f"__ref__({value.name!r})"
+    if isinstance(value, range):
+        return f"range({value.start}, {value.stop}, {value.step})"
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        if isinstance(value, dict):
+            inner = ", ".join(f"{to_literal(k, _depth + 1)}: {to_literal(v, _depth + 1)}" for k, v in value.items())
+            return "{" + inner + "}"
+        inner = ", ".join(to_literal(v, _depth + 1) for v in value)
+        if isinstance(value, list):
+            return "[" + inner + "]"
+        if isinstance(value, tuple):
+            return "(" + inner + ("," if len(value) == 1 else "") + ")"
+        return ("set" if isinstance(value, set) else "frozenset") + "([" + inner + "])"
+    if hasattr(value, "__next__") and hasattr(value, "__iter__"):
+        items = []
+        for item in value:
+            items.append(item)
+            if len(items) > MAX_ITEMS:
+                raise TypeError("iterator too long")
+        return "__iter__(" + to_literal(items, _depth + 1) + ")"
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return to_literal(value.tolist(), _depth + 1)
+    raise TypeError(f"a function returned a {t.__module__}.{t.__qualname__}, which is not plain data")
+
+
+def from_literal(text, refs=None):
+    """Literal text -> value, accepting only literals: numbers, strings, bytes, None, True/False, tuples,
+    lists, dicts, set([...]), frozenset([...]), float('nan'/'inf'), range(a, b, c), __iter__([...]), and (where
+    `refs`, the program's namespace, is given) __ref__('name'). Raises ValueError on anything else."""
+    import ast
+    tree = ast.parse(text, mode="eval").body
+
+    def build(node):
+        if isinstance(node, ast.Constant) and not isinstance(node.value, type(...)):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
+                and isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float, complex):
+            return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) \
+                and type(node.right) is ast.Constant and type(node.right.value) is complex:
+            left, right = build(node.left), node.right.value
+            if type(left) not in (int, float):
+                raise ValueError("bad complex literal")
+            return left + right if isinstance(node.op, ast.Add) else left - right
+        if isinstance(node, ast.Tuple):
+            return tuple(build(e) for e in node.elts)
+        if isinstance(node, ast.List):
+            return [build(e) for e in node.elts]
+        if isinstance(node, ast.Dict):
+            if any(k is None for k in node.keys):
+                raise ValueError("** in a dict literal")
+            return {build(k): build(v) for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            name, args = node.func.id, [build(a) for a in node.args]
+            if name in ("set", "frozenset") and len(args) == 1 and type(args[0]) is list:
+                return set(args[0]) if name == "set" else frozenset(args[0])
+            if name == "float" and len(args) == 1 and args[0] in ("nan", "inf", "-inf"):
+                return float(args[0])
+            if name == "range" and len(args) == 3 and all(type(a) is int for a in args):
+                return range(*args)
+            if name == "__iter__" and len(args) == 1 and type(args[0]) is list:
+                return iter(args[0])
+            if name == "__ref__" and refs is not None and len(args) == 1 and type(args[0]) is str:
+                if args[0] not in refs:
+                    raise NameError(f"name {args[0]!r} is not defined")
+                return refs[args[0]]
+        raise ValueError(f"not a plain literal: {type(node).__name__}")
+
+    return build(tree)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Inside the sandbox: the runner (this file, run as a script, read-only; it is the first code in the process)
+# ------------------------------------------------------------------------------------------------------------
+def _write_line(fd, text):
+    data = (text + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _read_line(fd, buffer):
+    while b"\n" not in buffer:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return None
+        buffer += chunk
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    return line.decode()
+
+
+def _runner_main(argv):
+    """Sandboxed side. argv: kind, fds "R,W", limits (a literal), uid ('-' for none). Sets the limits, drops to
+    the sandbox uid (root only), says hello, reads the job, then either runs the program as __main__ (stdio) or
+    loads it and answers calls by name (functional). Messages both ways are one-line Python literals. Nothing
+    here is trusted by the checker: the program can replace any of it, and can still only send plain data."""
+    import resource
+    kind, fds, limits, uid = argv[0], argv[1], eval(argv[2]), argv[3]  # noqa: S307 -- the checker's own literal
+    read_fd, write_fd = (int(x) for x in fds.split(","))
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value + 1 if name == "RLIMIT_CPU" else value))
+    if uid != "-":  # root under bwrap: become an unprivileged user (clears every capability; NPROC then binds)
+        uid = int(uid)
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        if os.getuid() != uid or os.geteuid() != uid:
+            os._exit(97)
+    _write_line(write_fd, to_literal({"hello": os.getpid()}))
+    buffer = bytearray()
+    # the checker's messages: literals it wrote itself (in this process nothing is worth protecting from them)
+    scope = {"__builtins__": {}, "set": set, "frozenset": frozenset, "float": float, "range": range, "__iter__": iter}
+    line = _read_line(read_fd, buffer)
+    if line is None:
+        os._exit(0)
+    job = eval(line, scope)  # noqa: S307
+    if kind == "stdio":
+        os.close(read_fd)
+        os.close(write_fd)
+        sys.argv = ["solution.py"]
+        code = compile(job["program"], "solution.py", "exec")
+        exec(code, {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102 -- this is the sandbox
+        return
+    namespace = {"__name__": "__solution__", "__builtins__": builtins}
+    try:
+        for part, filename in ((job.get("prelude"), "prelude.py"), (job["program"], "solution.py"),
+                               (job.get("setup"), "setup.py")):
+            if part:
+                exec(compile(part, filename, "exec"), namespace)  # noqa: S102
+    except BaseException as exc:  # noqa: BLE001 -- SystemExit included: exiting while loading is a failure
+        _write_line(write_fd, to_literal({"ready": False, "error": _describe(exc)}))
+        os._exit(0)
+    _write_line(write_fd, to_literal({"ready": True}))
+    scope["__ref__"] = namespace.__getitem__
+    while True:
+        line = _read_line(read_fd, buffer)
+        if line is None:
+            os._exit(0)
+        try:
+            request = eval(line, scope)  # noqa: S307
+            value = namespace[request["name"]](*request["args"], **request["kwargs"])
+            reply = "{'value': " + to_literal(value) + "}"
+        except BaseException as exc:  # noqa: BLE001 -- reported to the checker, which fails the test
+            reply = to_literal({"raised": type(exc).__name__, "message": _describe(exc)})
+        _write_line(write_fd, reply)
+
+
+def _describe(exc):
+    try:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    except BaseException:  # noqa: BLE001 -- a hostile __str__
+        return type(exc).__name__
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The sandbox, from the checker's side
+# ------------------------------------------------------------------------------------------------------------
+_PROBED = {}
+
+
+def _bwrap_argv(runner_args):
+    """bwrap command line: new pid/net/ipc/uts namespaces, read-only /usr and Python install, size-limited tmpfs
+    as the working directory, no other host path. As root, bwrap keeps only CAP_SETUID/SETGID, which the runner
+    uses to become the sandbox uid before any program code runs (then it has no capability at all)."""
+    import shutil
+    argv = [shutil.which("bwrap"), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if os.geteuid() == 0:
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):  # merged-/usr symlinks, or real dirs
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    binds = {os.path.join(here, "code_reward.py"): RUNNER_DIR_IN_SANDBOX + "/code_reward.py"}
+    cached = os.path.join(here, "__pycache__", f"code_reward.{sys.implementation.cache_tag}.pyc")
+    if os.path.exists(cached):  # compiled bytecode: importing it is ~20 ms faster than compiling this file
+        binds[cached] = RUNNER_DIR_IN_SANDBOX + "/__pycache__/" + os.path.basename(cached)
+    pythons = {sys.base_prefix, os.path.dirname(os.path.dirname(SANDBOX_PYTHON))}
+    if SANDBOX_SITE_PACKAGES:
+        pythons.add(sys.prefix)
+    for path in pythons:
+        if path != "/usr" and not path.startswith("/usr/"):
+            binds[os.path.realpath(path)] = path
+    made = set()
+    for source, target in sorted(binds.items(), key=lambda kv: kv[1]):
+        parts = target.split("/")[1:-1]
+        for k in range(1, len(parts) + 1):  # parents readable by the sandbox uid (the host's may be 0700)
+            parent = "/" + "/".join(parts[:k])
+            if parent not in made and parent != "/usr" and not parent.startswith("/usr/"):
+                argv += ["--perms", "0755", "--dir", parent]
+                made.add(parent)
+        argv += ["--ro-bind", source, target]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(SANDBOX_DIR_MB << 20), "--tmpfs", WORKDIR_IN_SANDBOX,
+             "--chdir", WORKDIR_IN_SANDBOX] + _runner_command(RUNNER_DIR_IN_SANDBOX)
+    return argv + runner_args
+
+
+def _runner_command(directory):
+    """python (isolated mode: no PYTHON* variables, no user site, no script directory on sys.path) importing this
+    file as a module, so that its cached bytecode is used."""
+    flags = ["-I"] if SANDBOX_SITE_PACKAGES else ["-I", "-S"]
+    code = f"import sys; sys.path.insert(0, {directory!r}); import code_reward; code_reward._runner_main(sys.argv[1:])"
+    return [SANDBOX_PYTHON] + flags + ["-c", code]
+
+
+class _SandboxGone(BaseException):
+    """The sandboxed process is gone or late. A BaseException so that test code's `except Exception` cannot
+    swallow it (and a flag on the channel catches a bare `except:`)."""
+
+
+class _Sandbox:
+    """One sandboxed process and its pipes: request/reply lines (functional), stdin/stdout (stdio), and its
+    merged stdout/stderr tail for diagnostics."""
+
+    def __init__(self, kind, mode, timeout_s, deadline, notify=None):
+        import subprocess
+        import tempfile
+        self.deadline, self.kind, self.mode = deadline, kind, mode
+        self.failure = None            # "timeout" / "crash" / "refused" / "too_large": the sandbox broke
+        self.buffer, self.tail, self.stdout = bytearray(), bytearray(), bytearray()
+        to_child_r, self.to_child = os.pipe()
+        self.from_child, from_child_w = os.pipe()
+        limits = {"RLIMIT_CPU": int(timeout_s + 0.999) + CPU_MARGIN_S, "RLIMIT_AS": MEMORY_MB << 20,
+                  "RLIMIT_FSIZE": MAX_FILE_MB << 20, "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0}
+        uid = "-"
+        if mode == "bwrap":
+            limits["RLIMIT_NPROC"] = MAX_PROCESSES
+            if os.geteuid() == 0:
+                uid = str(SANDBOX_UID_BASE + os.getpid())
+        runner_args = [kind, f"{to_child_r},{from_child_w}", to_literal(limits), uid]
+        self.workdir = None
+        if mode == "bwrap":
+            argv, cwd = _bwrap_argv(runner_args), "/"
+        else:
+            self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
+            argv = _runner_command(os.path.dirname(os.path.abspath(__file__))) + runner_args
+        stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
+        self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
+                                     pass_fds=(to_child_r, from_child_w), cwd=cwd, env={}, start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        if notify:
+            notify(self.proc.pid)   # the scorer kills this process group too if it has to kill the worker
+        self.out = self.proc.stdout.fileno()
+        self.err = self.proc.stderr.fileno() if kind == "stdio" else None
+        for fd in (self.to_child, self.from_child, self.out) + ((self.err,) if self.err else ()):
+            os.set_blocking(fd, False)
+        try:
+            hello = self.recv(allow_eof=True)
+        except TypeError:
+            hello = None
+        if hello is None and self.failure is None:
+            self.failure = "refused"    # the sandbox never started the runner (bwrap error, limits too small)
+
+    # -- I/O with a deadline; the program's output is drained all the time so that it never blocks on it --
+    def _drain(self, fd, readable):
+        if fd not in readable:
+            return True
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        if fd == self.out and self.kind == "stdio":
+            self.stdout += chunk
+            if len(self.stdout) > MAX_OUTPUT_BYTES:
+                self.failure = self.failure or "too_large"
+                raise _SandboxGone()
+        else:
+            self.tail = (self.tail + chunk)[-4096:]
+        return bool(chunk)
+
+    def _wait(self, read_fds, write_fds=()):
+        import select
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.failure = self.failure or "timeout"
+            raise _SandboxGone()
+        return select.select(read_fds, write_fds, [], min(left, 1.0))[:2]
+
+    def _open_outputs(self):
+        return [fd for fd in (self.out, self.err) if fd is not None]
+
+    def send(self, message):
+        data = (to_literal(message) + "\n").encode()
+        while data:
+            readable, writable = self._wait(self._open_outputs(), [self.to_child])
+            for fd in self._open_outputs():
+                if not self._drain(fd, readable):
+                    self._close_output(fd)
+            if writable:
+                try:
+                    data = data[os.write(self.to_child, data):]
+                except BlockingIOError:
+                    pass
+                except BrokenPipeError:
+                    self.failure = self.failure or self._exit_kind()
+                    raise _SandboxGone() from None
+
+    def recv(self, allow_eof=False):
+        while b"\n" not in self.buffer:
+            try:
+                readable, _ = self._wait([self.from_child] + self._open_outputs())
+            except _SandboxGone:
+                if allow_eof:
+                    return None
+                raise
+            for fd in self._open_outputs():
+                if not self._drain(fd, readable):
+                    self._close_output(fd)
+            if self.from_child in readable:
+                chunk = os.read(self.from_child, 1 << 20)
+                if not chunk:
+                    if allow_eof:
+                        return None
+                    self.failure = self.failure or self._exit_kind()
+                    raise _SandboxGone()
+                self.buffer += chunk
+                if len(self.buffer) > MAX_REPLY_BYTES:
+                    self.failure = self.failure or "too_large"
+                    raise _SandboxGone()
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer[:] = rest
+        try:
+            reply = from_literal(line.decode())
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError, UnicodeDecodeError) as exc:
+            raise TypeError(f"the program sent something that is not plain data ({_describe(exc)})") from None
+        if not isinstance(reply, dict):
+            raise TypeError("the program sent something that is not a message")
+        return reply
+
+    def _close_output(self, fd):
+        if fd == self.out:
+            self.out = None
+        if fd == self.err:
+            self.err = None
+
+    def _exit_kind(self):
+        """After the reply pipe closed: 'timeout' if the CPU limit or a kill ended it, else 'crash'."""
+        import signal
+        try:
+            code = self.proc.wait(timeout=max(0.0, min(1.0, self.deadline - time.monotonic())))
+        except Exception:  # noqa: BLE001 -- still running (it closed the pipe itself): a crash of the protocol
+            return "crash"
+        return "timeout" if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGKILL) \
+            else "crash"
+
+    def run_stdio(self, program, stdin_text):
+        """Send the program, feed stdin, collect stdout until exit. Returns the exit code (None if it broke)."""
+        import signal
+        self.send({"program": program})
+        os.close(self.to_child)
+        self.to_child = None
+        data = stdin_text.encode()
+        stdin_fd = self.proc.stdin.fileno()
+        os.set_blocking(stdin_fd, False)
+        if not data:
+            self.proc.stdin.close()
+            stdin_fd = None
+        while self.out is not None or self.err is not None:
+            readable, writable = self._wait(self._open_outputs(), [stdin_fd] if stdin_fd is not None else [])
+            for fd in self._open_outputs():
+                if not self._drain(fd, readable):
+                    self._close_output(fd)
+            if stdin_fd is not None and writable:
+                try:
+                    data = data[os.write(stdin_fd, data[:1 << 16]):]
+                except BlockingIOError:
+                    continue
+                except BrokenPipeError:  # it exited or closed stdin without reading all of it: fine
+                    data = b""
+                if not data:
+                    self.proc.stdin.close()
+                    stdin_fd = None
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+                    self.failure = "timeout"
+                elif code < 0 or code > 128:
+                    self.failure = self.failure or "crash"
+                return code
+            if time.monotonic() > self.deadline:
+                self.failure = self.failure or "timeout"
+                raise _SandboxGone()
+            time.sleep(0.002)
+
+    def close(self):
+        """Kill everything the program started: its process group (bwrap: the PID namespace dies with it)."""
+        import signal
+        for fd in (self.to_child, self.from_child):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)   # reaped: only the program's own processes can remain in the group
+        except Exception:  # noqa: BLE001
+            pass
+        _kill_group(self.proc.pid)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self.workdir:
+            import shutil
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _kill_group(pgid):
+    """SIGKILL a process group, then again while a live (non-zombie) member remains: a fork racing the kill
+    can leave a child behind. Bounded: a group that keeps growing for ~1 s is left to its CPU limit."""
+    import signal
+    for _ in range(500):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        if not _live_members(pgid):
+            return
+        time.sleep(0.002)
+
+
+def _live_members(pgid):
+    """pids of processes in group pgid that are not zombies (read from /proc; [] where /proc is absent)."""
+    members = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != b"Z":
+                members.append(int(entry))
+    return members
+
+
+def sandbox_mode(requested=SANDBOX):
+    """'bwrap' when bubblewrap runs a probe program here, else 'rlimits' (the fallback) -- or 'unavailable'
+    when `requested` is 'bwrap' and it does not work (every item is then refused). Cached per process."""
+    if requested not in ("auto", "bwrap", "rlimits"):
+        raise ValueError(f"sandbox must be auto, bwrap or rlimits, got {requested!r}")
+    if requested == "rlimits":
+        return "rlimits"
+    if "bwrap" not in _PROBED:
+        import shutil
+        ok, why = False, "bwrap is not installed"
+        if shutil.which("bwrap"):
+            result = run_tests("def f():\n    return 41 + 1\n", {"kind": "functional", "asserts": ["assert f() == 42"]},
+                               timeout_s=10.0, mode="bwrap")
+            ok, why = result["status"] == "passed", f"bwrap probe: {result['status']} {result.get('detail', '')}"
+        _PROBED["bwrap"] = (ok, why)
+    ok, why = _PROBED["bwrap"]
+    if ok:
+        return "bwrap"
+    if requested == "bwrap":
+        return "unavailable"
+    if not _PROBED.get("warned"):
+        _PROBED["warned"] = True
+        print(f"code_reward.py: WARNING: {why}; programs run with the rlimits fallback: no network, filesystem or "
+              f"process isolation (see README 'Code RL'). Install bubblewrap for the real sandbox.", file=sys.stderr)
+    return "rlimits"
+
+
+def sandbox_guarantees(mode):
+    """What holds in each mode (the README table; tests check each claim in the modes that make it)."""
+    common = {"own process group, killed at the deadline": True, "fresh empty working directory": True,
+              "empty environment": True, "CPU time, address space, file size, open files limited": True}
+    isolated = mode == "bwrap"
+    return {**common, "process count limited; every process reaped": isolated, "no network": isolated,
+            "nothing writable outside its directory; working directory size-limited": isolated,
+            "host files invisible (tests, datasets, home)": isolated,
+            "cannot see or signal other processes (and their environment)": isolated}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The checker: runs the tests, calls into the sandbox, decides
+# ------------------------------------------------------------------------------------------------------------
+def _names(code):
+    """(names loaded, names bound, names used as `name.attr`) anywhere in code."""
+    import ast
+    loaded, bound, attr_bases = set(), set(), set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            attr_bases.add(node.value.id)
+    return loaded, bound, attr_bases
+
+
+def _check_functional(sandbox, program, tests, partial):
+    """Returns (passed, total, detail)."""
+    asserts = tests["asserts"]
+    sandbox.send({"prelude": tests.get("prelude", ""), "program": program, "setup": tests.get("setup", "")})
+    try:
+        ready = sandbox.recv()
+    except TypeError as exc:
+        return 0, len(asserts), f"program failed to load: {exc}"
+    if ready.get("ready") is not True:
+        return 0, len(asserts), f"program failed to load: {str(ready.get('error'))[:300]}"
+    checker = {"__name__": "__checker__", "__builtins__": builtins}
+    if tests.get("prelude"):
+        exec(compile(tests["prelude"], "prelude.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
+    loaded, bound, attr_bases = _names("\n".join(asserts))
+    for name in sorted(loaded - bound - set(checker) - set(dir(builtins))):
+        if name in sys.stdlib_module_names and name in attr_bases:
+            import importlib
+            checker[name] = importlib.import_module(name)   # `math.isclose` is the real one, never the program's
+        else:
+            checker[name] = ProgramName(name, sandbox)
+    if tests.get("entry_point"):
+        checker[tests["entry_point"]] = ProgramName(tests["entry_point"], sandbox)
+    passed, detail = 0, ""
+    for k, statement in enumerate(asserts):
+        try:
+            exec(compile(statement, f"test_{k}.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
+            ok = sandbox.failure is None   # a bare `except:` in a test cannot hide a dead or late sandbox
+        except _SandboxGone:
+            return passed, len(asserts), f"test {k}: sandbox {sandbox.failure}"
+        except BaseException as exc:  # noqa: BLE001 -- a failing test, whatever it raised
+            ok, detail = False, f"test {k}: {_describe(exc)}"
+        if sandbox.failure:
+            return passed, len(asserts), f"test {k}: sandbox {sandbox.failure}"
+        passed += ok
+        if not ok and not partial:
+            break
+    return passed, len(asserts), detail
+
+
+def run_tests(program, tests, timeout_s=DEFAULT_TIMEOUT_S, mode=None, partial=PARTIAL_CREDIT, notify=None):
+    """Run `program` (source text) against `tests` in the sandbox. Call it in a grading worker (the tests run
+    here, in this process). Returns {"status": passed|failed|timeout|crash|refused|no_program, "passed": int,
+    "total": int, "score": float, "detail": str, "seconds": float}."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    mode = mode or sandbox_mode()
+    total = len(tests["asserts"]) if tests["kind"] == "functional" else len(tests["cases"])
+    result = {"status": "failed", "passed": 0, "total": total, "score": 0.0, "detail": ""}
+    if program is None or len(program) > MAX_PROGRAM_CHARS:
+        result.update(status="no_program", detail="no program" if program is None else "program too long")
+    elif mode == "unavailable":
+        result.update(status="refused", detail="bwrap required but not usable")
+    elif tests["kind"] == "functional":
+        sandbox = None
+        try:
+            sandbox = _Sandbox("functional", mode, timeout_s, deadline, notify)
+            if sandbox.failure:
+                raise _SandboxGone()
+            passed, _, detail = _check_functional(sandbox, program, tests, partial)
+            result.update(passed=passed, detail=detail)
+        except _SandboxGone:
+            pass
+        finally:
+            if sandbox is not None:
+                sandbox.close()
+                if sandbox.failure:
+                    result["status"] = sandbox.failure if sandbox.failure != "too_large" else "failed"
+                    result["detail"] = (result["detail"] or f"sandbox {sandbox.failure}") + \
+                        (f"; output: {bytes(sandbox.tail[-300:]).decode(errors='replace')}" if sandbox.tail else "")
+    else:
+        passed, detail = 0, ""
+        for k, case in enumerate(tests["cases"]):
+            sandbox = None
+            try:
+                sandbox = _Sandbox("stdio", mode, timeout_s, deadline, notify)
+                if sandbox.failure:
+                    raise _SandboxGone()
+                code = sandbox.run_stdio(program, case["input"])
+                if code == 0 and sandbox.failure is None and \
+                        same_output(bytes(sandbox.stdout).decode(errors="replace"), case["output"]):
+                    passed += 1
+                else:
+                    detail = f"case {k}: exit {code}" + (", wrong output" if code == 0 else "") + \
+                             (f"; stderr: {bytes(sandbox.tail[-300:]).decode(errors='replace')}" if sandbox.tail else "")
+            except _SandboxGone:
+                pass
+            finally:
+                if sandbox is not None:
+                    sandbox.close()
+            if sandbox is not None and sandbox.failure:
+                result["status"] = sandbox.failure if sandbox.failure != "too_large" else "failed"
+                detail = f"case {k}: sandbox {sandbox.failure}"
+                if sandbox.failure in ("timeout", "refused"):
+                    break
+            if passed < k + 1 and not partial:
+                break
+        result.update(passed=passed, detail=detail)
+    if result["passed"] == total and total > 0 and result["status"] == "failed":
+        result["status"] = "passed"
+    if result["status"] == "passed" or (partial and result["status"] not in ("refused", "no_program")):
+        result["score"] = result["passed"] / total if partial else 1.0
+    result["seconds"] = time.monotonic() - start
+    return result
+
+
+def same_output(got, expected):
+    """stdout comparison: equal after dropping trailing whitespace on each line and blank lines at the end."""
+    def lines(text):
+        out = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+        while out and not out[-1]:
+            out.pop()
+        return out
+    return lines(got) == lines(expected)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Grading workers: trusted checker processes with a hard per-item timeout (killed when late)
+# ------------------------------------------------------------------------------------------------------------
+def _serve(mode, memory_limit_bytes):
+    """Worker loop: one JSON job per stdin line ({program, tests, timeout_s, partial}), one JSON reply per line
+    ({"child": pgid} when a sandbox starts, then {"result": ...})."""
+    import json
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+    except (ImportError, ValueError, OSError):
+        pass
+
+    def notify(pgid):
+        sys.stdout.write(json.dumps({"child": pgid}) + "\n")
+        sys.stdout.flush()
+
+    for line in sys.stdin:
+        job = json.loads(line)
+        try:
+            result = run_tests(job["program"], job["tests"], job["timeout_s"], mode, job["partial"], notify)
+        except Exception as exc:  # noqa: BLE001 -- a grader bug must not take the batch down
+            result = {"status": "grader_error", "score": 0.0, "detail": _describe(exc)}
+        sys.stdout.write(json.dumps({"result": result}) + "\n")
+        sys.stdout.flush()
+
+
+class _Worker:
+    """A grading process (the checker): a plain `python -c` child, so no fork of a parent holding vLLM threads."""
+
+    def __init__(self, mode):
+        import subprocess
+        here = os.path.dirname(os.path.abspath(__file__))
+        code = (f"import sys; sys.path.insert(0, {here!r}); import code_reward; "
+                f"code_reward._serve({mode!r}, {int(WORKER_MEMORY_GB * 2**30)})")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     start_new_session=True)
+        self.fd = self.proc.stdout.fileno()
+        self.buffer, self.started, self.children = bytearray(), None, []
+
+    def send(self, job):
+        import json
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
+        self.proc.stdin.flush()
+        self.started, self.children = time.monotonic(), []
+
+    def replies(self):
+        """Complete reply lines read so far (after select said the pipe is readable); None at EOF."""
+        import json
+        chunk = os.read(self.fd, 1 << 20)
+        if not chunk:
+            return None
+        self.buffer += chunk
+        *lines, rest = bytes(self.buffer).split(b"\n")
+        self.buffer[:] = rest
+        return [json.loads(line) for line in lines]
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+        for pgid in self.children:  # sandboxes it had started (bwrap: already dying with their parent)
+            _kill_group(pgid)
+
+
+_POOL = {}  # mode -> persistent workers (starting one costs ~50 ms; they are reused across batches)
+
+STAT_KEYS = ("code_timeouts", "code_crashes", "sandbox_refusals", "code_no_program", "code_grader_errors")
+
+
+def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT_S, stats=None,
+                     partial=PARTIAL_CREDIT, sandbox=SANDBOX, results=None):
+    """code_reward for each (response, tests) in parallel grading workers, each item with a hard timeout.
+
+    Returns a list of len(responses) floats. `stats`, when a dict, receives counts (STAT_KEYS): timeouts
+    (the program or the tests ran out of time), crashes (the program's process died mid-protocol: a signal, the
+    memory limit, os._exit), sandbox refusals (it could not start), responses without a program, and grader
+    errors. `results`, when a list, receives each item's run_tests dict (status, detail, seconds)."""
+    import select
+    if len(responses) != len(tests_list):
+        raise ValueError(f"{len(responses)} responses but {len(tests_list)} test sets")
+    mode = sandbox_mode(sandbox)
+    jobs = [{"program": extract_program(r), "tests": t, "timeout_s": timeout_s, "partial": partial}
+            for r, t in zip(responses, tests_list)]
+    outcome = [None] * len(jobs)
+    pool = _POOL.setdefault(mode, [])
+    workers = max(1, workers)
+    while len(pool) < workers:
+        pool.append(_Worker(mode))
+    queue = list(reversed(range(len(jobs))))
+    busy = {}  # worker index -> item index
+    while queue or busy:
+        for w in range(workers):
+            if w not in busy and queue:
+                k = queue.pop()
+                if jobs[k]["program"] is None:   # nothing to run: no need to involve a worker
+                    outcome[k] = {"status": "no_program", "score": 0.0, "detail": "no program"}
+                    continue
+                try:
+                    pool[w].send(jobs[k])
+                except OSError:  # a dead worker: replace it and retry the item
+                    pool[w].kill()
+                    pool[w] = _Worker(mode)
+                    pool[w].send(jobs[k])
+                busy[w] = k
+        if not busy:
+            continue
+        ready, _, _ = select.select([pool[w].fd for w in busy], [], [], 0.05)
+        now = time.monotonic()
+        for w in list(busy):
+            worker, k = pool[w], busy[w]
+            if worker.fd in ready:
+                replies = worker.replies()
+                if replies is None:      # the worker died (its memory limit): replace it
+                    outcome[k] = {"status": "grader_error", "score": 0.0, "detail": "grading worker died"}
+                    worker.kill()
+                    pool[w] = _Worker(mode)
+                    del busy[w]
+                    continue
+                for reply in replies:
+                    if "child" in reply:
+                        worker.children.append(reply["child"])
+                    else:
+                        outcome[k] = reply["result"]
+                        del busy[w]
+            elif now - worker.started > timeout_s + WORKER_GRACE_S:
+                outcome[k] = {"status": "timeout", "score": 0.0, "detail": "grading worker killed at the deadline"}
+                worker.kill()
+                pool[w] = _Worker(mode)
+                del busy[w]
+    if stats is not None:
+        status_to_key = {"timeout": "code_timeouts", "crash": "code_crashes", "refused": "sandbox_refusals",
+                         "no_program": "code_no_program", "grader_error": "code_grader_errors"}
+        for key in STAT_KEYS:
+            stats.setdefault(key, 0)
+        for o in outcome:
+            if o["status"] in status_to_key:
+                stats[status_to_key[o["status"]]] += 1
+    if results is not None:
+        results.extend(outcome)
+    return [float(o["score"]) for o in outcome]
+
+
+def code_reward(response, tests, timeout_s=DEFAULT_TIMEOUT_S, partial=PARTIAL_CREDIT):
+    """1.0 if the program in `response` passes every test in `tests` (else 0.0; with partial=True the fraction
+    of tests passed). Runs in a grading worker and a sandbox like score_code_batch."""
+    return score_code_batch([response], [tests], workers=1, timeout_s=timeout_s, partial=partial)[0]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# CLI
+# ------------------------------------------------------------------------------------------------------------
+def check_references(specs, workers=2, timeout_s=DEFAULT_TIMEOUT_S, sandbox=SANDBOX, log=print):
+    """Run every reference solution of each set through the reward. Returns {set: (passed, total, failures)}
+    where failures lists (id, status, detail)."""
+    import data
+    report = {}
+    for spec in specs:
+        problems = [p for p in data.load_dataset(spec) if p.get("tests") is not None and p.get("solution")]
+        results = []
+        start = time.time()
+        scores = score_code_batch([f"```python\n{p['solution']}\n```" for p in problems], [p["tests"] for p in problems],
+                                  workers=workers, timeout_s=timeout_s, sandbox=sandbox, results=results)
+        failures = [(p["id"], r["status"], r.get("detail", "")) for p, s, r in zip(problems, scores, results) if s < 1]
+        report[spec] = (int(sum(scores)), len(problems), failures)
+        log(f"{spec}: {int(sum(scores))}/{len(problems)} reference solutions pass "
+            f"({time.time() - start:.1f}s, sandbox {sandbox_mode(sandbox)})")
+        for pid, status, detail in failures:
+            log(f"  {pid}: {status}: {detail[:200]}")
+    return report
+
+
+def main():
+    import argparse
+    import json
+    parser = argparse.ArgumentParser(description="Code reward. Examples:\n"
+                                     "  python code_reward.py --references mbpp_train,mbpp_valid,mbpp_test,humaneval,stdio_demo\n"
+                                     "  python code_reward.py --describe\n"
+                                     "  python code_reward.py graded.jsonl   (rows with 'response' and 'tests')",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("file", nargs="?", help="JSONL file of {'response', 'tests'} rows to grade")
+    parser.add_argument("--references", help="comma-separated sets: run each reference solution through the reward")
+    parser.add_argument("--describe", action="store_true", help="print the sandbox mode and what it guarantees")
+    parser.add_argument("--workers", type=int, default=2, help="grading workers")
+    parser.add_argument("--timeout_s", type=float, default=DEFAULT_TIMEOUT_S, help="hard limit per item")
+    parser.add_argument("--sandbox", default=SANDBOX, choices=["auto", "bwrap", "rlimits"], help="isolation")
+    parser.add_argument("--partial", action="store_true", help="reward = fraction of tests passed")
+    args = parser.parse_args()
+    if args.describe or not (args.file or args.references):
+        mode = sandbox_mode(args.sandbox)
+        print(f"sandbox mode: {mode}")
+        for claim, holds in sandbox_guarantees(mode).items():
+            print(f"  [{'x' if holds else ' '}] {claim}")
+        return
+    if args.references:
+        check_references([s for s in args.references.split(",") if s], args.workers, args.timeout_s, args.sandbox)
+        return
+    responses, tests = [], []
+    with open(args.file, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                    responses.append(row["response"])
+                    tests.append(row["tests"])
+                except (ValueError, KeyError, TypeError) as exc:
+                    sys.exit(f"{args.file}:{line_no}: bad row ({exc}); need an object with 'response' and 'tests'")
+    stats = {}
+    start = time.time()
+    scores = score_code_batch(responses, tests, args.workers, args.timeout_s, stats, args.partial, args.sandbox)
+    print(f"{len(scores)} rows, mean reward {sum(scores) / max(len(scores), 1):.4f}, {time.time() - start:.1f}s, {stats}")
+
+
+if __name__ == "__main__":
+    main()
