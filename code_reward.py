@@ -47,7 +47,7 @@ import time
 DEFAULT_TIMEOUT_S = 6.0       # wall-clock seconds per item (all of its tests), sandbox start-up included
 WORKER_GRACE_S = 3.0          # a worker (the checker) later than timeout + this is killed
 CPU_MARGIN_S = 1              # RLIMIT_CPU = ceil(timeout) + this: a busy loop dies even if the wall clock stalls
-MEMORY_MB = 1024              # address space per sandboxed process (RLIMIT_AS)
+MEMORY_MB = 512               # address space per sandboxed process (RLIMIT_AS); at most MAX_PROCESSES x this
 MAX_PROCESSES = 8             # processes + threads per sandbox (RLIMIT_NPROC; binds in bwrap mode only)
 MAX_FILE_MB = 16              # largest file a program may write (RLIMIT_FSIZE)
 SANDBOX_DIR_MB = 64           # size of the program's tmpfs working directory (bwrap mode)
@@ -134,10 +134,31 @@ class ProgramName:
         raise error(f"raised in the program: {str(reply.get('message'))[:300]}")
 
 
+class ProgramObject:
+    """Checker side: an object a program's function returned that is not plain data (an instance of one of its
+    own classes, MBPP's `Pair`). The checker cannot look inside it; it can only pass it back to the program.
+    It equals only itself, and truth-testing it is an error, so it can never make an assert pass by itself."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def __bool__(self):
+        raise TypeError("an object the program returned cannot be truth-tested by the checker")
+
+    def __repr__(self):
+        return f"<program object {self.index}>"
+
+
+# builtin types a test may pass to a program (MBPP: `remove_datatype(t, int)`) or get back from it
+PLAIN_TYPES = {t.__name__: t for t in (int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset,
+                                       type(None), range)}
+
+
 def to_literal(value, _depth=0):
     """Plain value -> literal text. Subclasses of the plain types (namedtuple, Counter, IntEnum) are sent as
-    their base type; iterators as __iter__([...]); ranges as range(...); numpy values via tolist(). Anything
-    else raises TypeError: the test then fails (an object with a custom __eq__ never reaches a comparison)."""
+    their base type; iterators as __iter__([...]); ranges as range(...); numpy values via tolist(); builtin types
+    as __type__('int'); the checker's ProgramName / ProgramObject as references to the program's objects.
+    Anything else raises TypeError: an object with a custom __eq__ never reaches a comparison as itself."""
     if _depth > 100:
         raise TypeError("value nested too deeply")
     t = type(value)
@@ -160,6 +181,10 @@ def to_literal(value, _depth=0):
         return repr(bytes(value))
     if isinstance(value, ProgramName):
         return f"__ref__({value.name!r})"
+    if isinstance(value, ProgramObject):
+        return f"__obj__({value.index})"
+    if isinstance(value, type) and PLAIN_TYPES.get(value.__name__) is value:
+        return f"__type__({value.__name__!r})"
     if isinstance(value, range):
         return f"range({value.start}, {value.stop}, {value.step})"
     if isinstance(value, (list, tuple, set, frozenset, dict)):
@@ -184,10 +209,10 @@ def to_literal(value, _depth=0):
     raise TypeError(f"a function returned a {t.__module__}.{t.__qualname__}, which is not plain data")
 
 
-def from_literal(text, refs=None):
-    """Literal text -> value, accepting only literals: numbers, strings, bytes, None, True/False, tuples,
-    lists, dicts, set([...]), frozenset([...]), float('nan'/'inf'), range(a, b, c), __iter__([...]), and (where
-    `refs`, the program's namespace, is given) __ref__('name'). Raises ValueError on anything else."""
+def from_literal(text):
+    """Checker side: literal text -> value, accepting only literals: numbers, strings, bytes, None, True/False,
+    tuples, lists, dicts, set([...]), frozenset([...]), float('nan'/'inf'), range(a, b, c), __iter__([...]),
+    __type__('int') (a builtin type) and __obj__(k) (a ProgramObject). Raises ValueError on anything else."""
     import ast
     tree = ast.parse(text, mode="eval").body
 
@@ -221,10 +246,10 @@ def from_literal(text, refs=None):
                 return range(*args)
             if name == "__iter__" and len(args) == 1 and type(args[0]) is list:
                 return iter(args[0])
-            if name == "__ref__" and refs is not None and len(args) == 1 and type(args[0]) is str:
-                if args[0] not in refs:
-                    raise NameError(f"name {args[0]!r} is not defined")
-                return refs[args[0]]
+            if name == "__type__" and len(args) == 1 and args[0] in PLAIN_TYPES:
+                return PLAIN_TYPES[args[0]]
+            if name == "__obj__" and len(args) == 1 and type(args[0]) is int:
+                return ProgramObject(args[0])
         raise ValueError(f"not a plain literal: {type(node).__name__}")
 
     return build(tree)
@@ -267,10 +292,13 @@ def _runner_main(argv):
         os.setresuid(uid, uid, uid)
         if os.getuid() != uid or os.geteuid() != uid:
             os._exit(97)
+    os.environ.clear()  # the parent passes none; this drops what bwrap (PWD) and Python (LC_CTYPE) add
     _write_line(write_fd, to_literal({"hello": os.getpid()}))
     buffer = bytearray()
     # the checker's messages: literals it wrote itself (in this process nothing is worth protecting from them)
-    scope = {"__builtins__": {}, "set": set, "frozenset": frozenset, "float": float, "range": range, "__iter__": iter}
+    objects = []   # values returned that are not plain data: the checker gets __obj__(index) handles
+    scope = {"__builtins__": {}, "set": set, "frozenset": frozenset, "float": float, "range": range, "__iter__": iter,
+             "__type__": PLAIN_TYPES.__getitem__, "__obj__": objects.__getitem__}
     line = _read_line(read_fd, buffer)
     if line is None:
         os._exit(0)
@@ -300,7 +328,12 @@ def _runner_main(argv):
         try:
             request = eval(line, scope)  # noqa: S307
             value = namespace[request["name"]](*request["args"], **request["kwargs"])
-            reply = "{'value': " + to_literal(value) + "}"
+            try:
+                text = to_literal(value)
+            except Exception:  # noqa: BLE001 -- not plain data: the checker gets an opaque handle
+                objects.append(value)
+                text = f"__obj__({len(objects) - 1})"
+            reply = "{'value': " + text + "}"
         except BaseException as exc:  # noqa: BLE001 -- reported to the checker, which fails the test
             reply = to_literal({"raised": type(exc).__name__, "message": _describe(exc)})
         _write_line(write_fd, reply)
@@ -403,11 +436,17 @@ class _Sandbox:
             self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
             argv = _runner_command(os.path.dirname(os.path.abspath(__file__))) + runner_args
         stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
-        self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
-                                     pass_fds=(to_child_r, from_child_w), cwd=cwd, env={}, start_new_session=True)
-        os.close(to_child_r)
-        os.close(from_child_w)
+        try:
+            self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
+                                         pass_fds=(to_child_r, from_child_w), cwd=cwd, env={}, start_new_session=True)
+        except OSError:  # no interpreter / no bwrap binary: nothing runs, the item is refused
+            self.proc, self.failure = None, "refused"
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        if self.proc is None:
+            return
         if notify:
             notify(self.proc.pid)   # the scorer kills this process group too if it has to kill the worker
         self.out = self.proc.stdout.fileno()
@@ -562,6 +601,11 @@ class _Sandbox:
                     os.close(fd)
                 except OSError:
                     pass
+        if self.proc is None:
+            if self.workdir:
+                import shutil
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            return
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -869,9 +913,16 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
     import select
     if len(responses) != len(tests_list):
         raise ValueError(f"{len(responses)} responses but {len(tests_list)} test sets")
+    import data
+    checked = []
+    for k, tests in enumerate(tests_list):
+        tests, error = data.validate_tests(tests)
+        if error:
+            raise ValueError(f"item {k}: {error}")
+        checked.append(tests)
     mode = sandbox_mode(sandbox)
     jobs = [{"program": extract_program(r), "tests": t, "timeout_s": timeout_s, "partial": partial}
-            for r, t in zip(responses, tests_list)]
+            for r, t in zip(responses, checked)]
     outcome = [None] * len(jobs)
     pool = _POOL.setdefault(mode, [])
     workers = max(1, workers)
@@ -929,6 +980,14 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
     if results is not None:
         results.extend(outcome)
     return [float(o["score"]) for o in outcome]
+
+
+def close_pool():
+    """Stop the grading workers (the next batch starts new ones)."""
+    for pool in _POOL.values():
+        for worker in pool:
+            worker.kill()
+    _POOL.clear()
 
 
 def code_reward(response, tests, timeout_s=DEFAULT_TIMEOUT_S, partial=PARTIAL_CREDIT):

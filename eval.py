@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import data
-from reward import extract_answer, is_equiv, score_batch
+from reward import extract_answer, is_equiv, score_problems
 
 # The seed table: AIME 2024/2025 avg@64, MATH-500 avg@4, AMC23 avg@5, the rest avg@1 (temperature 0.6, top-p 0.95)
 DEFAULT_K = {"aime2024": 64, "aime2025": 64, "math500": 4, "amc2023": 5, "gsm8k_test": 1, "minerva_math": 1,
@@ -76,7 +76,7 @@ def summarize(records, k):
         summary[f"pass@{kk}"] = sum(pass_at_k(len(rs), sum(r["correct"] for r in rs), kk)
                                     for rs in by_problem.values()) / n
         kk *= 2
-    if k > 1:
+    if k > 1 and any(r.get("gold") is not None for r in records):  # no majority vote over programs
         summary[f"maj@{k}"] = sum(majority_correct([r["extracted"] for r in rs], [r["correct"] for r in rs])
                                   for rs in by_problem.values()) / n
     return summary
@@ -93,13 +93,14 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
     prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
     samples = engine.generate(prompts, n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                               seed=seed + first_index * k)
-    golds = [p["answer"] for p in problems for _ in range(k)]
+    golds = [p.get("answer") for p in problems for _ in range(k)]   # None for code problems (graded by tests)
     ids = [p["id"] for p in problems for _ in range(k)]
     stats = {}
-    scores = score_batch([s.text for s in samples], golds, workers=workers, timeout_s=timeout_s, ids=ids, stats=stats)
+    scores = score_problems([s.text for s in samples], [p for p in problems for _ in range(k)], workers=workers,
+                            timeout_s=timeout_s, stats=stats)
     records = [{"id": pid, "gold": gold, "prompt": tokenizer.decode(s.prompt_ids), "response": s.text,
-                "extracted": extract_answer(s.text), "correct": score == 1.0, "finish_reason": s.finish_reason,
-                "tokens": len(s.response_ids)}
+                "extracted": extract_answer(s.text) if gold is not None else None, "correct": score == 1.0,
+                "finish_reason": s.finish_reason, "tokens": len(s.response_ids)}
                for s, score, pid, gold in zip(samples, scores, ids, golds)]
     return records, stats
 

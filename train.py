@@ -5,7 +5,7 @@ Read top to bottom, this file is the algorithm (defaults: AceMath-RL stage 1):
     for step in range(max_steps):
         problems   = next(batcher)                                     # batch_size prompts      (data.py)
         samples    = engine.generate(prompts, n=group_size)            # vLLM, current weights   (rollout.py)
-        rewards    = score_batch(responses, golds)                     # 0/1, sympy, sandboxed   (reward.py)
+        rewards    = score_problems(responses, problems)               # 0/1: math or code tests (reward.py)
         advantages = group_advantages(rewards, group_size)             # (r - mean) / std        (grpo.py)
         loss       = policy_loss(...) + kl_coef * KL(pi || pi_ref)     # clipped surrogate       (grpo.py)
         one optimizer step over the whole batch (micro-batched, global normalisation)
@@ -108,6 +108,8 @@ def build_parser():
     g.add_argument("--tensor_parallel_size", type=int, default=1, help="vLLM tensor parallelism: groups of this many ranks generate together (multi-GPU)")
     g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
     g.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
+    g.add_argument("--code_timeout_s", type=float, default=None, help="hard limit per code response, all its tests "
+                   "(default code_reward.DEFAULT_TIMEOUT_S)")
     g = p.add_argument_group("run control")
     g.add_argument("--out_dir", default="out/run", help="checkpoints, metrics.jsonl, samples.jsonl")
     g.add_argument("--max_steps", type=int, default=500, help="optimizer steps")
@@ -368,7 +370,7 @@ def main(argv=None, engine=None):
 
     import eval as evaluation
     import grpo
-    from reward import format_reward, score_batch
+    from reward import CODE_STAT_KEYS, format_reward, score_problems
     from rollout import make_engine
 
     rank, world = init_distributed(args.device)
@@ -473,11 +475,10 @@ def main(argv=None, engine=None):
 
         # 2. score: 0/1 correctness (plus the optional format reward)
         t0 = time.perf_counter()
-        golds = [p["answer"] for p in batch for _ in range(args.group_size)]
         grade_stats = {}
-        correct = score_batch([s.text for s in samples], golds, workers=args.reward_workers,
-                              timeout_s=args.reward_timeout_s, ids=[p["id"] for p in batch for _ in range(args.group_size)],
-                              stats=grade_stats)
+        correct = score_problems([s.text for s in samples], [p for p in batch for _ in range(args.group_size)],
+                                 workers=args.reward_workers, timeout_s=args.reward_timeout_s,
+                                 code_timeout_s=args.code_timeout_s, stats=grade_stats)
         rewards = torch.tensor(correct)
         if args.format_reward:
             rewards = rewards + torch.tensor([format_reward(s.text, args.format_reward) for s in samples])
@@ -596,6 +597,7 @@ def main(argv=None, engine=None):
             truncated[own].float().sum().item(), sum(ends_in_loop(samples[i].response_ids) for i in own), len(train_idx),
             acc["loss"], acc["pg_loss"], acc["kl"], acc["entropy"], acc["clip_frac"], acc["approx_kl_old"],
             acc["align_sum"], acc["tokens"]])
+        code_counts = all_reduce([grade_stats.get(key, 0) / tp for key in CODE_STAT_KEYS])  # code reward's counts
         len_max, align_max, max_diff, t_generate, t_score, t_update, t_sync = all_reduce(
             [max(resp_lens), acc["align_max"], acc["max_abs_diff"], t_generate, t_score, t_update, t_sync], "max")
         metrics = {
@@ -605,6 +607,7 @@ def main(argv=None, engine=None):
             "reward/equal_group_frac": equal_sum / n_groups,
             "reward/grader_timeouts": int(timeouts),
             "reward/invalid_gold": int(invalid),
+            **{f"reward/{key}": int(count) for key, count in zip(CODE_STAT_KEYS, code_counts)},
             "response/length_mean": len_sum / n_resp,
             "response/length_max": int(len_max),
             "response/truncated_frac": trunc_sum / n_resp,
