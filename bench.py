@@ -191,7 +191,8 @@ def bench_rollout():
 def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
     import code_reward
     import data
-    print("== code reward: every MBPP reference program graded through workers + sandbox (all must pass)")
+    print(f"== code reward: every MBPP reference program graded through workers + sandbox (all must pass); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other users' work slows all of this)")
     problems = [p for name in sets for p in data.load_dataset(name)]
     modes = ["bwrap", "rlimits"] if code_reward.sandbox_mode("auto") == "bwrap" else ["rlimits"]
     for mode in modes:
@@ -205,7 +206,7 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
         print(f"{mode:8s} {len(problems)} programs in {seconds:.1f} s = {len(problems) / seconds:.1f} programs/s "
               f"(2 workers); per program p50 {1e3 * q[49]:.0f} ms, p99 {1e3 * q[98]:.0f} ms, "
               f"max {max(r['seconds'] for r in results):.2f} s; passed {int(sum(scores))}/{len(problems)}")
-    print(f"== sandbox start-up per program (median of {repeats}, one at a time): a trivial program and one assert")
+    print(f"== sandbox start-up per program (median and min of {repeats}, one at a time): a trivial program and one assert")
     trivial = ("def f():\n    return 1\n", {"kind": "functional", "asserts": ["assert f() == 1"]})
     for mode in modes:
         times = []
@@ -213,7 +214,7 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
             start = time.perf_counter()
             assert code_reward.run_tests(*trivial, mode=mode)["status"] == "passed"
             times.append(time.perf_counter() - start)
-        print(f"{mode:8s} run_tests, whole item: {1e3 * statistics.median(times):.1f} ms")
+        print(f"{mode:8s} run_tests, whole item: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
     bare = [code_reward.SANDBOX_PYTHON, "-I", "-S", "-c", "pass"]
     for name, argv in [("python -I -S -c pass (no sandbox)", bare),
                        ("bwrap ... /bin/true (namespaces and mounts only)",
@@ -225,7 +226,8 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
             start = time.perf_counter()
             subprocess.run(argv, env={}, check=True)
             times.append(time.perf_counter() - start)
-        print(f"{name}: {1e3 * statistics.median(times):.1f} ms")
+        print(f"{name}: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
+    print(f"load average now {os.getloadavg()[0]:.1f}")
 
 
 def main():

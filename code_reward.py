@@ -58,7 +58,7 @@ MAX_REPLY_BYTES = 8 << 20     # one value sent back by a program's function (mor
 MAX_ITEMS = 1_000_000         # elements read from an iterator a function returns
 PARTIAL_CREDIT = False        # True: reward = fraction of tests passed (asserts or cases) instead of all-or-nothing
 SANDBOX = "auto"              # "auto": bwrap when it works, else the rlimits fallback; "bwrap": bwrap or refuse
-SANDBOX_UID_BASE = 100_000    # when root, a program runs as uid SANDBOX_UID_BASE + its grading worker's pid
+SANDBOX_UID_BASE = 1_500_000_000  # when root, a program runs as uid SANDBOX_UID_BASE + its grading worker's pid (unused uids)
 SANDBOX_SITE_PACKAGES = False # False: programs get the standard library only (python -S; ~6 ms faster start-up)
 SANDBOX_PYTHON = sys.executable if SANDBOX_SITE_PACKAGES else os.path.realpath(sys.executable)
 WORKER_MEMORY_GB = 4.0        # address space of a grading worker (it runs the tests on the values it receives)

@@ -76,7 +76,7 @@ def summarize(records, k):
         summary[f"pass@{kk}"] = sum(pass_at_k(len(rs), sum(r["correct"] for r in rs), kk)
                                     for rs in by_problem.values()) / n
         kk *= 2
-    if k > 1 and any(r.get("gold") is not None for r in records):  # no majority vote over programs
+    if k > 1 and not all(r.get("gold", "") is None for r in records):  # code problems (no gold): no majority vote
         summary[f"maj@{k}"] = sum(majority_correct([r["extracted"] for r in rs], [r["correct"] for r in rs])
                                   for rs in by_problem.values()) / n
     return summary

@@ -393,6 +393,48 @@ def f():
     assert score == 1 and code_reward._POOL["bwrap"][0] is worker
 
 
+UNPRIVILEGED_CHECKS = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import code_reward as c
+assert c.sandbox_mode("auto") == "bwrap", c._PROBED
+T = lambda *a: {"kind": "functional", "asserts": list(a)}
+bomb = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+start = time.monotonic()
+assert c.run_tests(bomb, T("assert f() == 1"), timeout_s=2, mode="bwrap")["status"] == "timeout"
+assert time.monotonic() - start < 3.5
+forks = ("import os, time\ndef f():\n    n = 0\n    for _ in range(100):\n        try:\n"
+         "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
+         "            n += 1\n        except OSError:\n            break\n    return n\n")
+assert c.run_tests(forks, T(f"assert f() < {c.MAX_PROCESSES}"), mode="bwrap")["status"] == "passed"
+fill = ("import errno\ndef f():\n    for k in range(1000):\n        try:\n            open(f'p{k}', 'wb').write(b'x' * (8 << 20))\n"
+        "        except OSError as e:\n            return errno.errorcode[e.errno]\n")
+assert c.run_tests(fill, T("assert f() == 'ENOSPC'"), mode="bwrap")["status"] == "passed"
+import socket
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+reach = ("import socket\ndef f():\n    try:\n        socket.create_connection(('127.0.0.1', %d), timeout=1)\n"
+         "        return 'connected'\n    except OSError as e:\n        return type(e).__name__\n") % listener.getsockname()[1]
+assert c.run_tests(reach, T("assert f() == 'ConnectionRefusedError'"), mode="bwrap")["status"] == "passed"
+env = "import os\ndef f():\n    return [dict(os.environ), len([p for p in os.listdir('/proc') if p.isdigit()])]\n"
+assert c.run_tests(env, T("assert f()[0] == {} and f()[1] <= 3"), mode="bwrap")["status"] == "passed"
+print("unprivileged sandbox ok")
+"""
+
+
+def test_an_unprivileged_user_gets_the_same_sandbox():
+    """Most users are not root: bwrap then builds a user namespace and the runner's RLIMIT_NPROC counts only the
+    sandbox's processes. Run as uid 65534 with the system Python (ours may live in a directory only root reads)."""
+    python = "/usr/bin/python3"
+    if not (HAVE_BWRAP and os.geteuid() == 0 and os.path.exists(python) and os.path.exists("/usr/bin/setpriv")):
+        pytest.skip("needs root (to become another user), bwrap, setpriv and /usr/bin/python3")
+    proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c",
+                           UNPRIVILEGED_CHECKS, str(ROOT)], capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 0 and "unprivileged sandbox ok" in proc.stdout, proc.stdout + proc.stderr
+    assert not leftover_runners()
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Reward hacking: none of these passes without passing the tests
 # ------------------------------------------------------------------------------------------------------------
