@@ -215,16 +215,19 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
             assert code_reward.run_tests(*trivial, mode=mode)["status"] == "passed"
             times.append(time.perf_counter() - start)
         print(f"{mode:8s} run_tests, whole item: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
-    bare = [code_reward.SANDBOX_PYTHON, "-I", "-S", "-c", "pass"]
-    for name, argv in [("python -I -S -c pass (no sandbox)", bare),
-                       ("bwrap ... /bin/true (namespaces and mounts only)",
-                        code_reward._bwrap_argv([])[:code_reward._bwrap_argv([]).index("--chdir") + 2] + ["/bin/true"])]:
+    bare = [code_reward.sandbox_python(), "-I", "-S", "-c", "pass"]
+    namespaces = code_reward._bwrap_argv([])
+    namespaces = namespaces[:namespaces.index("--chdir") + 2] + ["/bin/true"]
+    uid = code_reward.SANDBOX_UID_BASE + os.getpid()   # as the sandbox runs it: an unprivileged uid when root
+    as_sandbox = {"user": uid, "group": uid, "extra_groups": []} if os.geteuid() == 0 else {}
+    for name, argv, user in [("python -I -S -c pass (no sandbox)", bare, {}),
+                             ("bwrap ... /bin/true (namespaces and mounts only)", namespaces, as_sandbox)]:
         if name.startswith("bwrap") and "bwrap" not in modes:
             continue
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
-            subprocess.run(argv, env={}, check=True)
+            subprocess.run(argv, env={}, check=True, **user)
             times.append(time.perf_counter() - start)
         print(f"{name}: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
     print(f"load average now {os.getloadavg()[0]:.1f}")

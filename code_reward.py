@@ -9,11 +9,12 @@ Model-written code is hostile by default, so this file is built to fail closed:
   redefine `assert`/builtins/harness names, return an object whose `__eq__` is always True, or read the expected
   values (they never enter the sandbox, on disk or in memory). For stdin/stdout tests the checker compares the
   program's output itself. Whatever the program does, the worst it can do is send wrong plain data.
-- The sandbox (see README "Code RL"): with bubblewrap (`bwrap`) each program gets new PID, network, IPC and UTS
-  namespaces (no network at all, no other processes visible), a read-only view of /usr and the Python install
-  only, an empty size-limited tmpfs as its working directory, an empty environment, an unprivileged uid when we
-  are root, and rlimits on CPU time, address space, processes, file size and open files; the checker kills it at
-  the item's wall-clock deadline (PID namespace: every process it started dies with it). Without bwrap the
+- The sandbox (see README "Code RL"): with bubblewrap (`bwrap`) each program gets new user, PID, network, IPC and
+  UTS namespaces (no network at all, no other processes visible, no nested user namespace), a read-only view of
+  /usr and the Python install only, an empty size-limited tmpfs as its working directory, an empty environment,
+  an unprivileged uid (also when we are root), and rlimits on CPU time, address space, processes, file size and
+  open files; the checker kills it at the item's wall-clock deadline (PID namespace: every process it started
+  dies with it). Without bwrap the
   fallback keeps the limits, the process group, the empty environment and the fresh directory, but NOT the
   network, filesystem or process isolation: `sandbox_guarantees()` says which holds, and a one-time warning names
   what is missing. When the sandbox cannot start, the item scores 0 and counts as a refusal: it is never re-run
@@ -41,8 +42,8 @@ import os
 import sys
 import time
 
-# Kept light on purpose: the sandboxed runner imports this file, and every import is start-up time per program
-# (json, signal and ast pull in re/enum: ~15 ms). The checker side imports what it needs inside its functions.
+# Imports are kept light and the checker side imports what it needs inside its functions: the runner block below
+# runs in every sandboxed process, where each import is start-up time (json, signal, ast pull in re/enum: ~15 ms).
 
 DEFAULT_TIMEOUT_S = 6.0       # wall-clock seconds per item (all of its tests), sandbox start-up included
 WORKER_GRACE_S = 3.0          # a worker (the checker) later than timeout + this is killed
@@ -60,9 +61,8 @@ PARTIAL_CREDIT = False        # True: reward = fraction of tests passed (asserts
 SANDBOX = "auto"              # "auto": bwrap when it works, else the rlimits fallback; "bwrap": bwrap or refuse
 SANDBOX_UID_BASE = 1_500_000_000  # when root, a program runs as uid SANDBOX_UID_BASE + its grading worker's pid (unused uids)
 SANDBOX_SITE_PACKAGES = False # False: programs get the standard library only (python -S; ~6 ms faster start-up)
-SANDBOX_PYTHON = sys.executable if SANDBOX_SITE_PACKAGES else os.path.realpath(sys.executable)
+SANDBOX_PYTHON = None         # the programs' interpreter; None: this one, or /usr/bin/python3 (see sandbox_python)
 WORKER_MEMORY_GB = 4.0        # address space of a grading worker (it runs the tests on the values it receives)
-RUNNER_DIR_IN_SANDBOX = "/nano"         # this file (and its cached bytecode) inside the sandbox, read-only
 WORKDIR_IN_SANDBOX = "/sandbox"
 
 FENCE_LANGUAGES = ("python", "py", "python3")
@@ -102,53 +102,12 @@ def extract_program(response):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Plain data across the pipe: Python literal text, parsed by walking the syntax tree (nothing is evaluated)
+# Plain data across the pipe, and the runner: the code between the two RUNNER lines is ALSO the whole program of
+# every sandboxed process (sent as `python -c` source, so no host file needs to be visible in the sandbox). It
+# is the first code that process runs; the program can replace any of it afterwards, and the checker trusts
+# none of it: whatever it sends is parsed as plain literals (from_literal).
 # ------------------------------------------------------------------------------------------------------------
-class ProgramName:
-    """Checker side: a name in the program's namespace. Calling it runs the program's function in the sandbox
-    and returns the plain value it sends back; passing it as an argument passes the program's own object (by
-    name, e.g. MBPP's `root` tree built by the setup code). The program never receives the checker's objects."""
-
-    def __init__(self, name, sandbox):
-        self.name = self.__name__ = self.__qualname__ = name
-        self.sandbox = sandbox
-
-    def __call__(self, *args, **kwargs):
-        sandbox = self.sandbox
-        if sandbox.failure:
-            raise _SandboxGone()
-        request = {"name": self.name, "args": list(args), "kwargs": dict(kwargs)}
-        try:
-            to_literal(request)
-        except TypeError as exc:
-            raise TypeError(f"cannot pass this argument to the program: {exc}") from None
-        sandbox.send(request)
-        reply = sandbox.recv()   # TypeError if it is not plain data: the test fails
-        if "value" in reply:
-            return reply["value"]
-        raised = reply.get("raised")
-        error = getattr(builtins, raised, None) if isinstance(raised, str) else None
-        # only ordinary exceptions are re-raised by type (a test may expect one); never SystemExit & co
-        if not (isinstance(error, type) and issubclass(error, Exception)):
-            error = RuntimeError
-        raise error(f"raised in the program: {str(reply.get('message'))[:300]}")
-
-
-class ProgramObject:
-    """Checker side: an object a program's function returned that is not plain data (an instance of one of its
-    own classes, MBPP's `Pair`). The checker cannot look inside it; it can only pass it back to the program.
-    It equals only itself, and truth-testing it is an error, so it can never make an assert pass by itself."""
-
-    def __init__(self, index):
-        self.index = index
-
-    def __bool__(self):
-        raise TypeError("an object the program returned cannot be truth-tested by the checker")
-
-    def __repr__(self):
-        return f"<program object {self.index}>"
-
-
+# RUNNER BEGIN
 # builtin types a test may pass to a program (MBPP: `remove_datatype(t, int)`) or get back from it
 PLAIN_TYPES = {t.__name__: t for t in (int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset,
                                        type(None), range)}
@@ -179,10 +138,9 @@ def to_literal(value, _depth=0):
         return repr(str(value))
     if isinstance(value, (bytes, bytearray)):
         return repr(bytes(value))
-    if isinstance(value, ProgramName):
-        return f"__ref__({value.name!r})"
-    if isinstance(value, ProgramObject):
-        return f"__obj__({value.index})"
+    reference = getattr(type(value), "sandbox_literal", None)   # the checker's ProgramName / ProgramObject
+    if reference is not None:
+        return reference(value)
     if isinstance(value, type) and PLAIN_TYPES.get(value.__name__) is value:
         return f"__type__({value.__name__!r})"
     if isinstance(value, range):
@@ -209,55 +167,6 @@ def to_literal(value, _depth=0):
     raise TypeError(f"a function returned a {t.__module__}.{t.__qualname__}, which is not plain data")
 
 
-def from_literal(text):
-    """Checker side: literal text -> value, accepting only literals: numbers, strings, bytes, None, True/False,
-    tuples, lists, dicts, set([...]), frozenset([...]), float('nan'/'inf'), range(a, b, c), __iter__([...]),
-    __type__('int') (a builtin type) and __obj__(k) (a ProgramObject). Raises ValueError on anything else."""
-    import ast
-    tree = ast.parse(text, mode="eval").body
-
-    def build(node):
-        if isinstance(node, ast.Constant) and not isinstance(node.value, type(...)):
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
-                and isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float, complex):
-            return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) \
-                and type(node.right) is ast.Constant and type(node.right.value) is complex:
-            left, right = build(node.left), node.right.value
-            if type(left) not in (int, float):
-                raise ValueError("bad complex literal")
-            return left + right if isinstance(node.op, ast.Add) else left - right
-        if isinstance(node, ast.Tuple):
-            return tuple(build(e) for e in node.elts)
-        if isinstance(node, ast.List):
-            return [build(e) for e in node.elts]
-        if isinstance(node, ast.Dict):
-            if any(k is None for k in node.keys):
-                raise ValueError("** in a dict literal")
-            return {build(k): build(v) for k, v in zip(node.keys, node.values)}
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-            name, args = node.func.id, [build(a) for a in node.args]
-            if name in ("set", "frozenset") and len(args) == 1 and type(args[0]) is list:
-                return set(args[0]) if name == "set" else frozenset(args[0])
-            if name == "float" and len(args) == 1 and args[0] in ("nan", "inf", "-inf"):
-                return float(args[0])
-            if name == "range" and len(args) == 3 and all(type(a) is int for a in args):
-                return range(*args)
-            if name == "__iter__" and len(args) == 1 and type(args[0]) is list:
-                return iter(args[0])
-            if name == "__type__" and len(args) == 1 and args[0] in PLAIN_TYPES:
-                return PLAIN_TYPES[args[0]]
-            if name == "__obj__" and len(args) == 1 and type(args[0]) is int:
-                return ProgramObject(args[0])
-        raise ValueError(f"not a plain literal: {type(node).__name__}")
-
-    return build(tree)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Inside the sandbox: the runner (this file, run as a script, read-only; it is the first code in the process)
-# ------------------------------------------------------------------------------------------------------------
 def _write_line(fd, text):
     data = (text + "\n").encode()
     while data:
@@ -276,22 +185,15 @@ def _read_line(fd, buffer):
 
 
 def _runner_main(argv):
-    """Sandboxed side. argv: kind, fds "R,W", limits (a literal), uid ('-' for none). Sets the limits, drops to
-    the sandbox uid (root only), says hello, reads the job, then either runs the program as __main__ (stdio) or
-    loads it and answers calls by name (functional). Messages both ways are one-line Python literals. Nothing
-    here is trusted by the checker: the program can replace any of it, and can still only send plain data."""
+    """Sandboxed side. argv: kind, fds "R,W", limits (a literal). Sets the limits (first: no program code has
+    run yet), says hello, reads the job, then either runs the program as __main__ (stdio) or loads it and answers
+    calls by name (functional). Messages both ways are one-line Python literals. Nothing here is trusted by the
+    checker: the program can replace any of it, and can still only send plain data."""
     import resource
-    kind, fds, limits, uid = argv[0], argv[1], eval(argv[2]), argv[3]  # noqa: S307 -- the checker's own literal
+    kind, fds, limits = argv[0], argv[1], eval(argv[2])  # noqa: S307 -- the checker's own literal
     read_fd, write_fd = (int(x) for x in fds.split(","))
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value + 1 if name == "RLIMIT_CPU" else value))
-    if uid != "-":  # root under bwrap: become an unprivileged user (clears every capability; NPROC then binds)
-        uid = int(uid)
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-        if os.getuid() != uid or os.geteuid() != uid:
-            os._exit(97)
     os.environ.clear()  # the parent passes none; this drops what bwrap (PWD) and Python (LC_CTYPE) add
     _write_line(write_fd, to_literal({"hello": os.getpid()}))
     buffer = bytearray()
@@ -344,6 +246,118 @@ def _describe(exc):
         return f"{type(exc).__name__}: {exc}"[:300]
     except BaseException:  # noqa: BLE001 -- a hostile __str__
         return type(exc).__name__
+# RUNNER END
+
+
+def _runner_source():
+    """The runner block above, with its imports and constants, as `python -c` source."""
+    text = open(os.path.abspath(__file__), encoding="utf-8").read()
+    block = text[text.index("# RUNNER BEGIN"):text.index("# RUNNER END")]
+    return (f"import builtins, os, sys\nMAX_ITEMS = {MAX_ITEMS}\n{block}\n"
+            f"_runner_main(sys.argv[1:])\n")
+
+
+RUNNER_SOURCE = _runner_source()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The checker's side of the channel
+# ------------------------------------------------------------------------------------------------------------
+class ProgramName:
+    """Checker side: a name in the program's namespace. Calling it runs the program's function in the sandbox
+    and returns the plain value it sends back; passing it as an argument passes the program's own object (by
+    name, e.g. MBPP's `root` tree built by the setup code). The program never receives the checker's objects."""
+
+    def __init__(self, name, sandbox):
+        self.name = self.__name__ = self.__qualname__ = name
+        self.sandbox = sandbox
+
+    def sandbox_literal(self):
+        return f"__ref__({self.name!r})"
+
+    def __call__(self, *args, **kwargs):
+        sandbox = self.sandbox
+        if sandbox.failure:
+            raise _SandboxGone()
+        request = {"name": self.name, "args": list(args), "kwargs": dict(kwargs)}
+        try:
+            to_literal(request)
+        except TypeError as exc:
+            raise TypeError(f"cannot pass this argument to the program: {exc}") from None
+        sandbox.send(request)
+        reply = sandbox.recv()   # TypeError if it is not plain data: the test fails
+        if "value" in reply:
+            return reply["value"]
+        raised = reply.get("raised")
+        error = getattr(builtins, raised, None) if isinstance(raised, str) else None
+        # only ordinary exceptions are re-raised by type (a test may expect one); never SystemExit & co
+        if not (isinstance(error, type) and issubclass(error, Exception)):
+            error = RuntimeError
+        raise error(f"raised in the program: {str(reply.get('message'))[:300]}")
+
+
+class ProgramObject:
+    """Checker side: an object a program's function returned that is not plain data (an instance of one of its
+    own classes, MBPP's `Pair`). The checker cannot look inside it; it can only pass it back to the program.
+    It equals only itself, and truth-testing it is an error, so it can never make an assert pass by itself."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def sandbox_literal(self):
+        return f"__obj__({self.index})"
+
+    def __bool__(self):
+        raise TypeError("an object the program returned cannot be truth-tested by the checker")
+
+    def __repr__(self):
+        return f"<program object {self.index}>"
+
+
+def from_literal(text):
+    """Checker side: literal text -> value, accepting only literals: numbers, strings, bytes, None, True/False,
+    tuples, lists, dicts, set([...]), frozenset([...]), float('nan'/'inf'), range(a, b, c), __iter__([...]),
+    __type__('int') (a builtin type) and __obj__(k) (a ProgramObject). Raises ValueError on anything else."""
+    import ast
+    tree = ast.parse(text, mode="eval").body
+
+    def build(node):
+        if isinstance(node, ast.Constant) and not isinstance(node.value, type(...)):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
+                and isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float, complex):
+            return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) \
+                and type(node.right) is ast.Constant and type(node.right.value) is complex:
+            left, right = build(node.left), node.right.value
+            if type(left) not in (int, float):
+                raise ValueError("bad complex literal")
+            return left + right if isinstance(node.op, ast.Add) else left - right
+        if isinstance(node, ast.Tuple):
+            return tuple(build(e) for e in node.elts)
+        if isinstance(node, ast.List):
+            return [build(e) for e in node.elts]
+        if isinstance(node, ast.Dict):
+            if any(k is None for k in node.keys):
+                raise ValueError("** in a dict literal")
+            return {build(k): build(v) for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            name, args = node.func.id, [build(a) for a in node.args]
+            if name in ("set", "frozenset") and len(args) == 1 and type(args[0]) is list:
+                return set(args[0]) if name == "set" else frozenset(args[0])
+            if name == "float" and len(args) == 1 and args[0] in ("nan", "inf", "-inf"):
+                return float(args[0])
+            if name == "range" and len(args) == 3 and all(type(a) is int for a in args):
+                return range(*args)
+            if name == "__iter__" and len(args) == 1 and type(args[0]) is list:
+                return iter(args[0])
+            if name == "__type__" and len(args) == 1 and args[0] in PLAIN_TYPES:
+                return PLAIN_TYPES[args[0]]
+            if name == "__obj__" and len(args) == 1 and type(args[0]) is int:
+                return ProgramObject(args[0])
+        raise ValueError(f"not a plain literal: {type(node).__name__}")
+
+    return build(tree)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -353,55 +367,80 @@ _PROBED = {}
 
 
 def _bwrap_argv(runner_args):
-    """bwrap command line: new pid/net/ipc/uts namespaces, read-only /usr and Python install, size-limited tmpfs
-    as the working directory, no other host path. As root, bwrap keeps only CAP_SETUID/SETGID, which the runner
-    uses to become the sandbox uid before any program code runs (then it has no capability at all)."""
+    """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, a size-limited
+    tmpfs as the working directory, no other host path. bwrap always runs as an unprivileged user (as root we
+    start it as an unused uid), so the program is in a user namespace in which it cannot create another one
+    (--disable-userns: no private mounts, e.g. of an unbounded tmpfs), RLIMIT_NPROC counts only its own
+    processes, and it holds no capability outside its namespaces."""
     import shutil
-    argv = [shutil.which("bwrap"), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
-    if os.geteuid() == 0:
-        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    else:
-        argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
-    argv += ["--ro-bind", "/usr", "/usr"]
+    argv = [shutil.which("bwrap"), "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
+            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):  # merged-/usr symlinks, or real dirs
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
     argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    here = os.path.dirname(os.path.abspath(__file__))
-    binds = {os.path.join(here, "code_reward.py"): RUNNER_DIR_IN_SANDBOX + "/code_reward.py"}
-    cached = os.path.join(here, "__pycache__", f"code_reward.{sys.implementation.cache_tag}.pyc")
-    if os.path.exists(cached):  # compiled bytecode: importing it is ~20 ms faster than compiling this file
-        binds[cached] = RUNNER_DIR_IN_SANDBOX + "/__pycache__/" + os.path.basename(cached)
-    pythons = {sys.base_prefix, os.path.dirname(os.path.dirname(SANDBOX_PYTHON))}
-    if SANDBOX_SITE_PACKAGES:
-        pythons.add(sys.prefix)
-    for path in pythons:
-        if path != "/usr" and not path.startswith("/usr/"):
-            binds[os.path.realpath(path)] = path
+    python = sandbox_python()
+    installs = {os.path.dirname(os.path.dirname(python))}
+    if python == os.path.realpath(sys.executable):
+        installs.add(sys.base_prefix)
+        if SANDBOX_SITE_PACKAGES:
+            installs.add(sys.prefix)
     made = set()
-    for source, target in sorted(binds.items(), key=lambda kv: kv[1]):
+    for target in sorted(installs):
+        if target == "/usr" or target.startswith("/usr/"):
+            continue
         parts = target.split("/")[1:-1]
-        for k in range(1, len(parts) + 1):  # parents readable by the sandbox uid (the host's may be 0700)
+        for k in range(1, len(parts) + 1):  # its parents inside the sandbox: plain directories anyone can enter
             parent = "/" + "/".join(parts[:k])
-            if parent not in made and parent != "/usr" and not parent.startswith("/usr/"):
+            if parent not in made:
                 argv += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
-        argv += ["--ro-bind", source, target]
+        argv += ["--ro-bind", os.path.realpath(target), target]
+    # the root and /dev are tmpfs that bwrap builds, owned by the sandbox user: read-only, so that the
+    # size-limited working directory is the only place a program can write
     argv += ["--proc", "/proc", "--dev", "/dev",
              "--perms", "1777", "--size", str(SANDBOX_DIR_MB << 20), "--tmpfs", WORKDIR_IN_SANDBOX,
-             "--chdir", WORKDIR_IN_SANDBOX] + _runner_command(RUNNER_DIR_IN_SANDBOX)
-    return argv + runner_args
+             "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKDIR_IN_SANDBOX]
+    return argv + _runner_command() + runner_args
 
 
-def _runner_command(directory):
-    """python (isolated mode: no PYTHON* variables, no user site, no script directory on sys.path) importing this
-    file as a module, so that its cached bytecode is used."""
+def _runner_command():
+    """python in isolated mode (no PYTHON* variables, no user site directory, no script directory on sys.path)
+    running the runner block."""
     flags = ["-I"] if SANDBOX_SITE_PACKAGES else ["-I", "-S"]
-    code = f"import sys; sys.path.insert(0, {directory!r}); import code_reward; code_reward._runner_main(sys.argv[1:])"
-    return [SANDBOX_PYTHON] + flags + ["-c", code]
+    return [sandbox_python()] + flags + ["-c", RUNNER_SOURCE]
+
+
+def _reachable_by_others(path):
+    """True if a user with no relation to the owner can read `path` (every parent directory searchable)."""
+    import stat
+    path = os.path.realpath(path)
+    parts = path.split("/")
+    for k in range(2, len(parts) + 1):
+        try:
+            mode = os.stat("/".join(parts[:k]) or "/").st_mode
+        except OSError:
+            return False
+        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+            return False
+    return bool(os.stat(path).st_mode & stat.S_IROTH)
+
+
+def sandbox_python():
+    """The interpreter sandboxed programs run on: SANDBOX_PYTHON when set, else this one; but as root the
+    sandbox runs as another uid, which must be able to read it: an interpreter under /root (pyenv, conda) is
+    then replaced by the system's /usr/bin/python3 (programs use the standard library only)."""
+    if SANDBOX_PYTHON:
+        return SANDBOX_PYTHON
+    exe = os.path.realpath(sys.executable)
+    if os.geteuid() == 0 and not (_reachable_by_others(exe) and _reachable_by_others(sys.base_prefix)):
+        for other in ("/usr/bin/python3", "/usr/local/bin/python3"):
+            if os.path.exists(other) and _reachable_by_others(other):
+                return os.path.realpath(other)
+    return exe
 
 
 class _SandboxGone(BaseException):
@@ -423,23 +462,24 @@ class _Sandbox:
         self.from_child, from_child_w = os.pipe()
         limits = {"RLIMIT_CPU": int(timeout_s + 0.999) + CPU_MARGIN_S, "RLIMIT_AS": MEMORY_MB << 20,
                   "RLIMIT_FSIZE": MAX_FILE_MB << 20, "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0}
-        uid = "-"
-        if mode == "bwrap":
-            limits["RLIMIT_NPROC"] = MAX_PROCESSES
-            if os.geteuid() == 0:
-                uid = str(SANDBOX_UID_BASE + os.getpid())
-        runner_args = [kind, f"{to_child_r},{from_child_w}", to_literal(limits), uid]
-        self.workdir = None
-        if mode == "bwrap":
-            argv, cwd = _bwrap_argv(runner_args), "/"
-        else:
-            self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
-            argv = _runner_command(os.path.dirname(os.path.abspath(__file__))) + runner_args
-        stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
+        runner_args = [kind, f"{to_child_r},{from_child_w}", to_literal(limits)]
+        self.workdir, user = None, {}
         try:
+            if mode == "bwrap":
+                limits["RLIMIT_NPROC"] = MAX_PROCESSES   # counted in the sandbox's user namespace: binds
+                runner_args[2] = to_literal(limits)
+                argv, cwd = _bwrap_argv(runner_args), "/"
+                if os.geteuid() == 0:  # never a root-owned sandbox: an unused uid, no groups
+                    uid = SANDBOX_UID_BASE + os.getpid()
+                    user = {"user": uid, "group": uid, "extra_groups": []}
+            else:
+                self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
+                argv = _runner_command() + runner_args
+            stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
             self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
-                                         pass_fds=(to_child_r, from_child_w), cwd=cwd, env={}, start_new_session=True)
+                                         pass_fds=(to_child_r, from_child_w), cwd=cwd, env={},
+                                         start_new_session=True, **user)
         except OSError:  # no interpreter / no bwrap binary: nothing runs, the item is refused
             self.proc, self.failure = None, "refused"
         finally:

@@ -889,6 +889,7 @@ def main():
 # Code problems (rows with `tests`): the sandboxed code reward lives in code_reward.py and is re-exported here so
 # that the loop imports one module; score_problems picks the reward by each row's data.
 # ------------------------------------------------------------------------------------------------------------
+from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S  # noqa: E402
 from code_reward import STAT_KEYS as CODE_STAT_KEYS  # noqa: E402,F401
 from code_reward import code_reward, score_code_batch  # noqa: E402,F401
 
@@ -898,7 +899,6 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
     program run against the tests in a sandbox, hard limit code_timeout_s seconds per item, default
     code_reward.DEFAULT_TIMEOUT_S), a row with `answer` the math grader (score_batch, timeout_s). Returns floats in
     [0, 1]; `stats` receives both graders' counts (timeouts, invalid_gold, code_timeouts, sandbox_refusals, ...)."""
-    import code_reward as code
     if len(responses) != len(problems):
         raise ValueError(f"{len(responses)} responses but {len(problems)} problems")
     scores = [0.0] * len(responses)
@@ -912,7 +912,7 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
             scores[i] = s
     if code_rows:
         part = score_code_batch([responses[i] for i in code_rows], [problems[i]["tests"] for i in code_rows],
-                                workers=workers, timeout_s=code_timeout_s or code.DEFAULT_TIMEOUT_S, stats=stats)
+                                workers=workers, timeout_s=code_timeout_s or CODE_TIMEOUT_S, stats=stats)
         for i, s in zip(code_rows, part):
             scores[i] = s
     return scores

@@ -240,7 +240,8 @@ def test_writes_and_deletes_outside_the_directory_fail(tmp_path):
     canary.chmod(0o666)
     nonce = secrets.token_hex(4)
     targets = [str(canary), str(tmp_path / f"new-{nonce}"), f"/tmp/escape-{nonce}", f"/dev/shm/escape-{nonce}",
-               str(ROOT / f"escape-{nonce}"), str(ROOT / "code_reward.py"), "/usr/escape", "/escape", "/nano/code_reward.py"]
+               str(ROOT / f"escape-{nonce}"), str(ROOT / "code_reward.py"), "/usr/escape", "/escape", "/nano/code_reward.py",
+               "/nano/escape", "/dev/escape", "/proc/escape"]
     program = f"""
 import os
 def f():
@@ -370,8 +371,13 @@ def test_signalling_the_parent_or_everyone_hurts_nobody():
     program = f"""
 import os, signal
 def f():
+    for own in (os.getppid(), 1):     # the sandbox's own init: harmless either way
+        try:
+            os.kill(own, signal.SIGKILL)
+        except OSError:
+            pass
     hits = []
-    for pid in (os.getppid(), {os.getpid()}, {worker.proc.pid}, 1):
+    for pid in ({os.getpid()}, {worker.proc.pid}):   # the test process and the grading worker, by host pid
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.kill(pid, sig)
@@ -379,7 +385,7 @@ def f():
             except OSError:
                 pass
     try:
-        os.kill(-1, signal.SIGKILL)
+        os.kill(-1, signal.SIGKILL)   # everything it may signal: only its own sandbox
     except OSError:
         pass
     return hits
@@ -419,6 +425,10 @@ reach = ("import socket\ndef f():\n    try:\n        socket.create_connection(('
 assert c.run_tests(reach, T("assert f() == 'ConnectionRefusedError'"), mode="bwrap")["status"] == "passed"
 env = "import os\ndef f():\n    return [dict(os.environ), len([p for p in os.listdir('/proc') if p.isdigit()])]\n"
 assert c.run_tests(env, T("assert f()[0] == {} and f()[1] <= 3"), mode="bwrap")["status"] == "passed"
+writable = ("import os\ndef f():\n    ok = []\n    for d in ('/', '/dev', '/dev/shm', '/nano', '/proc', '/sandbox'):\n"
+            "        try:\n            open(os.path.join(d, 'probe'), 'w').write('x')\n            ok.append(d)\n"
+            "        except OSError:\n            pass\n    return ok\n")   # bwrap's own tmpfs root and /dev too
+assert c.run_tests(writable, T("assert f() == ['/sandbox']"), mode="bwrap")["status"] == "passed"
 print("unprivileged sandbox ok")
 """
 
