@@ -15,8 +15,8 @@ Model-written code is hostile by default, so this file is built to fail closed:
   an unprivileged uid (also when we are root), and rlimits on CPU time, address space, processes, file size and
   open files; the checker kills it at the item's wall-clock deadline (PID namespace: every process it started
   dies with it). Without bwrap the
-  fallback keeps the limits, the process group, the empty environment and the fresh directory, but NOT the
-  network, filesystem or process isolation: `sandbox_guarantees()` says which holds, and a one-time warning names
+  fallback keeps the limits, the process group, the empty environment and the fresh directory (and, run as
+  root, an unused uid of its own per program), but NOT the network, filesystem or process isolation: `sandbox_guarantees()` says which holds, and a one-time warning names
   what is missing. When the sandbox cannot start, the item scores 0 and counts as a refusal: it is never re-run
   with weaker isolation.
 
@@ -463,17 +463,21 @@ class _Sandbox:
         limits = {"RLIMIT_CPU": int(timeout_s + 0.999) + CPU_MARGIN_S, "RLIMIT_AS": MEMORY_MB << 20,
                   "RLIMIT_FSIZE": MAX_FILE_MB << 20, "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0}
         runner_args = [kind, f"{to_child_r},{from_child_w}", to_literal(limits)]
-        self.workdir, user = None, {}
+        self.workdir, self.uid, user = None, None, {}
         try:
-            if mode == "bwrap":
-                limits["RLIMIT_NPROC"] = MAX_PROCESSES   # counted in the sandbox's user namespace: binds
+            if os.geteuid() == 0:  # a program never runs as root: an unused uid of its own, no groups
+                self.uid = SANDBOX_UID_BASE + os.getpid()
+                user = {"user": self.uid, "group": self.uid, "extra_groups": []}
+            if mode == "bwrap" or self.uid is not None:
+                # bwrap: counted in the sandbox's user namespace; fallback as root: counted for its own uid
+                limits["RLIMIT_NPROC"] = MAX_PROCESSES
                 runner_args[2] = to_literal(limits)
+            if mode == "bwrap":
                 argv, cwd = _bwrap_argv(runner_args), "/"
-                if os.geteuid() == 0:  # never a root-owned sandbox: an unused uid, no groups
-                    uid = SANDBOX_UID_BASE + os.getpid()
-                    user = {"user": uid, "group": uid, "extra_groups": []}
             else:
                 self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
+                if self.uid is not None:
+                    os.chown(cwd, self.uid, self.uid)
                 argv = _runner_command() + runner_args
             stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
             self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
@@ -655,6 +659,15 @@ class _Sandbox:
         except Exception:  # noqa: BLE001
             pass
         _kill_group(self.proc.pid)
+        if self.mode != "bwrap" and self.uid is not None:
+            _kill_user(self.uid)   # the fallback as root: whatever left the group (setsid) still has its uid
+        if _PROBED.get("subreaper"):  # a grading worker: the program's orphans are its children; reap them
+            while True:
+                try:
+                    if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                        break
+                except ChildProcessError:
+                    break
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 try:
@@ -675,24 +688,40 @@ def _kill_group(pgid):
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             return
-        if not _live_members(pgid):
+        if not _live_members(pgid=pgid):
             return
         time.sleep(0.002)
 
 
-def _live_members(pgid):
-    """pids of processes in group pgid that are not zombies (read from /proc; [] where /proc is absent)."""
+def _live_members(pgid=None, uid=None):
+    """pids of live (non-zombie) processes in group pgid, or owned by uid (from /proc; [] without /proc)."""
     members = []
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat", "rb") as f:
                     fields = f.read().rsplit(b")", 1)[1].split()
+                owner = os.stat(f"/proc/{entry}").st_uid if uid is not None else None
             except OSError:
                 continue
-            if int(fields[2]) == pgid and fields[0] != b"Z":
+            if fields[0] != b"Z" and (int(fields[2]) == pgid if pgid is not None else owner == uid):
                 members.append(int(entry))
     return members
+
+
+def _kill_user(uid):
+    """SIGKILL every process of uid (the fallback's own sandbox uid) until none is left; bounded like _kill_group."""
+    import signal
+    for _ in range(500):
+        pids = _live_members(uid=uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.002)
 
 
 def sandbox_mode(requested=SANDBOX):
@@ -717,20 +746,26 @@ def sandbox_mode(requested=SANDBOX):
         return "unavailable"
     if not _PROBED.get("warned"):
         _PROBED["warned"] = True
-        print(f"code_reward.py: WARNING: {why}; programs run with the rlimits fallback: no network, filesystem or "
-              f"process isolation (see README 'Code RL'). Install bubblewrap for the real sandbox.", file=sys.stderr)
+        missing = [claim for claim, holds in sandbox_guarantees("rlimits").items() if not holds]
+        print(f"code_reward.py: WARNING: {why}; programs run with the rlimits fallback, which does NOT give: "
+              f"{'; '.join(missing)} (README 'Code RL'). Install bubblewrap for the sandbox.", file=sys.stderr)
     return "rlimits"
 
 
 def sandbox_guarantees(mode):
-    """What holds in each mode (the README table; tests check each claim in the modes that make it)."""
-    common = {"own process group, killed at the deadline": True, "fresh empty working directory": True,
-              "empty environment": True, "CPU time, address space, file size, open files limited": True}
+    """What holds in each mode (the README table; tests check each claim in the modes that make it). The
+    fallback run by root still gives each program an unused uid of its own (so RLIMIT_NPROC binds, its processes
+    can be found and killed, and other users' processes are out of reach); run by a user, the program is you."""
     isolated = mode == "bwrap"
-    return {**common, "process count limited; every process reaped": isolated, "no network": isolated,
+    own_uid = isolated or os.geteuid() == 0
+    return {"own process group, killed at the deadline": True, "fresh empty working directory": True,
+            "empty environment": True, "CPU time, address space, file size, open files limited": True,
+            "runs as an unprivileged uid of its own; process count limited; every process reaped": own_uid,
+            "cannot signal other users' processes or read their environment": own_uid,
+            "no network": isolated,
             "nothing writable outside its directory; working directory size-limited": isolated,
             "host files invisible (tests, datasets, home)": isolated,
-            "cannot see or signal other processes (and their environment)": isolated}
+            "cannot see or signal any process outside the sandbox": isolated}
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -884,6 +919,11 @@ def _serve(mode, memory_limit_bytes):
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
     except (ImportError, ValueError, OSError):
+        pass
+    try:  # orphans of a sandboxed program become this worker's children, so that it can reap them: zombies
+        import ctypes  # would otherwise pile up under an init that does not reap, and count against RLIMIT_NPROC
+        _PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
         pass
 
     def notify(pgid):
@@ -1077,7 +1117,7 @@ def main():
     args = parser.parse_args()
     if args.describe or not (args.file or args.references):
         mode = sandbox_mode(args.sandbox)
-        print(f"sandbox mode: {mode}")
+        print(f"sandbox mode: {mode}; programs run on {sandbox_python()}")
         for claim, holds in sandbox_guarantees(mode).items():
             print(f"  [{'x' if holds else ' '}] {claim}")
         return

@@ -178,20 +178,24 @@ def test_a_program_that_never_reads_stdin(mode):
     assert score == 0 and result["status"] == "timeout" and seconds < FAST_S + MARGIN_S
     # not reading its input is allowed: the harness must not block on the pipe
     score, result, _ = grade("print('done')\n", big, mode)
-    assert score == 1, result
+    assert score == 1, result["detail"]
 
 
-def test_fork_bomb_is_contained_and_reaped():
-    needs("bwrap" if HAVE_BWRAP else "rlimits", "process count limited; every process reaped")
+@pytest.mark.parametrize("mode", MODES)
+def test_fork_bomb_is_contained_and_reaped(mode):
+    needs(mode, "runs as an unprivileged uid of its own; process count limited; every process reaped")
     bomb = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
     counter = ("import os, time\ndef f():\n    n = 0\n    for _ in range(100):\n        try:\n"
                "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
                "            n += 1\n        except OSError:\n            break\n    return n\n")
-    score, result, seconds = grade(bomb, functional("assert f() == 1"), "bwrap")
+    escaper = counter.replace("if os.fork() == 0:", "if os.fork() == 0:\n                os.setsid()")
+    score, result, seconds = grade(bomb, functional("assert f() == 1"), mode)
     assert score == 0 and result["status"] == "timeout" and seconds < FAST_S + MARGIN_S
     # the limit binds (root included: the program runs as an unprivileged uid): it forks fewer than MAX_PROCESSES
-    score, _, _ = grade(counter, functional(f"assert f() < {code_reward.MAX_PROCESSES}"), "bwrap")
+    score, _, _ = grade(counter, functional(f"assert f() < {code_reward.MAX_PROCESSES}"), mode)
     assert score == 1
+    score, result, _ = grade(escaper, functional("assert f() > 0"), mode)   # children that leave the process group
+    assert score == 1, result["detail"]
     time.sleep(0.2)
     assert not leftover_runners(), "the sleeping children must die with the sandbox"
 
@@ -201,7 +205,7 @@ def test_memory_bomb_fails_fast(mode):
     probe = ("def f():\n    try:\n        bytearray(8 << 30)\n    except MemoryError:\n        return 'limited'\n"
              "    return 'allocated'\n")
     score, result, _ = grade(probe, functional("assert f() == 'limited'"), mode)
-    assert score == 1, result
+    assert score == 1, result["detail"]
     grow = "def f():\n    blocks = []\n    while True:\n        blocks.append(bytearray(1 << 20))\n"
     score, result, seconds = grade(grow, functional("assert f() == 1"), mode)
     assert score == 0 and seconds < FAST_S + MARGIN_S, result
@@ -217,7 +221,7 @@ def test_a_10gb_write_stops_at_the_file_size_limit(mode, tmp_path):
     score, result, seconds = grade(writer, functional("assert f() == 'wrote 10 GB'"), mode)
     assert score == 0 and seconds < FAST_S + MARGIN_S
     score, result, _ = grade(writer, functional("assert f() == 'EFBIG'"), mode)   # stopped by RLIMIT_FSIZE
-    assert score == 1, result
+    assert score == 1, result["detail"]
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("nano-code-*")), "the working directory is removed"
 
 
@@ -229,7 +233,19 @@ def test_many_files_fill_only_the_size_limited_directory():
               "            return errno.errorcode[e.errno], k\n    return 'wrote 8 GB'\n")
     score, result, _ = grade(filler, functional(f"assert f()[0] == 'ENOSPC' and f()[1] <= {code_reward.SANDBOX_DIR_MB // 8}"),
                              "bwrap")
-    assert score == 1, result
+    assert score == 1, result["detail"]
+
+
+def test_no_private_mounts_through_a_nested_user_namespace():
+    """A user namespace of its own would let a program mount a tmpfs that no size limit covers (memory)."""
+    needs("bwrap" if HAVE_BWRAP else "rlimits", "nothing writable outside its directory; working directory size-limited")
+    program = ("import ctypes, os\ndef f():\n    libc = ctypes.CDLL(None, use_errno=True)\n"
+               "    if libc.unshare(0x10000000 | 0x00020000) != 0:\n        return 'refused'\n"
+               "    if libc.mount(b'none', b'/sandbox', b'tmpfs', 0, b'size=1g') != 0:\n        return 'no mount'\n"
+               "    return 'mounted'\n")
+    score, result, _ = grade(program, functional("assert f() == 'mounted'"), "bwrap")
+    assert score == 0, result
+    assert grade(program, functional("assert f() == 'refused'"), "bwrap")[0] == 1
 
 
 def test_writes_and_deletes_outside_the_directory_fail(tmp_path):
@@ -265,7 +281,7 @@ def f():
     score, result, _ = grade(program, functional("assert f() != 'ok'"), "bwrap")
     assert score == 0, result
     score, result, _ = grade(program, functional("assert f() == 'ok'"), "bwrap")
-    assert score == 1, result
+    assert score == 1, result["detail"]
     assert canary.read_text() == "intact"
     for path in targets[1:5] + [str(ROOT / f"escape-{nonce}")]:
         assert not os.path.exists(path), path
@@ -331,11 +347,12 @@ def f():
 @pytest.mark.parametrize("mode", MODES)
 def test_the_environment_is_empty(mode):
     score, result, _ = grade("import os\ndef f():\n    return dict(os.environ)\n", functional("assert f() == {}"), mode)
-    assert score == 1, result
+    assert score == 1, result["detail"]
 
 
-def test_the_parents_environment_and_memory_are_out_of_reach(monkeypatch):
-    needs("bwrap" if HAVE_BWRAP else "rlimits", "cannot see or signal other processes (and their environment)")
+@pytest.mark.parametrize("mode", MODES)
+def test_the_parents_environment_and_memory_are_out_of_reach(mode, monkeypatch):
+    needs(mode, "cannot signal other users' processes or read their environment")
     secret = "NANO-SECRET-" + secrets.token_hex(8)
     code_reward.close_pool()                        # new workers inherit the secret
     monkeypatch.setenv("NANO_TEST_SECRET", secret)
@@ -356,18 +373,19 @@ def f():
     return f'not found in {len(set(seen))} processes'
 """
     try:
-        score, result, _ = grade(program, functional(f"assert f() == {secret!r}"), "bwrap")
+        score, result, _ = grade(program, functional(f"assert f() == {secret!r}"), mode)
         assert score == 0, result
-        score, result, _ = grade(program, functional("assert f().startswith('not found in')"), "bwrap")
-        assert score == 1, result
+        score, result, _ = grade(program, functional("assert f().startswith('not found in')"), mode)
+        assert score == 1, result["detail"]
     finally:
         code_reward.close_pool()
 
 
-def test_signalling_the_parent_or_everyone_hurts_nobody():
-    needs("bwrap" if HAVE_BWRAP else "rlimits", "cannot see or signal other processes (and their environment)")
-    grade("def f():\n    return 1\n", functional("assert f() == 1"), "bwrap")      # start the worker
-    worker = code_reward._POOL["bwrap"][0]
+@pytest.mark.parametrize("mode", MODES)
+def test_signalling_the_parent_or_everyone_hurts_nobody(mode):
+    needs(mode, "cannot signal other users' processes or read their environment")
+    grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)      # start the worker
+    worker = code_reward._POOL[mode][0]
     program = f"""
 import os, signal
 def f():
@@ -390,13 +408,13 @@ def f():
         pass
     return hits
 """
-    score, result, seconds = grade(program, functional("assert f() != []"), "bwrap")   # it hit something
+    score, result, seconds = grade(program, functional("assert f() != []"), mode)   # it hit something
     assert score == 0 and seconds < FAST_S + MARGIN_S, result
-    score, result, _ = grade(program, functional("assert f() == []"), "bwrap")         # it ran, and hit nothing
-    assert score == 1, result
-    assert worker.proc.poll() is None and code_reward._POOL["bwrap"][0] is worker, "the grading worker survived"
-    score, _, _ = grade("def f():\n    return 1\n", functional("assert f() == 1"), "bwrap")
-    assert score == 1 and code_reward._POOL["bwrap"][0] is worker
+    score, result, _ = grade(program, functional("assert f() == []"), mode)         # it ran, and hit nothing
+    assert score == 1, result["detail"]
+    assert worker.proc.poll() is None and code_reward._POOL[mode][0] is worker, "the grading worker survived"
+    score, _, _ = grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)
+    assert score == 1 and code_reward._POOL[mode][0] is worker
 
 
 UNPRIVILEGED_CHECKS = r"""
@@ -567,7 +585,7 @@ def test_legitimate_program_features():
                "def gen(n):\n    yield from range(n)\n"
                "if __name__ == '__main__':\n    input('a __main__ block does not run')\n")
     score, result, _ = grade(program, tests, mode)
-    assert score == 1, result
+    assert score == 1, result["detail"]
 
 
 @pytest.mark.parametrize("mode", MODES)
