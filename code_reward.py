@@ -491,8 +491,8 @@ class _Sandbox:
             os.close(from_child_w)
         if self.proc is None:
             return
-        if notify:
-            notify(self.proc.pid)   # the scorer kills this process group too if it has to kill the worker
+        if notify:  # the scorer cleans up after this sandbox itself if it has to kill the worker mid-item
+            notify({"pgid": self.proc.pid, "uid": self.uid if mode != "bwrap" else None, "workdir": self.workdir})
         self.out = self.proc.stdout.fileno()
         self.err = self.proc.stderr.fileno() if kind == "stdio" else None
         for fd in (self.to_child, self.from_child, self.out) + ((self.err,) if self.err else ()):
@@ -926,8 +926,8 @@ def _serve(mode, memory_limit_bytes):
     except (OSError, AttributeError):
         pass
 
-    def notify(pgid):
-        sys.stdout.write(json.dumps({"child": pgid}) + "\n")
+    def notify(child):
+        sys.stdout.write(json.dumps({"child": child}) + "\n")
         sys.stdout.flush()
 
     for line in sys.stdin:
@@ -971,10 +971,17 @@ class _Worker:
         return [json.loads(line) for line in lines]
 
     def kill(self):
+        """Kill the worker and what its current sandbox left: the process group (bwrap: the whole sandbox dies
+        with its parent anyway), the fallback's uid, the fallback's working directory."""
+        import shutil
         self.proc.kill()
         self.proc.wait()
-        for pgid in self.children:  # sandboxes it had started (bwrap: already dying with their parent)
-            _kill_group(pgid)
+        for child in self.children:
+            _kill_group(child["pgid"])
+            if child["uid"] is not None:
+                _kill_user(child["uid"])
+            if child["workdir"]:
+                shutil.rmtree(child["workdir"], ignore_errors=True)
 
 
 _POOL = {}  # mode -> persistent workers (starting one costs ~50 ms; they are reused across batches)

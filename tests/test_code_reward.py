@@ -12,6 +12,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,7 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 HAVE_BWRAP = code_reward.sandbox_mode("auto") == "bwrap"
 MODES = ["bwrap", "rlimits"] if HAVE_BWRAP else ["rlimits"]
 FAST_S = 2.0     # timeout for hostile items: each must end within this (+ start-up and kill margin)
-MARGIN_S = 1.5
+SLOW_S = 10.0    # timeout for items that must pass: generous, so that a loaded machine does not fail them
+# start-up, kill and reap on top of a deadline; on a machine loaded by other work (load average above the core
+# count) everything takes longer, so the margin grows with the load
+MARGIN_S = 1.5 + 0.5 * max(0.0, os.getloadavg()[0] / (os.cpu_count() or 1) - 1)
 
 
 def fenced(program):
@@ -38,13 +42,18 @@ def needs(mode, claim):
         pytest.skip(f"the {mode} sandbox does not claim: {claim}")
 
 
-def grade(program, tests, mode, timeout_s=FAST_S, partial=False):
+def grade(program, tests, mode, timeout_s=SLOW_S, partial=False):
     """One response through the real path (grading worker + sandbox): (score, result dict, seconds)."""
     results = []
     start = time.monotonic()
     score = score_code_batch([fenced(program)], [tests], workers=1, timeout_s=timeout_s, sandbox=mode,
                              results=results, partial=partial)[0]
     return score, results[0], time.monotonic() - start
+
+
+def warm(mode):
+    """Start the mode's grading worker, so that timed items measure the item, not the worker's start-up."""
+    assert grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)[0] == 1
 
 
 def functional(*asserts, entry_point=None, **extra):
@@ -152,7 +161,7 @@ def test_another_problems_reference_solution_fails():
     problems = data.load_dataset("mbpp_test,humaneval,stdio_demo")[::7]
     shifted = [fenced(problems[(i + 1) % len(problems)]["solution"]) for i in range(len(problems))]
     stats = {}
-    scores = score_code_batch(shifted, [p["tests"] for p in problems], stats=stats)
+    scores = score_code_batch(shifted, [p["tests"] for p in problems], timeout_s=30.0, stats=stats)
     assert len(scores) == len(problems) > 90 and sum(scores) == 0
     assert stats["code_timeouts"] == stats["code_crashes"] == stats["sandbox_refusals"] == 0
 
@@ -162,10 +171,11 @@ def test_another_problems_reference_solution_fails():
 # ------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", MODES)
 def test_infinite_loops_end_at_the_deadline(mode):
+    warm(mode)
     for program, tests in [("def f():\n    while True:\n        pass\n", functional("assert f() == 1")),
                            ("while True:\n    pass\n", functional("assert f() == 1")),
                            ("while True:\n    pass\n", {"kind": "stdio", "cases": [{"input": "", "output": "1"}]})]:
-        score, result, seconds = grade(program, tests, mode)
+        score, result, seconds = grade(program, tests, mode, timeout_s=FAST_S)
         assert score == 0 and result["status"] == "timeout", result
         assert seconds < FAST_S + MARGIN_S
     assert not leftover_runners()
@@ -174,7 +184,8 @@ def test_infinite_loops_end_at_the_deadline(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_a_program_that_never_reads_stdin(mode):
     big = {"kind": "stdio", "cases": [{"input": "x" * (8 << 20) + "\n", "output": "done"}]}
-    score, result, seconds = grade("import time\ntime.sleep(60)\n", big, mode)
+    warm(mode)
+    score, result, seconds = grade("import time\ntime.sleep(60)\n", big, mode, timeout_s=FAST_S)
     assert score == 0 and result["status"] == "timeout" and seconds < FAST_S + MARGIN_S
     # not reading its input is allowed: the harness must not block on the pipe
     score, result, _ = grade("print('done')\n", big, mode)
@@ -189,7 +200,8 @@ def test_fork_bomb_is_contained_and_reaped(mode):
                "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
                "            n += 1\n        except OSError:\n            break\n    return n\n")
     escaper = counter.replace("if os.fork() == 0:", "if os.fork() == 0:\n                os.setsid()")
-    score, result, seconds = grade(bomb, functional("assert f() == 1"), mode)
+    warm(mode)
+    score, result, seconds = grade(bomb, functional("assert f() == 1"), mode, timeout_s=FAST_S)
     assert score == 0 and result["status"] == "timeout" and seconds < FAST_S + MARGIN_S
     # the limit binds (root included: the program runs as an unprivileged uid): it forks fewer than MAX_PROCESSES
     score, _, _ = grade(counter, functional(f"assert f() < {code_reward.MAX_PROCESSES}"), mode)
@@ -207,8 +219,8 @@ def test_memory_bomb_fails_fast(mode):
     score, result, _ = grade(probe, functional("assert f() == 'limited'"), mode)
     assert score == 1, result["detail"]
     grow = "def f():\n    blocks = []\n    while True:\n        blocks.append(bytearray(1 << 20))\n"
-    score, result, seconds = grade(grow, functional("assert f() == 1"), mode)
-    assert score == 0 and seconds < FAST_S + MARGIN_S, result
+    score, result, seconds = grade(grow, functional("assert f() == 1"), mode, timeout_s=FAST_S)
+    assert score == 0 and seconds < FAST_S + MARGIN_S, result   # MemoryError at 512 MB (or the deadline, if slow)
     score, result, seconds = grade("x = bytearray(8 << 30)\ndef f():\n    return 1\n", functional("assert f() == 1"), mode)
     assert score == 0 and "MemoryError" in result["detail"], result
 
@@ -218,11 +230,12 @@ def test_a_10gb_write_stops_at_the_file_size_limit(mode, tmp_path):
     writer = ("import errno\ndef f():\n    chunk = b'x' * (1 << 20)\n    try:\n        with open('big', 'wb') as out:\n"
               "            for _ in range(10 * 1024):\n                out.write(chunk)\n    except OSError as e:\n"
               "        return errno.errorcode[e.errno]\n    return 'wrote 10 GB'\n")
+    before = set(Path(tempfile.gettempdir()).glob("nano-code-*"))
     score, result, seconds = grade(writer, functional("assert f() == 'wrote 10 GB'"), mode)
     assert score == 0 and seconds < FAST_S + MARGIN_S
     score, result, _ = grade(writer, functional("assert f() == 'EFBIG'"), mode)   # stopped by RLIMIT_FSIZE
     assert score == 1, result["detail"]
-    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("nano-code-*")), "the working directory is removed"
+    assert set(Path(tempfile.gettempdir()).glob("nano-code-*")) <= before, "the working directory is removed"
 
 
 def test_many_files_fill_only_the_size_limited_directory():
@@ -562,7 +575,7 @@ def get():
 def test_a_huge_return_value_fails_without_hurting_the_checker():
     score, result, _ = grade("def f():\n    return 'x' * (100 << 20)\n", functional("assert len(f()) > 0"), MODES[0],
                              timeout_s=5.0)
-    assert score == 0 and result["status"] in ("failed", "crash"), result   # too large, or its memory limit
+    assert score == 0 and result["status"] != "passed", result   # too large, its memory limit, or slow
     assert grade("def f():\n    return 'x' * 1000\n", functional("assert len(f()) == 1000"), MODES[0])[0] == 1
 
 
@@ -613,7 +626,7 @@ def test_batch_stats_count_timeouts_crashes_and_refusals(monkeypatch):
                  fenced("def f():\n    while True:\n        pass\n"), fenced("import os\ndef f():\n    os._exit(3)\n"),
                  fenced("import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSEGV)\n"), "no code here"]
     stats, results = {}, []
-    scores = score_code_batch(responses, [tests] * len(responses), workers=2, timeout_s=FAST_S, stats=stats,
+    scores = score_code_batch(responses, [tests] * len(responses), workers=2, timeout_s=4.0, stats=stats,
                               results=results)
     assert scores == [1, 0, 0, 0, 0, 0]
     assert [r["status"] for r in results] == ["passed", "failed", "timeout", "crash", "crash", "no_program"]
@@ -628,16 +641,26 @@ def test_batch_stats_count_timeouts_crashes_and_refusals(monkeypatch):
     assert run_tests("def f():\n    return 1\n", tests, mode=MODES[0])["status"] == "refused"
 
 
-def test_a_late_checker_is_killed_and_replaced():
+@pytest.mark.parametrize("mode", MODES)
+def test_a_late_checker_is_killed_and_replaced(mode):
+    """Trusted test code that never ends: the scorer kills the worker, and cleans up its sandbox itself."""
     hang = functional("while True:\n    pass", entry_point="f")
+    before = set(Path(tempfile.gettempdir()).glob("nano-code-*"))
+    code_reward.close_pool()
+    warm(mode)
     stats, results = {}, []
     start = time.monotonic()
-    scores = score_code_batch([fenced("def f():\n    return 1\n")], [hang], workers=1, timeout_s=1.0, stats=stats,
-                              results=results)
+    scores = score_code_batch([fenced("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
+                                      "def f():\n    return 1\n")], [hang], workers=1, timeout_s=3.0, stats=stats,
+                              results=results, sandbox=mode)
     assert scores == [0] and stats["code_timeouts"] == 1 and results[0]["detail"].startswith("grading worker killed")
-    assert time.monotonic() - start < 1.0 + code_reward.WORKER_GRACE_S + MARGIN_S
-    assert score_code_batch([fenced("def f():\n    return 1\n")], [functional("assert f() == 1")], workers=1) == [1]
-    assert not leftover_runners()
+    assert time.monotonic() - start < 3.0 + code_reward.WORKER_GRACE_S + MARGIN_S
+    assert score_code_batch([fenced("def f():\n    return 1\n")], [functional("assert f() == 1")], workers=1,
+                            sandbox=mode) == [1]
+    if code_reward.sandbox_guarantees(mode)["runs as an unprivileged uid of its own; process count limited; "
+                                            "every process reaped"]:
+        assert not leftover_runners()   # the child that left the process group too
+    assert set(Path(tempfile.gettempdir()).glob("nano-code-*")) <= before
 
 
 def test_bad_tests_are_refused_with_the_field_named():
@@ -667,7 +690,8 @@ def test_dispatcher_grades_each_row_by_its_data():
     code_row = data.load_dataset("humaneval")[0]
     responses = [f"\\boxed{{{math_row['answer']}}}", fenced(code_row["solution"]), "\\boxed{nope}", "```python\npass\n```"]
     stats = {}
-    scores = reward.score_problems(responses, [math_row, code_row, math_row, code_row], workers=2, stats=stats)
+    scores = reward.score_problems(responses, [math_row, code_row, math_row, code_row], workers=2, stats=stats,
+                                   timeout_s=60.0)   # generous: the math workers' first start imports sympy
     assert scores == [1.0, 1.0, 0.0, 0.0]
     assert stats["code_timeouts"] == 0 and stats["timeouts"] == 0
 
