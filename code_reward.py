@@ -724,6 +724,21 @@ def _kill_user(uid):
         time.sleep(0.002)
 
 
+def _probe(mode):
+    """(works, why): one trivial program through the sandbox `mode`, cached per process."""
+    if mode not in _PROBED:
+        import shutil
+        if mode == "bwrap" and not shutil.which("bwrap"):
+            _PROBED[mode] = (False, "bwrap is not installed")
+        else:
+            result = run_tests("def f():\n    return 41 + 1\n", {"kind": "functional", "asserts": ["assert f() == 42"]},
+                               timeout_s=10.0, mode=mode)
+            _PROBED[mode] = (result["status"] == "passed",
+                             f"{mode} probe: {result['status']} {result.get('detail', '')} (interpreter "
+                             f"{sandbox_python()})")
+    return _PROBED[mode]
+
+
 def sandbox_mode(requested=SANDBOX):
     """'bwrap' when bubblewrap runs a probe program here, else 'rlimits' (the fallback) -- or 'unavailable'
     when `requested` is 'bwrap' and it does not work (every item is then refused). Cached per process."""
@@ -731,15 +746,7 @@ def sandbox_mode(requested=SANDBOX):
         raise ValueError(f"sandbox must be auto, bwrap or rlimits, got {requested!r}")
     if requested == "rlimits":
         return "rlimits"
-    if "bwrap" not in _PROBED:
-        import shutil
-        ok, why = False, "bwrap is not installed"
-        if shutil.which("bwrap"):
-            result = run_tests("def f():\n    return 41 + 1\n", {"kind": "functional", "asserts": ["assert f() == 42"]},
-                               timeout_s=10.0, mode="bwrap")
-            ok, why = result["status"] == "passed", f"bwrap probe: {result['status']} {result.get('detail', '')}"
-        _PROBED["bwrap"] = (ok, why)
-    ok, why = _PROBED["bwrap"]
+    ok, why = _probe("bwrap")
     if ok:
         return "bwrap"
     if requested == "bwrap":
@@ -749,6 +756,11 @@ def sandbox_mode(requested=SANDBOX):
         missing = [claim for claim, holds in sandbox_guarantees("rlimits").items() if not holds]
         print(f"code_reward.py: WARNING: {why}; programs run with the rlimits fallback, which does NOT give: "
               f"{'; '.join(missing)} (README 'Code RL'). Install bubblewrap for the sandbox.", file=sys.stderr)
+        works, why_not = _probe("rlimits")
+        if not works:  # e.g. root, and no interpreter the sandbox uid may read: fail closed, and say why
+            print(f"code_reward.py: WARNING: the fallback cannot run programs either ({why_not}): every code item "
+                  f"will be refused (score 0). Set code_reward.SANDBOX_PYTHON to a Python that others can read.",
+                  file=sys.stderr)
     return "rlimits"
 
 
