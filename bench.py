@@ -7,6 +7,8 @@
                                  (pip install math-verify==0.9.0); --math_verify_repo DIR adds its published cases
     python bench.py step         (GPU) one training step of a 1.5B-shaped model at 4K and 8K response tokens
     python bench.py rollout      tiny-model vLLM CPU generation tokens/s and seconds per update_weights
+    python bench.py code         code reward: MBPP reference programs graded/s (2 workers), p50/p99 per program,
+                                 sandbox start-up cost per program (bwrap vs the rlimits fallback vs bare python)
     python bench.py all
 """
 import argparse
@@ -364,9 +366,57 @@ def bench_rollout():
               f"(256 sequences); update_weights {statistics.median(syncs) * 1e3:.1f} ms (median of 5)")
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Code reward (code_reward.py): throughput on real programs, and what the sandbox itself costs
+# ------------------------------------------------------------------------------------------------------------
+def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
+    import code_reward
+    import data
+    print(f"== code reward: every MBPP reference program graded through workers + sandbox (all must pass); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other users' work slows all of this)")
+    problems = [p for name in sets for p in data.load_dataset(name)]
+    modes = ["bwrap", "rlimits"] if code_reward.sandbox_mode("auto") == "bwrap" else ["rlimits"]
+    for mode in modes:
+        responses = [f"```python\n{p['solution']}\n```" for p in problems]
+        code_reward.score_code_batch(responses[:4], [p["tests"] for p in problems[:4]], workers=2, sandbox=mode)  # warm
+        results, start = [], time.perf_counter()
+        scores = code_reward.score_code_batch(responses, [p["tests"] for p in problems], workers=2, timeout_s=30.0,
+                                              sandbox=mode, results=results)
+        seconds = time.perf_counter() - start
+        q = statistics.quantiles([r["seconds"] for r in results], n=100)
+        print(f"{mode:8s} {len(problems)} programs in {seconds:.1f} s = {len(problems) / seconds:.1f} programs/s "
+              f"(2 workers); per program p50 {1e3 * q[49]:.0f} ms, p99 {1e3 * q[98]:.0f} ms, "
+              f"max {max(r['seconds'] for r in results):.2f} s; passed {int(sum(scores))}/{len(problems)}")
+    print(f"== sandbox start-up per program (median and min of {repeats}, one at a time): a trivial program and one assert")
+    trivial = ("def f():\n    return 1\n", {"kind": "functional", "asserts": ["assert f() == 1"]})
+    for mode in modes:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            assert code_reward.run_tests(*trivial, mode=mode)["status"] == "passed"
+            times.append(time.perf_counter() - start)
+        print(f"{mode:8s} run_tests, whole item: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
+    bare = [code_reward.sandbox_python(), "-I", "-S", "-c", "pass"]
+    namespaces = code_reward._bwrap_argv([])
+    namespaces = namespaces[:namespaces.index("--chdir") + 2] + ["/bin/true"]
+    uid = code_reward.SANDBOX_UID_BASE + os.getpid()   # as the sandbox runs it: an unprivileged uid when root
+    as_sandbox = {"user": uid, "group": uid, "extra_groups": []} if os.geteuid() == 0 else {}
+    for name, argv, user in [("python -I -S -c pass (no sandbox)", bare, {}),
+                             ("bwrap ... /bin/true (namespaces and mounts only)", namespaces, as_sandbox)]:
+        if name.startswith("bwrap") and "bwrap" not in modes:
+            continue
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run(argv, env={}, check=True, **user)
+            times.append(time.perf_counter() - start)
+        print(f"{name}: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
+    print(f"load average now {os.getloadavg()[0]:.1f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["logprobs", "step", "grader", "reward", "rollout", "all"])
+    parser.add_argument("what", choices=["logprobs", "step", "grader", "reward", "rollout", "code", "all"])
     parser.add_argument("--dev", default=str(DEV_SET), help="grader: JSONL(.gz) of real responses with verdicts "
                         "(fields response, gold, label, benchmark)")
     parser.add_argument("--math_verify_repo", default=None, help="grader: a Math-Verify checkout; its published "
@@ -382,6 +432,8 @@ def main():
         bench_grader(args.dev, args.math_verify_repo, args.disagreements)
     if args.what in ("rollout", "all"):
         bench_rollout()
+    if args.what in ("code", "all"):
+        bench_code()
 
 
 if __name__ == "__main__":

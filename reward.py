@@ -1867,5 +1867,41 @@ def main():
     print(f"{len(scores)} rows, accuracy {sum(scores) / max(len(scores), 1):.4f}, {elapsed:.1f}s, {stats}")
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Code problems (rows with `tests`): the sandboxed code reward lives in code_reward.py and is re-exported here so
+# that the loop imports one module; score_problems picks the reward by each row's data.
+# ------------------------------------------------------------------------------------------------------------
+from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S  # noqa: E402
+from code_reward import STAT_KEYS as CODE_STAT_KEYS  # noqa: E402,F401
+from code_reward import code_reward, score_code_batch  # noqa: E402,F401
+
+
+def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, code_timeout_s=None, stats=None,
+                   strict=False, think_prefilled=False):
+    """Grade responses[i] against problems[i] by the problem's data: a row with `tests` gets the code reward (its
+    program run against the tests in a sandbox, hard limit code_timeout_s seconds per item, default
+    code_reward.DEFAULT_TIMEOUT_S), a row with `answer` the math grader (score_batch, timeout_s). Returns floats in
+    [0, 1]; `stats` receives both graders' counts (timeouts, invalid_gold, code_timeouts, sandbox_refusals, ...).
+    strict, think_prefilled: see extract_answer (math rows only)."""
+    if len(responses) != len(problems):
+        raise ValueError(f"{len(responses)} responses but {len(problems)} problems")
+    scores = [0.0] * len(responses)
+    is_code = [p.get("tests") is not None for p in problems]
+    math_rows = [i for i, c in enumerate(is_code) if not c]
+    code_rows = [i for i, c in enumerate(is_code) if c]
+    if math_rows:
+        part = score_batch([responses[i] for i in math_rows], [problems[i]["answer"] for i in math_rows], workers=workers,
+                           timeout_s=timeout_s, ids=[problems[i]["id"] for i in math_rows], stats=stats,
+                           strict=strict, think_prefilled=think_prefilled)
+        for i, s in zip(math_rows, part):
+            scores[i] = s
+    if code_rows:
+        part = score_code_batch([responses[i] for i in code_rows], [problems[i]["tests"] for i in code_rows],
+                                workers=workers, timeout_s=code_timeout_s or CODE_TIMEOUT_S, stats=stats)
+        for i, s in zip(code_rows, part):
+            scores[i] = s
+    return scores
+
+
 if __name__ == "__main__":
     main()
