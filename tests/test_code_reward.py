@@ -714,6 +714,7 @@ class ScriptedCode:
             solution = next(p["solution"] for p in self.problems if p["problem"] in prompt)
             for j in range(n):
                 samples[i * n + j].text = fenced(solution if j % 2 == 0 else "def nothing():\n    pass\n")
+                samples[i * n + j].finish_reason = "stop"  # a complete program (truncated responses earn 0)
         return samples
 
 
