@@ -1,9 +1,14 @@
 """Benchmarks that print numbers (speed and memory targets live here, not in timed tests).
 
     python bench.py logprobs     peak memory / time of grpo.token_logprobs fwd+bwd, 32K tokens x 152K vocab
-    python bench.py reward       grader accuracy on dataset solutions, throughput (2 workers), per-item latency;
-                                 the same for math-verify when it is installed (pip install math-verify)
+    python bench.py grader       agreement with careful verdicts on real model outputs (per benchmark, per answer
+                                 format, false positives and negatives apart), the adversarial table, items/s with
+                                 2 workers, per-item p50/p99/max; the same for math-verify when it is installed
+                                 (pip install math-verify==0.9.0); --math_verify_repo DIR adds its published cases
+    python bench.py step         (GPU) one training step of a 1.5B-shaped model at 4K and 8K response tokens
     python bench.py rollout      tiny-model vLLM CPU generation tokens/s and seconds per update_weights
+    python bench.py code         code reward: MBPP reference programs graded/s (2 workers), p50/p99 per program,
+                                 sandbox start-up cost per program (bwrap vs the rlimits fallback vs bare python)
     python bench.py all
 """
 import argparse
@@ -28,7 +33,7 @@ import grpo
 from transformers import Qwen2Config, Qwen2ForCausalLM
 seq, vocab, hidden, chunk, device = {seq}, {vocab}, {hidden}, {chunk}, {device!r}
 torch.manual_seed(0)
-config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * {mlp_mult},
+config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=int(hidden * {mlp_mult}),
                      num_hidden_layers={layers}, num_attention_heads=max(1, hidden // 128), num_key_value_heads=max(1, hidden // 768),
                      head_dim=min(128, hidden), max_position_embeddings=seq + 1, tie_word_embeddings=False)
 dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -76,9 +81,229 @@ def bench_logprobs(seq=32768, vocab=151936):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Grader
+# One training step (train.update_policy) on a model of a real size: time and peak memory per phase
 # ------------------------------------------------------------------------------------------------------------
-def _rows(name):
+def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, hidden=1536, layers=28,
+               mlp=8960, vocab=151936, device="cuda"):
+    """train.py's update (fp32 master weights, bf16 autocast, gradient checkpointing, chunked log-probs, KL to a
+    bf16 reference, AdamW) on random weights shaped like Qwen2.5-1.5B, and the weight gather of the sync
+    (full_weights cast to bf16; the vLLM push itself needs vLLM on the GPU). Needs a GPU."""
+    import tempfile
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    import train
+    from rollout import Sample
+    if device == "cuda" and not torch.cuda.is_available():
+        print("bench.py step: needs a GPU (the figures are for a 1.5B-parameter model)")
+        return
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    path = Path(tempfile.mkdtemp()) / "model"
+    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers,
+                         num_attention_heads=max(1, hidden // 128), num_key_value_heads=max(1, hidden // 768),
+                         max_position_embeddings=32768,
+                         tie_word_embeddings=True)
+    Qwen2ForCausalLM(config).save_pretrained(path)
+    device = torch.device(device)
+    for length in response_lens:
+        args = train.parse_args(["--model", str(path), "--max_response_len", str(length), "--eval_data", "",
+                                 "--dry_run"])
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        policy = train.load_model(str(path), device, torch.float32, gradient_checkpointing=True)
+        policy.train()
+        reference = train.load_model(str(path), device, torch.bfloat16).eval().requires_grad_(False)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, betas=(0.9, 0.999))
+        resident = torch.cuda.memory_allocated() / 2**30 if cuda else 0.0
+        g = torch.Generator().manual_seed(0)
+        samples = []
+        for k in range(samples_per_step):  # lengths spread like a real group: 50% to 100% of the limit
+            n = int(length * (0.5 + 0.5 * (k % 8) / 7))
+            ids = torch.randint(0, vocab, (prompt_len + n,), generator=g).tolist()
+            samples.append(Sample(ids[:prompt_len], ids[prompt_len:], [-1.0] * n, "stop", ""))
+        advantages = torch.randn(samples_per_step, generator=g)
+        everyone = list(range(samples_per_step))
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+        times = []
+        for step in range(3):  # the first is a warm-up
+            sync()
+            start = time.perf_counter()
+            train.update_policy(policy, reference, optimizer, samples, advantages, everyone, everyone, args, step,
+                                device, autocast, 0)
+            sync()
+            times.append(time.perf_counter() - start)
+        peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0
+        start = time.perf_counter()
+        gathered = sum(t.numel() for _, t in train.full_weights(policy, dtype=torch.bfloat16))
+        sync()
+        gather_s = time.perf_counter() - start
+        tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+        print(f"step: {samples_per_step} samples x (prompt {prompt_len} + response <= {length}) = {tokens} tokens: "
+              f"update {statistics.median(times[1:]):.2f} s ({tokens / statistics.median(times[1:]):.0f} tokens/s), "
+              f"peak {peak:.1f} GB (resident policy fp32 + AdamW-to-be + bf16 reference {resident:.1f} GB); "
+              f"bf16 weight gather for the push {gather_s * 1e3:.0f} ms ({gathered / 1e9:.2f} B params)")
+        del policy, reference, optimizer
+        if cuda:
+            torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Grader: agreement with careful verdicts on real model outputs, adversarial table, speed; vs math-verify
+# ------------------------------------------------------------------------------------------------------------
+DEV_SET = ROOT.parent / "shared" / "data" / "grader_dev" / "real_outputs_dev.jsonl.gz"
+
+
+def _response_format(text):
+    """How a response states its answer (for the per-format table): json, long-cot, boxed, ####, A:, free text."""
+    if '"answer"' in text:
+        return "json field"
+    if "<|begin_of_thought|>" in text or "<think>" in text or "</think>" in text:
+        return "long CoT"
+    if "\\boxed" in text or "\\fbox" in text:
+        return "boxed"
+    if "####" in text:
+        return "####"
+    if "\nA:" in text or text.startswith("A:"):
+        return "A:"
+    return "free text"
+
+
+def _math_verify(gold, response):
+    """math-verify 0.9's verdict, the way its README grades: gold parsed as LaTeX, the response as free text."""
+    from math_verify import parse, verify
+    try:
+        parsed = parse("$" + gold + "$") or parse("\\boxed{" + gold + "}")
+        return bool(verify(parsed, parse(response)))
+    except Exception:  # noqa: BLE001 -- a crash counts as "not equal", as in a training loop
+        return False
+
+
+def _timed_math_verify(pair):
+    start = time.perf_counter()
+    verdict = _math_verify(*pair)
+    return verdict, time.perf_counter() - start
+
+
+def _have_math_verify():
+    try:
+        import math_verify  # noqa: F401
+        return True
+    except ImportError:
+        print("(math-verify not installed: `pip install math-verify==0.9.0` in this environment to compare)")
+        return False
+
+
+def _agreement_table(rows, verdicts, key):
+    """Per group: n, then for each grader: agreement %, false positives, false negatives."""
+    groups = {}
+    for row, row_verdicts in zip(rows, zip(*verdicts.values())):
+        for name in (key(row), "ALL"):
+            g = groups.setdefault(name, {"n": 0, **{k: [0, 0, 0] for k in verdicts}})
+            g["n"] += 1
+            for grader, v in zip(verdicts, row_verdicts):
+                g[grader][0] += v == row["label"]
+                g[grader][1] += v and not row["label"]
+                g[grader][2] += (not v) and row["label"]
+    header = "| group | n | " + " | ".join(f"{k} agree | FP | FN" for k in verdicts) + " |"
+    print(header)
+    print("|---|---:|" + "---:|---:|---:|" * len(verdicts))
+    for name, g in sorted(groups.items(), key=lambda kv: (kv[0] == "ALL", kv[0])):
+        cells = " | ".join(f"{100 * g[k][0] / g['n']:.1f} | {g[k][1]} | {g[k][2]}" for k in verdicts)
+        print(f"| {name} | {g['n']} | {cells} |")
+
+
+def bench_grader(dev=DEV_SET, math_verify_repo=None, show_disagreements=False):
+    from multiprocessing import Pool
+
+    import reward
+    have_mv = _have_math_verify()
+    sys.path.insert(0, str(ROOT / "tests"))
+    from grader_cases import EQUIV, RESPONSES
+
+    # 1. real model outputs with careful verdicts
+    if Path(dev).exists():
+        import gzip
+        with gzip.open(dev, "rt", encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+        responses, golds = [r["response"] for r in rows], [r["gold"] for r in rows]
+        print(f"== {len(rows)} real model responses with careful verdicts ({dev})")
+        reward.score_batch(responses[:8], golds[:8], workers=2)  # start the workers
+        stats = {}
+        start = time.perf_counter()
+        ours = reward.score_batch(responses, golds, workers=2, timeout_s=reward.DEFAULT_TIMEOUT_S, stats=stats)
+        ours_rate = len(rows) / (time.perf_counter() - start)
+        latencies = []
+        for response, gold in zip(responses, golds):
+            t = time.perf_counter()
+            reward._math_reward_unbounded(response, gold)
+            latencies.append(time.perf_counter() - t)
+        verdicts = {"ours": [s == 1.0 for s in ours]}
+        if have_mv:
+            start = time.perf_counter()
+            with Pool(2) as pool:
+                mv = pool.map(_timed_math_verify, list(zip(golds, responses)), chunksize=16)
+            mv_rate = len(rows) / (time.perf_counter() - start)
+            verdicts["math-verify"] = [v for v, _ in mv]
+        print("\nby benchmark:")
+        _agreement_table(rows, verdicts, lambda r: r["benchmark"].split(" (")[0])
+        print("\nby answer format:")
+        _agreement_table(rows, verdicts, lambda r: _response_format(r["response"]))
+        if show_disagreements:
+            print("\ndisagreements with the verdicts (row, benchmark, gold, extracted answer, verdict, ours):")
+            for k, (row, v) in enumerate(zip(rows, verdicts["ours"])):
+                if v != row["label"]:
+                    print(f"  {k:5d} {row['benchmark'][:14]:14s} gold {row['gold'][:40]!r:44s} answer "
+                          f"{(reward.extract_answer(row['response']) or '')[:50]!r:54s} verdict {row['label']!s:5s} ours {v}")
+        q = statistics.quantiles(latencies, n=100)
+        print(f"\nspeed: ours {ours_rate:.0f} items/s with 2 worker processes; per item p50 {1e3 * q[49]:.2f} ms, "
+              f"p99 {1e3 * q[98]:.2f} ms, max {1e3 * max(latencies):.1f} ms (in-process); timeouts {stats['timeouts']}, "
+              f"errors {stats['errors']}")
+        if have_mv:
+            mq = statistics.quantiles([t for _, t in mv], n=100)
+            print(f"       math-verify {mv_rate:.0f} items/s with 2 processes; per item p50 {1e3 * mq[49]:.2f} ms, "
+                  f"p99 {1e3 * mq[98]:.2f} ms, max {1e3 * max(t for _, t in mv):.1f} ms  ->  ours/math-verify "
+                  f"throughput {ours_rate / mv_rate:.1f}x")
+    else:
+        print(f"(no dev set at {dev}: pass --dev PATH)")
+
+    # 2. the adversarial table (tests/grader_cases.py)
+    table = [(p, g, want) for rows_ in EQUIV.values() for p, g, want in rows_]
+    print(f"\n== adversarial table: {len(table)} answer pairs ({sum(not w for *_, w in table)} wrong answers that look "
+          f"right) + {len(RESPONSES)} whole responses")
+    graders = {"ours": lambda g, r: reward.math_reward(r, g) == 1.0}
+    if have_mv:
+        graders["math-verify"] = _math_verify
+    for name, grade in graders.items():
+        pairs = [(g, "$" + p + "$" if name == "math-verify" else "\\boxed{" + p + "}", want) for p, g, want in table]
+        pairs += [(g, r, want == 1.0) for r, g, want in RESPONSES]
+        got = [grade(g, r) for g, r, _ in pairs]
+        fp = sum(v and not w for v, (_, _, w) in zip(got, pairs))
+        fn = sum(w and not v for v, (_, _, w) in zip(got, pairs))
+        print(f"{name:12s} {len(pairs) - fp - fn}/{len(pairs)} agree: {fp} wrong answers rewarded, {fn} right answers "
+              f"refused")
+
+    # 3. other graders' published test cases (math-verify's own suite), when a checkout is given
+    if math_verify_repo:
+        cases = _published_cases(Path(math_verify_repo))
+        print(f"\n== math-verify's published test cases ({len(cases)} from {math_verify_repo}/tests)")
+        for name, grade in graders.items():
+            agree = sum(grade(g, p) == want for g, p, want in cases)
+            print(f"{name:12s} {agree}/{len(cases)} agree with the expected verdict")
+
+    # 4. secondary: reference solutions against their own answers, and against another problem's answer
+    print("\n== self-consistency (secondary): reference solution vs its own gold; vs the gold of problem i+7")
+    for name in ("math500", "minerva_math", "gsm8k_test", "aime2024"):
+        pairs = _solution_rows(name)
+        own = reward.score_batch([r for r, _ in pairs], [g for _, g in pairs], workers=2, timeout_s=10)
+        shifted = [(r, pairs[(k + 7) % len(pairs)][1]) for k, (r, g) in enumerate(pairs)]
+        shifted = [(r, g) for (r, g), (_, mine) in zip(shifted, pairs) if g.strip() != mine.strip()]
+        other = reward.score_batch([r for r, _ in shifted], [g for _, g in shifted], workers=2, timeout_s=10)
+        print(f"{name:14s} own gold {int(sum(own))}/{len(own)}; another problem's gold rewarded {int(sum(other))}/{len(other)}")
+
+
+def _solution_rows(name):
     import data
     rows = [p for p in data.load_dataset(name) if p.get("solution")]
     if name.startswith("gsm8k"):
@@ -86,74 +311,32 @@ def _rows(name):
     return [(p["solution"], p["answer"]) for p in rows if "\\boxed" in p["solution"]]
 
 
-def _math_verify(gold, response):
-    from math_verify import parse, verify
-    try:
-        return bool(verify(parse("$" + gold + "$"), parse(response)))
-    except Exception:  # noqa: BLE001 -- a crash counts as "not equal", as in a training loop
-        return False
-
-
-def bench_reward(sets=("math500", "minerva_math", "gsm8k_test", "aime2024")):
-    from reward import is_equiv, math_reward, score_batch
-    try:
-        import math_verify  # noqa: F401
-        have_mv = True
-    except ImportError:
-        have_mv = False
-        print("math-verify not installed: `pip install math-verify` to compare")
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_reward import TABLE
-    print(f"== equivalence table of tests/test_reward.py ({len(TABLE)} cases: expected verdicts)")
-    ours = sum(is_equiv(p, g) == want for _, p, g, want in TABLE)
-    print(f"ours        {ours}/{len(TABLE)} agree")
-    if have_mv:
-        wrong = [(p, g, want) for _, p, g, want in TABLE if _math_verify(g, "$" + p + "$") != want]
-        false_pos = sum(1 for *_, want in wrong if not want)
-        print(f"math-verify {len(TABLE) - len(wrong)}/{len(TABLE)} agree ({false_pos} false positives, "
-              f"{len(wrong) - false_pos} false negatives); e.g. {wrong[:6]}")
-    print("== mismatched pairs: each solution against the answer of problem i+7 (full parse path; lower is better)")
-    for name in sets[:2]:
-        rows = _rows(name)
-        shifted = [(r, rows[(k + 7) % len(rows)][1]) for k, (r, _) in enumerate(rows)]
-        shifted = [(r, g) for (r, g), (_, own) in zip(shifted, rows) if g.strip() != own.strip()]
-        start = time.perf_counter()
-        fp = sum(math_reward(r, g) for r, g in shifted)
-        ours_s = time.perf_counter() - start
-        line = f"{name}: ours {int(fp)}/{len(shifted)} rewarded, {len(shifted) / ours_s:.0f}/s in-process"
-        if have_mv:
-            start = time.perf_counter()
-            mv = sum(_math_verify(g, r) for r, g in shifted)
-            line += f"; math-verify {mv}/{len(shifted)} rewarded, {len(shifted) / (time.perf_counter() - start):.0f}/s"
-        print(line)
-    print("== own solution vs own answer (accuracy), throughput with 2 workers, per-item latency")
-    parse = have_mv
-    for name in sets:
-        rows = _rows(name)
-        responses, golds = [r for r, _ in rows], [g for _, g in rows]
-        score_batch(responses[:4], golds[:4], workers=2)  # start the workers
-        start = time.perf_counter()
-        scores = score_batch(responses, golds, workers=2, timeout_s=10)
-        elapsed = time.perf_counter() - start
-        latencies = []
-        for response, gold in rows:
-            t = time.perf_counter()
-            math_reward(response, gold)
-            latencies.append(time.perf_counter() - t)
-        q = statistics.quantiles(latencies, n=100)
-        print(f"ours        {name:14s} acc {sum(scores) / len(scores):.4f} ({int(sum(scores))}/{len(scores)})  "
-              f"{len(scores) / elapsed:7.0f}/s (2 workers)  p50 {1e3 * q[49]:.2f} ms  p99 {1e3 * q[98]:.2f} ms  "
-              f"max {1e3 * max(latencies):.1f} ms")
-        if parse:
-            correct, latencies = 0, []
-            for response, gold in rows:
-                t = time.perf_counter()
-                correct += _math_verify(gold, response)
-                latencies.append(time.perf_counter() - t)
-            q = statistics.quantiles(latencies, n=100)
-            print(f"math-verify {name:14s} acc {correct / len(rows):.4f} ({correct}/{len(rows)})  "
-                  f"{len(rows) / sum(latencies):7.0f}/s (1 process)  p50 {1e3 * q[49]:.2f} ms  "
-                  f"p99 {1e3 * q[98]:.2f} ms  max {1e3 * max(latencies):.1f} ms")
+def _published_cases(repo):
+    """(gold, response, expected) from the pytest parametrize tables of a Math-Verify checkout (read with ast,
+    never imported). Golds that are whole solutions are reduced to their boxed answer."""
+    import ast
+    import reward
+    cases = []
+    for path in sorted((repo / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            for deco in getattr(node, "decorator_list", []):
+                if not (isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "parametrize"):
+                    continue
+                try:
+                    names = [n.strip() for n in ast.literal_eval(deco.args[0]).split(",")]
+                    values = ast.literal_eval(deco.args[1])
+                except (ValueError, SyntaxError, AttributeError, IndexError):
+                    continue
+                for value in values:
+                    row = dict(zip(names, value))
+                    if "gold" not in row or "pred" not in row or row.get("strict") is False \
+                            or row.get("allow_set_relation_comp"):
+                        continue
+                    gold = row["gold"]
+                    if "\\boxed" in gold or len(gold) > 150:
+                        gold = reward.extract_answer(gold, strict=True) or gold
+                    cases.append((gold, row["pred"], bool(row.get("expected", row.get("result")))))
+    return cases
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -183,16 +366,74 @@ def bench_rollout():
               f"(256 sequences); update_weights {statistics.median(syncs) * 1e3:.1f} ms (median of 5)")
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Code reward (code_reward.py): throughput on real programs, and what the sandbox itself costs
+# ------------------------------------------------------------------------------------------------------------
+def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
+    import code_reward
+    import data
+    print(f"== code reward: every MBPP reference program graded through workers + sandbox (all must pass); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other users' work slows all of this)")
+    problems = [p for name in sets for p in data.load_dataset(name)]
+    modes = ["bwrap", "rlimits"] if code_reward.sandbox_mode("auto") == "bwrap" else ["rlimits"]
+    for mode in modes:
+        responses = [f"```python\n{p['solution']}\n```" for p in problems]
+        code_reward.score_code_batch(responses[:4], [p["tests"] for p in problems[:4]], workers=2, sandbox=mode)  # warm
+        results, start = [], time.perf_counter()
+        scores = code_reward.score_code_batch(responses, [p["tests"] for p in problems], workers=2, timeout_s=30.0,
+                                              sandbox=mode, results=results)
+        seconds = time.perf_counter() - start
+        q = statistics.quantiles([r["seconds"] for r in results], n=100)
+        print(f"{mode:8s} {len(problems)} programs in {seconds:.1f} s = {len(problems) / seconds:.1f} programs/s "
+              f"(2 workers); per program p50 {1e3 * q[49]:.0f} ms, p99 {1e3 * q[98]:.0f} ms, "
+              f"max {max(r['seconds'] for r in results):.2f} s; passed {int(sum(scores))}/{len(problems)}")
+    print(f"== sandbox start-up per program (median and min of {repeats}, one at a time): a trivial program and one assert")
+    trivial = ("def f():\n    return 1\n", {"kind": "functional", "asserts": ["assert f() == 1"]})
+    for mode in modes:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            assert code_reward.run_tests(*trivial, mode=mode)["status"] == "passed"
+            times.append(time.perf_counter() - start)
+        print(f"{mode:8s} run_tests, whole item: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
+    bare = [code_reward.sandbox_python(), "-I", "-S", "-c", "pass"]
+    namespaces = code_reward._bwrap_argv([])
+    namespaces = namespaces[:namespaces.index("--chdir") + 2] + ["/bin/true"]
+    uid = code_reward.SANDBOX_UID_BASE + os.getpid()   # as the sandbox runs it: an unprivileged uid when root
+    as_sandbox = {"user": uid, "group": uid, "extra_groups": []} if os.geteuid() == 0 else {}
+    for name, argv, user in [("python -I -S -c pass (no sandbox)", bare, {}),
+                             ("bwrap ... /bin/true (namespaces and mounts only)", namespaces, as_sandbox)]:
+        if name.startswith("bwrap") and "bwrap" not in modes:
+            continue
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run(argv, env={}, check=True, **user)
+            times.append(time.perf_counter() - start)
+        print(f"{name}: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
+    print(f"load average now {os.getloadavg()[0]:.1f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["logprobs", "reward", "rollout", "all"])
+    parser.add_argument("what", choices=["logprobs", "step", "grader", "reward", "rollout", "code", "all"])
+    parser.add_argument("--dev", default=str(DEV_SET), help="grader: JSONL(.gz) of real responses with verdicts "
+                        "(fields response, gold, label, benchmark)")
+    parser.add_argument("--math_verify_repo", default=None, help="grader: a Math-Verify checkout; its published "
+                        "test cases are graded too")
+    parser.add_argument("--disagreements", action="store_true", help="grader: list every row where ours and the "
+                        "verdict differ")
     args = parser.parse_args()
     if args.what in ("logprobs", "all"):
         bench_logprobs()
-    if args.what in ("reward", "all"):
-        bench_reward()
+    if args.what == "step":
+        bench_step()
+    if args.what in ("grader", "reward", "all"):
+        bench_grader(args.dev, args.math_verify_repo, args.disagreements)
     if args.what in ("rollout", "all"):
         bench_rollout()
+    if args.what in ("code", "all"):
+        bench_code()
 
 
 if __name__ == "__main__":

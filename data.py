@@ -1,6 +1,7 @@
 """Datasets, prompt templates and batching.
 
-A problem is a dict in one schema everywhere: {"id": str, "problem": str, "answer": str, ...optional fields}.
+A problem is a dict in one schema everywhere: {"id": str, "problem": str, "answer": str, ...optional fields}; a
+code problem has "tests" (the dict code_reward.py takes; see validate_tests) instead of "answer".
 
     load_dataset("math500")                       a set shipped in data/ (see data/README.md)
     load_dataset("path/to/file.jsonl")            .jsonl, .jsonl.gz, .json, .parquet
@@ -18,8 +19,8 @@ from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SHIPPED_EVAL = ("math500", "aime2024", "aime2025", "amc2023", "gsm8k_test", "minerva_math", "olympiadbench",
-                "gaokao2023en", "college_math")
-SHIPPED_TRAIN = ("math_train12k", "gsm8k_train", "aime_1983_2023")
+                "gaokao2023en", "college_math", "mbpp_test", "humaneval")
+SHIPPED_TRAIN = ("math_train12k", "gsm8k_train", "aime_1983_2023", "mbpp_train", "mbpp_valid", "stdio_demo")
 
 
 class DatasetError(ValueError):
@@ -44,9 +45,14 @@ THINK_ANSWER_TEMPLATE = (
 # Evaluation prompt of the same study's kind: plain text, final answer in \boxed{}.
 BOXED_TEMPLATE = "{problem}\n" + BOXED_INSTRUCTION
 
+# Code problems (rows with `tests`): code_reward.extract_program grades the LAST ```python block of the response.
+CODE_INSTRUCTION = ("Write a complete Python program that solves the problem; put the whole program in one ```python "
+                    "code block at the end of your response.")
+
 TEMPLATES = {
     "chat": "the tokenizer's chat template, user turn = problem + '" + BOXED_INSTRUCTION + "' "
             "(DeepSeek-R1-Distill, AceMath-RL, Qwen2.5-Math-Instruct)",
+    "code": "the tokenizer's chat template, user turn = problem + '" + CODE_INSTRUCTION + "' (code problems)",
     "think_answer": "plain text, <think>/<answer> tags (R1-Zero style training prompt): " + THINK_ANSWER_TEMPLATE[:60] + "...",
     "boxed": "plain text: problem + '" + BOXED_INSTRUCTION + "' (evaluation prompt for base models)",
 }
@@ -54,8 +60,9 @@ TEMPLATES = {
 
 def render_prompt(problem, tokenizer, template="chat"):
     """Problem text -> prompt token ids (list[int]) for `tokenizer` under a template from TEMPLATES."""
-    if template == "chat":
-        messages = [{"role": "user", "content": f"{problem}\n{BOXED_INSTRUCTION}"}]
+    if template in ("chat", "code"):
+        instruction = BOXED_INSTRUCTION if template == "chat" else CODE_INSTRUCTION
+        messages = [{"role": "user", "content": f"{problem}\n{instruction}"}]
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # some versions return a BatchEncoding
             ids = ids["input_ids"]
@@ -72,6 +79,14 @@ def render_prompt(problem, tokenizer, template="chat"):
     return ids
 
 
+def prompt_opens_think(tokenizer, template):
+    """Does the rendered prompt end inside an opened <think> block (DeepSeek-R1-Distill's chat template appends
+    `<think>\n`)? Then a response with no `</think>` was cut off mid-thought: reward.py grades it with
+    think_prefilled=True, and its tentative answers earn nothing."""
+    ids = render_prompt("1 + 1 = ?", tokenizer, template)
+    return tokenizer.decode(ids[-8:]).rstrip().endswith("<think>")
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Loading and validation
 # ------------------------------------------------------------------------------------------------------------
@@ -86,26 +101,88 @@ def _answer_text(value):
     return value
 
 
+_TESTS_KEYS = {"functional": {"kind", "asserts", "prelude", "setup", "entry_point"}, "stdio": {"kind", "cases"}}
+
+
+def validate_tests(tests, field="tests"):
+    """The `tests` of a code problem -> (tests as a dict, None) or (None, "field '<field>...': what is wrong").
+    A JSON string is parsed (hub datasets often store tests that way). Test code must compile.
+        {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
+        {"kind": "stdio", "cases": [{"input": str, "output": str}, ...]}"""
+    if isinstance(tests, str):
+        try:
+            tests = json.loads(tests)
+        except json.JSONDecodeError as exc:
+            return None, f"field '{field}': a string that is not JSON ({exc.msg})"
+    if not isinstance(tests, dict):
+        return None, f"field '{field}': expected an object, got {type(tests).__name__}"
+    kind = tests.get("kind")
+    if kind not in _TESTS_KEYS:
+        return None, f"field '{field}.kind': must be 'functional' or 'stdio', got {kind!r}"
+    unknown = sorted(set(tests) - _TESTS_KEYS[kind])
+    if unknown:
+        return None, f"field '{field}.{unknown[0]}': not a field of {kind} tests ({sorted(_TESTS_KEYS[kind])})"
+    if kind == "functional":
+        asserts = tests.get("asserts")
+        if not isinstance(asserts, list) or not asserts:
+            return None, f"field '{field}.asserts': expected a non-empty list of test statements"
+        code = [(f"asserts[{k}]", a) for k, a in enumerate(asserts)] + \
+               [(key, tests[key]) for key in ("prelude", "setup") if key in tests]
+        for name, text in code:
+            if not isinstance(text, str):
+                return None, f"field '{field}.{name}': expected a string, got {type(text).__name__}"
+            try:
+                compile(text, name, "exec")
+            except (SyntaxError, ValueError) as exc:
+                return None, f"field '{field}.{name}': not valid Python ({exc.msg if hasattr(exc, 'msg') else exc})"
+        entry = tests.get("entry_point")
+        if entry is not None and not (isinstance(entry, str) and entry.isidentifier()):
+            return None, f"field '{field}.entry_point': expected a function name, got {entry!r}"
+    else:
+        cases = tests.get("cases")
+        if not isinstance(cases, list) or not cases:
+            return None, f"field '{field}.cases': expected a non-empty list of {{input, output}}"
+        for k, case in enumerate(cases):
+            if not isinstance(case, dict) or set(case) != {"input", "output"}:
+                return None, f"field '{field}.cases[{k}]': expected exactly the keys input and output"
+            for key in ("input", "output"):
+                if not isinstance(case[key], str):
+                    return None, f"field '{field}.cases[{k}].{key}': expected a string, got {type(case[key]).__name__}"
+    return tests, None
+
+
 def _validate(rows, where, source, fields):
-    """rows: list of (location, raw dict). Returns problems in our schema or raises DatasetError."""
-    id_field, problem_field, answer_field = fields
+    """rows: list of (location, raw dict). Returns problems in our schema or raises DatasetError. A row needs a
+    problem and either a gold answer (math) or tests (code)."""
+    id_field, problem_field, answer_field, tests_field = fields
     problems, seen = [], {}
     for location, row in rows:
         if not isinstance(row, dict):
             raise DatasetError(f"{where}:{location}: expected a JSON object, got {type(row).__name__}")
         problem = row.get(problem_field)
-        answer = _answer_text(row.get(answer_field))
         if not isinstance(problem, str) or not problem.strip():
             raise DatasetError(f"{where}:{location}: missing or empty '{problem_field}'")
-        if not isinstance(answer, str) or not answer.strip():
-            raise DatasetError(f"{where}:{location}: missing or empty '{answer_field}'")
+        tests = None
+        if row.get(tests_field) is not None:
+            tests, error = validate_tests(row[tests_field], tests_field)
+            if error:
+                raise DatasetError(f"{where}:{location}: {error}")
+        else:
+            answer = _answer_text(row.get(answer_field))
+            if not isinstance(answer, str) or not answer.strip():
+                raise DatasetError(f"{where}:{location}: missing or empty '{answer_field}' (or '{tests_field}' "
+                                   f"for a code problem)")
         pid = row.get(id_field)
         pid = f"{source}-{location}" if pid is None or pid == "" else str(pid)
         if pid in seen:
             raise DatasetError(f"{where}:{location}: duplicate id {pid!r} (first at {seen[pid]})")
         seen[pid] = location
-        out = {k: v for k, v in row.items() if k not in (id_field, problem_field, answer_field)}
-        out.update(id=pid, problem=problem, answer=answer.strip())
+        out = {k: v for k, v in row.items() if k not in (id_field, problem_field, answer_field, tests_field)}
+        out.update(id=pid, problem=problem)
+        if tests is not None:
+            out["tests"] = tests
+        else:
+            out["answer"] = answer.strip()
         out.setdefault("source", source)
         problems.append(out)
     if not problems:
@@ -183,10 +260,10 @@ def _load_specs(spec, fields, validate):
     return rows
 
 
-def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer"):
+def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests"):
     """Problems from a shipped name, a local file, or hub:org/name[:split]; a comma-separated list mixes sets
     (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names."""
-    return _load_specs(spec, (id_field, problem_field, answer_field), _validate)
+    return _load_specs(spec, (id_field, problem_field, answer_field, tests_field), _validate)
 
 
 # ------------------------------------------------------------------------------------------------------------

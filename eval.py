@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import data
-from reward import extract_answer, is_equiv, score_batch
+from reward import extract_answer, is_equiv, score_problems
 
 # The seed table: AIME 2024/2025 avg@64, MATH-500 avg@4, AMC23 avg@5, the rest avg@1 (temperature 0.6, top-p 0.95)
 DEFAULT_K = {"aime2024": 64, "aime2025": 64, "math500": 4, "amc2023": 5, "gsm8k_test": 1, "minerva_math": 1,
@@ -93,7 +93,7 @@ def summarize(records, k):
     for j in sorted({2 ** e for e in range(k.bit_length()) if 2 ** e <= k} | {k}):
         summary[f"pass@{j}"] = sum(pass_at_k(len(rs), sum(r["correct"] for r in rs), j)
                                    for rs in by_problem.values()) / n
-    if k > 1:
+    if k > 1 and not all(r.get("gold", "") is None for r in records):  # code problems: no majority vote
         summary[f"maj@{k}"] = sum(majority_correct([r["extracted"] for r in rs], [r["correct"] for r in rs])
                                   for rs in by_problem.values()) / n
     return summary
@@ -111,29 +111,31 @@ def split_long_prompts(problems, prompts, max_model_len):
 # Sampling and grading
 # ------------------------------------------------------------------------------------------------------------
 def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS,
-                     template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None):
+                     template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None, strict=False):
     """k graded samples for each problem. Problem i (counting from first_index) is sampled with seed + i * k
     (engine.generate seeds prompt j of a call with seed + j * k), so results do not depend on how problems are
     batched or on where an interrupted run resumed. prompts: the rendered prompts, if already at hand.
-    Returns (records, grading stats)."""
+    strict: reward.py's strict extraction (explicit answers only). Returns (records, grading stats)."""
     if prompts is None:
         prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
     samples = engine.generate(prompts, n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                               seed=seed + first_index * k)
-    golds = [p["answer"] for p in problems for _ in range(k)]
+    golds = [p.get("answer") for p in problems for _ in range(k)]   # None for code problems (graded by tests)
     ids = [p["id"] for p in problems for _ in range(k)]
     stats = {}
-    scores = score_batch([s.text for s in samples], golds, workers=workers, timeout_s=timeout_s, ids=ids, stats=stats)
+    think = data.prompt_opens_think(tokenizer, template)  # a response that never closes it has no answer
+    scores = score_problems([s.text for s in samples], [p for p in problems for _ in range(k)], workers=workers,
+                            timeout_s=timeout_s, stats=stats, strict=strict, think_prefilled=think)
     records = [{"id": pid, "gold": gold, "prompt": tokenizer.decode(s.prompt_ids), "response": s.text,
-                "extracted": extract_answer(s.text), "correct": score == 1.0, "finish_reason": s.finish_reason,
-                "tokens": len(s.response_ids)}
+                "extracted": extract_answer(s.text, strict, think) if gold is not None else None, "correct": score == 1.0,
+                "finish_reason": s.finish_reason, "tokens": len(s.response_ids)}
                for s, score, pid, gold in zip(samples, scores, ids, golds)]
     return records, stats
 
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
              max_tokens=MAX_TOKENS, template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, log=print,
-             shard=(0, 1), gather=None):
+             shard=(0, 1), gather=None, strict=False):
     """Evaluate on each benchmark (shipped name or file). k: int for all, or None for DEFAULT_K (1 if unknown).
     With out_dir, samples go to out_dir/<benchmark>/samples.jsonl and are reused on a re-run (resume), and
     summary.json + results.md are written. Returns {benchmark: summary}. train.py calls this.
@@ -188,7 +190,7 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         for c in range(0, len(todo), chunk):
             part, stats = sample_and_grade(engine, tokenizer, todo[c:c + chunk], bench_k, temperature, top_p,
                                            max_tokens, template, seed, workers, timeout_s,
-                                           first_index=first + c, prompts=todo_prompts[c:c + chunk])
+                                           first_index=first + c, prompts=todo_prompts[c:c + chunk], strict=strict)
             new.extend(part)
             if path and gather is None:
                 with open(path, "a", encoding="utf-8") as f:
@@ -294,6 +296,8 @@ def build_parser():
     p.add_argument("--gpu_memory_utilization", type=float, default=0.9, help="vLLM's share of the GPU")
     p.add_argument("--max_model_len", type=int, default=None, help="vLLM context limit (prompt + response)")
     p.add_argument("--workers", type=int, default=2, help="grading processes")
+    p.add_argument("--strict_answers", type=int, default=0, help="1: only explicit answers count (box, answer phrase, "
+                   "JSON field, ####); 0: also reward.py's free-text fallback")
     p.add_argument("--dry_run", action="store_true", help="check flags and paths, load nothing, exit")
     return p
 
@@ -316,7 +320,8 @@ def main(argv=None, engine=None):
                              max_model_len=args.max_model_len, **kwargs)
     results = evaluate(engine, engine.tokenizer, benchmarks, k=args.k, out_dir=args.out, limit=args.limit,
                        temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
-                       template=args.template, seed=args.seed, workers=args.workers)
+                       template=args.template, seed=args.seed, workers=args.workers,
+                       strict=bool(args.strict_answers))
     if args.pass_rates:
         write_pass_rates(args.out, benchmarks, args.pass_rates)
         print(f"pass rates -> {args.pass_rates}")

@@ -213,7 +213,7 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0):
 # ----------------------------------------------------------------------------------------------------------
 # Memory-efficient token log-probabilities (and entropy) under a Hugging Face causal LM
 # ----------------------------------------------------------------------------------------------------------
-def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy):
+def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy, entropy_grad=False):
     """hidden [N, H], targets [N] -> logp [N] (and entropy [N]), computed in fp32 for this chunk only."""
     logits = F.linear(hidden, weight, bias).float()                        # [N, V]: the only V-sized tensors
     if temperature != 1.0:
@@ -222,8 +222,12 @@ def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy):
     logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
     if not with_entropy:
         return logp
-    probs = torch.softmax(logits, dim=-1)
-    entropy = log_norm - (probs * logits).sum(dim=-1)                      # H = logZ - E_p[z]
+    # H = logZ - E_p[z]. As a metric only, without a graph: a graph here would be a branch that backward never
+    # walks, so the checkpoint's recomputation in backward would store its [N, V] tensors for it and keep them
+    # (measured: +37 GB at 32K tokens, vocab 152K, on top of the gradients, until the entropy is freed).
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        probs = torch.softmax(logits, dim=-1)
+        entropy = log_norm - (probs * logits).sum(dim=-1)
     return logp, entropy
 
 
@@ -245,12 +249,14 @@ def final_hidden_states(model, input_ids, attention_mask):
 
 
 def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=256, with_entropy=False,
-                   score_mask=None):
+                   score_mask=None, entropy_grad=False):
     """log pi(x_{t+1} | x_<=t) for every position of `input_ids` under a Hugging Face causal LM, with the
     logits divided by the sampling temperature (vLLM's processed logprobs are of the tempered distribution).
 
     input_ids, attention_mask: [B, S] (left or right padding). Returns logp [B, S-1] (float32) aligned with
     input_ids[:, 1:] (and entropy [B, S-1] when with_entropy).
+    entropy_grad: the entropy is a term of the loss (--entropy_coef > 0) and needs a gradient; otherwise it is a
+    metric, computed without a graph (one with no backward pass would hold [N, V] tensors: see _chunk_logprobs).
     score_mask: optional [B, S-1], 1 where a value is wanted (the response tokens). Only those positions go
     through the output head; the others (prompt, padding) hold 0. Without it every position is scored and
     padding positions hold meaningless values: mask them.
@@ -274,7 +280,7 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     outputs = []
     for start in range(0, hidden.shape[0], chunk_size):
         args = (hidden[start:start + chunk_size], targets[start:start + chunk_size], head.weight, head.bias,
-                temperature, with_entropy)
+                temperature, with_entropy, entropy_grad)
         if torch.is_grad_enabled() and hidden.requires_grad:
             outputs.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
         else:

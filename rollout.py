@@ -3,12 +3,13 @@
 Both engines have the same four-call surface, and nothing else in the project imports vllm:
 
     engine.generate(prompt_token_ids, n, temperature, top_p, max_tokens, seed) -> list[Sample]   (n per prompt)
-    engine.update_weights(named_tensors)   push the trainer's weights (ALL of them: model.state_dict().items())
+    engine.update_weights(named_tensors)   push the trainer's weights (ALL of them), streamed, in the engine's dtype
     engine.sleep() / engine.wake_up()      free / retake the GPU memory of the engine
 
 The colocated step on GPU (vLLM docs on sleep mode, TRL and verl agree; see README "How colocation works"):
 
-    engine created with enable_sleep_mode=True, then sleep(level=2) at once
+    engine created with enable_sleep_mode=True and load_format="dummy" (its first weights come from the trainer),
+    then sleep(level=2) at once
     every step:  torch.cuda.empty_cache() -> wake_up(["weights"]) -> push every parameter -> reset_prefix_cache()
                  -> wake_up(["kv_cache"]) -> generate -> sleep(level=2) -> trainer forward/backward/step
     `update_weights` does the first four, `generate` the fifth, `sleep` the last. Level 2 DISCARDS the weights, so
@@ -78,7 +79,8 @@ class VLLMEngine:
     Colocation knobs: gpu_memory_utilization is the fraction of the WHOLE GPU vLLM may take while awake (weights +
     KV cache); the trainer's weights, gradients and optimizer state must fit in the rest while vLLM sleeps its
     KV cache away. load_format="dummy" starts from random weights (no second read of the checkpoint): the first
-    update_weights() must then come before the first generate().
+    update_weights() must then come before the first generate(); with sleep mode (GPU) such an engine goes to sleep
+    as soon as it is built, so that first push wakes only the weights. train.py starts its engine this way.
     """
 
     def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
@@ -118,7 +120,9 @@ class VLLMEngine:
         self.weights_valid = load_format != "dummy"   # False: generate() refuses until weights are pushed
         self.state = "awake"                          # awake | asleep | weights_only
         self.last_sync_s = 0.0
-        if self.sleep_enabled:  # at once: the first push must not coexist with a full KV cache (vLLM sleep docs)
+        if self.sleep_enabled and not self.weights_valid:
+            # dummy weights: the first push comes from the trainer, so sleep at once (level 2: nothing worth keeping)
+            # and the push wakes only the weights, never beside a full KV cache (vLLM sleep-mode docs, verl)
             self.sleep()
 
     # -- the four calls ---------------------------------------------------------------------------------------

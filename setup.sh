@@ -9,6 +9,20 @@ if [ -z "${DEVICE:-}" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then DEVICE=gpu; else DEVICE=cpu; fi
 fi
 if [ "$DEVICE" = gpu ]; then reqs=requirements.txt; else reqs=requirements-cpu.txt; fi
+# The code reward's sandbox is bubblewrap (README "Code RL"). Installed here when we can (root with apt-get);
+# elsewhere code_reward.py falls back to resource limits only, and says what that does not guarantee.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup.sh: installing bubblewrap (the code reward's sandbox)"
+    { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q bubblewrap >/dev/null 2>&1 \
+      || { timeout 300 apt-get update -q >/dev/null 2>&1 \
+           && DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q bubblewrap >/dev/null 2>&1; }; } \
+      || echo "setup.sh: could not install bubblewrap: code rewards use the rlimits fallback (README 'Code RL')"
+  else
+    echo "setup.sh: note: bubblewrap (bwrap) is not installed: code rewards use the rlimits fallback, which does not" \
+         "isolate network or files. Install it (e.g. apt-get install bubblewrap) for the sandbox (README 'Code RL')."
+  fi
+fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 stamp="$VENV/.installed-$DEVICE"
 want=$(cat "$reqs" requirements-common.txt setup.sh | sha256sum | cut -d' ' -f1)

@@ -5,7 +5,7 @@ Read top to bottom, this file is the algorithm (defaults: AceMath-RL stage 1). T
     for step in range(max_steps):
         problems   = next(batcher)                                     # batch_size prompts      (data.py)
         samples    = engine.generate(prompts, n=group_size)            # vLLM, current weights   (rollout.py)
-        rewards    = score_batch(responses, golds)                     # 0/1, sympy, sandboxed   (reward.py)
+        rewards    = score_problems(responses, problems)               # 0/1: math or code tests (reward.py)
         advantages = group_advantages(rewards, group_size)             # (r - mean) / std        (grpo.py)
         update_policy(...)   # loss = policy_loss(...) + kl_coef * KL(pi || pi_ref): one optimizer step over the
                              # whole batch (micro-batched, normalised over every response token of the batch)
@@ -149,6 +149,10 @@ def build_parser():
     g.add_argument("--tensor_parallel_size", type=int, default=1, help="vLLM tensor parallelism: groups of this many ranks generate together (multi-GPU)")
     g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
     g.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
+    g.add_argument("--strict_answers", type=int, default=1, help="1: reward only explicit answers (box, answer phrase, "
+                   "JSON field, ####); 0: also reward.py's free-text fallback (what eval.py uses)")
+    g.add_argument("--code_timeout_s", type=float, default=None, help="hard limit per code response, all its tests "
+                   "(default code_reward.DEFAULT_TIMEOUT_S)")
     g = p.add_argument_group("run control (may change on --resume)")
     g.add_argument("--out_dir", default="out/run", help="checkpoints, metrics.jsonl, samples.jsonl")
     g.add_argument("--max_steps", type=int, default=500, help="optimizer steps")
@@ -214,7 +218,8 @@ def parse_args(argv=None):
             run = read_run_info(ckpt)
             if run is None:
                 print(f"train.py: note: {ckpt} has no run.json (saved by an earlier version): resuming with the flags "
-                      f"given now, which must be the run's own; the KL reference is --init_from or --model as given")
+                      f"given now, which must be the run's own. The KL reference is --model, or --init_from if given "
+                      f"(for a stage that began with --init_from, give it again beside --resume)")
             else:
                 conflicts = restore_run_flags(args, run["flags"], explicit_flags(argv))
                 if conflicts:
@@ -241,8 +246,6 @@ def parse_args(argv=None):
                       f"wrong. Use --eval_top_p for evaluation")
     if args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches:
         errors.append("--ppo_epochs and --mini_batches must be >= 1 and divide the batch")
-    if args.resume and args.init_from and run is None:
-        errors.append("--resume continues a run; --init_from starts a new one: pick one")
     if args.init_from and not run and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
     for spec in [s for s in args.train_data.split(",") if s] + [s for s in args.eval_data.split(",") if s]:
@@ -265,8 +268,8 @@ def parse_args(argv=None):
             args.stage = previous["flags"].get("stage", 1) + 1 if previous else 2
             args.stage_start = (str(Path(args.init_from) / "model") if Path(args.init_from, "model").is_dir()
                                 else args.init_from)
-        if args.data_seed is None:
-            args.data_seed = args.seed + args.stage - 1
+        if args.data_seed is None:  # (a resumed checkpoint without run.json sampled with --seed, as before)
+            args.data_seed = args.seed if args.resume else args.seed + args.stage - 1
     return args
 
 
@@ -621,18 +624,20 @@ def generate(engine, prompts, args, step, dp_rank, dp_world):
     return samples
 
 
-def score(samples, problems, args):
-    """Step 2: rewards [N] float32: 1 for a correct final answer (reward.py), plus the optional format reward.
-    A truncated response (cut off at --max_response_len) has no final answer and gets 0 -- also when it holds an
-    early \\boxed{} that would grade as correct (DeepScaleR, DAPO; the Perplexity study's end-of-sequence collapse
-    analysis assumes it). Returns (rewards, correct: list of 0/1 per sample, grading stats)."""
+def score(samples, problems, args, think_prefilled=False):
+    """Step 2: rewards [N] float32: 1 for a correct final answer (reward.py; a code problem: every test passes in
+    the sandbox), plus the optional format reward. Answers must be explicit (--strict_answers 1: a box, an answer
+    phrase, ...; reward.py's free-text fallback is for eval). A truncated response (cut off at --max_response_len)
+    has no final answer and gets 0 -- also when it holds an early \\boxed{} that would grade as correct (DeepScaleR,
+    DAPO; the Perplexity study's end-of-sequence collapse analysis assumes it); so does one whose prompt opened a
+    <think> block it never closed (think_prefilled). Returns (rewards, correct: list of 0/1 per sample, stats)."""
     import torch
-    from reward import format_reward, score_batch
-    golds = [p["answer"] for p in problems for _ in range(args.group_size)]
-    ids = [p["id"] for p in problems for _ in range(args.group_size)]
+    from reward import format_reward, score_problems
     stats = {}
-    correct = score_batch([s.text for s in samples], golds, workers=args.reward_workers,
-                          timeout_s=args.reward_timeout_s, ids=ids, stats=stats) if samples else []
+    correct = score_problems([s.text for s in samples], [p for p in problems for _ in range(args.group_size)],
+                             workers=args.reward_workers, timeout_s=args.reward_timeout_s,
+                             code_timeout_s=args.code_timeout_s, stats=stats, strict=bool(args.strict_answers),
+                             think_prefilled=think_prefilled) if samples else []
     truncated = [s.finish_reason == "length" for s in samples]
     correct = [0.0 if cut else float(c) for c, cut in zip(correct, truncated)]
     rewards = torch.tensor(correct, dtype=torch.float32)
@@ -730,7 +735,8 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                     mask.zero_()  # all positions still go through the head: every parameter gets its (zero) gradient
                 with autocast:
                     logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
-                                                        with_entropy=True, score_mask=mask if mb else None)
+                                                        with_entropy=True, score_mask=mask if mb else None,
+                                                        entropy_grad=args.entropy_coef > 0)
                 if on_policy:
                     old = logp.detach()  # ratio exactly 1: the gradient is the plain policy gradient
                     weights, mismatch = grpo.rollout_correction(old, rollout_logp, mask, cap=cap)
@@ -806,6 +812,8 @@ def step_metrics(step, samples, rewards, correct, grading, own, scored, trained,
     len_max, align_max, max_diff, t_generate, t_score, t_update, t_sync = all_reduce(
         [max(resp, default=0), update["align_max"], update["max_abs_diff"], times["generate"], times["score"],
          times["update"], times["sync"]], "max")
+    from reward import CODE_STAT_KEYS  # the code reward's counts: timeouts, crashes, sandbox refusals, ...
+    code_counts = all_reduce([grading.get(key, 0) / tp for key in CODE_STAT_KEYS])
     n, updates = max(n_resp, 1), max(update["updates"], 1)
     metrics = {
         "step": step + 1,
@@ -814,6 +822,7 @@ def step_metrics(step, samples, rewards, correct, grading, own, scored, trained,
         "reward/equal_group_frac": equal_sum / max(n_groups, 1),
         "reward/grader_timeouts": int(timeouts),
         "reward/invalid_gold": int(invalid),
+        **{f"reward/{key}": int(count) for key, count in zip(CODE_STAT_KEYS, code_counts)},
         "response/length_mean": len_sum / n,
         "response/length_max": int(len_max),
         "response/truncated_frac": trunc_sum / n,
@@ -920,6 +929,7 @@ def main(argv=None, engine=None):
     source = str(resume_ckpt / "model") if resume_ckpt else args.stage_start
     tokenizer = AutoTokenizer.from_pretrained(source)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    think_prefilled = data.prompt_opens_think(tokenizer, args.template)  # R1-distill chat templates end in <think>
     # fp32 master weights; compute runs in --dtype under autocast
     policy = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
                         bool(args.gradient_checkpointing)).train()
@@ -971,7 +981,7 @@ def main(argv=None, engine=None):
 
         # 2. score: 0/1 correctness (plus the optional format reward); truncated responses get 0
         t0 = time.perf_counter()
-        rewards, correct, grading = score(samples, batch, args)
+        rewards, correct, grading = score(samples, batch, args, think_prefilled)
         times["score"] = time.perf_counter() - t0
 
         # 3. advantages: group-relative, one value per response; which samples count and which are trained

@@ -11,7 +11,9 @@ ROWS = {  # SOURCES.md counts (aime_1983_2023: 975 minus the 4 MATH-500 problems
     "math500": 500, "aime2024": 30, "aime2025": 30, "amc2023": 40, "gsm8k_test": 1319, "minerva_math": 272,
     "olympiadbench": 675, "gaokao2023en": 385, "college_math": 2818, "gsm8k_train": 7473, "math_train12k": 11998,
     "aime_1983_2023": 971,
+    "mbpp_train": 374, "mbpp_valid": 90, "mbpp_test": 500, "humaneval": 164, "stdio_demo": 6,  # code (rows with tests)
 }
+CODE_SETS = ("mbpp_train", "mbpp_valid", "mbpp_test", "humaneval", "stdio_demo")
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
@@ -19,6 +21,10 @@ def test_shipped_sets_load_with_their_row_counts(name):
     problems = load_dataset(name)
     assert len(problems) == ROWS[name]
     assert len({p["id"] for p in problems}) == len(problems)
+    if name in CODE_SETS:  # a complete reference program and tests (code_reward.py runs them: test_code_reward)
+        assert all(p["problem"].strip() and p["solution"].strip() and "answer" not in p for p in problems)
+        assert all(data.validate_tests(p["tests"]) == (p["tests"], None) for p in problems)
+        return
     assert all(p["problem"].strip() and p["answer"].strip() for p in problems)
     if name in data.SHIPPED_TRAIN:
         assert not any("solution" in p for p in problems), "training sets ship without solutions"
@@ -94,6 +100,45 @@ def test_malformed_input_names_file_and_line(tmp_path, content, message):
     assert message in str(err.value)
 
 
+CODE_ROW = {"id": "c", "problem": "Write f.", "tests": {"kind": "functional", "asserts": ["assert f() == 1"]}}
+
+
+@pytest.mark.parametrize("tests,message", [
+    ({"kind": "unit"}, "bad.jsonl:2: field 'tests.kind': must be 'functional' or 'stdio'"),
+    ({"kind": "functional"}, "bad.jsonl:2: field 'tests.asserts': expected a non-empty list"),
+    ({"kind": "functional", "asserts": ["assert f(("]}, "bad.jsonl:2: field 'tests.asserts[0]': not valid Python"),
+    ({"kind": "functional", "asserts": ["assert 1", 2]}, "bad.jsonl:2: field 'tests.asserts[1]': expected a string"),
+    ({"kind": "functional", "asserts": ["assert 1"], "entry_point": "a b"}, "field 'tests.entry_point'"),
+    ({"kind": "functional", "asserts": ["assert 1"], "cases": []}, "field 'tests.cases': not a field of functional"),
+    ({"kind": "stdio", "cases": [{"input": "1", "output": "1"}, {"input": "2"}]}, "field 'tests.cases[1]': expected exactly"),
+    ({"kind": "stdio", "cases": [{"input": 1, "output": "1"}]}, "field 'tests.cases[0].input': expected a string"),
+    ("not json", "bad.jsonl:2: field 'tests': a string that is not JSON"),
+    ([1], "bad.jsonl:2: field 'tests': expected an object, got list"),
+])
+def test_malformed_tests_name_file_line_and_field(tmp_path, tests, message):
+    path = tmp_path / "bad.jsonl"
+    write_rows(path, [CODE_ROW, {**CODE_ROW, "id": "d", "tests": tests}])
+    with pytest.raises(DatasetError) as err:
+        load_dataset(str(path))
+    assert message in str(err.value)
+
+
+def test_local_code_sets_load_like_shipped_ones(tmp_path):
+    stdio = {"kind": "stdio", "cases": [{"input": "1 2", "output": "3"}]}
+    path = tmp_path / "mine.jsonl.gz"
+    write_rows(path, [CODE_ROW, {"id": "s", "problem": "Add.", "tests": json.dumps(stdio)}])  # hub-style JSON string
+    problems = load_dataset(str(path))
+    assert problems[0]["tests"] == CODE_ROW["tests"] and problems[1]["tests"] == stdio and "answer" not in problems[1]
+    other = tmp_path / "other.jsonl"
+    write_rows(other, [{"q": "Add.", "io": stdio}])
+    assert load_dataset(str(other), problem_field="q", tests_field="io")[0]["tests"] == stdio
+    write_rows(other, [{"q": "Add.", "io": {"kind": "stdio"}}])
+    with pytest.raises(DatasetError, match="other.jsonl:1: field 'io.cases'"):
+        load_dataset(str(other), problem_field="q", tests_field="io")
+    mixed = load_dataset(f"aime2024,{path}")      # math and code rows mix (each is graded by its own data)
+    assert sum("tests" in p for p in mixed) == 2 and sum("answer" in p for p in mixed) == 30
+
+
 def test_unknown_spec_and_type(tmp_path):
     with pytest.raises(DatasetError, match="not a shipped set"):
         load_dataset("no_such_set")
@@ -124,6 +169,9 @@ def test_contamination_detection(tmp_path):
     assert hits == [("mine-1", "math500", m500[3]["id"])]
     assert data.find_contamination(load_dataset("math_train12k"), ["math500"]) == []
     assert data.find_contamination(load_dataset("aime_1983_2023"), ["math500"]) == []
+    # code: MBPP train/validation against the code evaluation sets (MBPP test, HumanEval): no overlap
+    assert data.find_contamination(load_dataset("mbpp_train,mbpp_valid,stdio_demo"), ["mbpp_test", "humaneval"]) == []
+    assert {"mbpp_test", "humaneval"} <= set(data.SHIPPED_EVAL) and not {"mbpp_test", "humaneval"} & set(data.SHIPPED_TRAIN)
 
 
 @pytest.mark.parametrize("template", sorted(data.TEMPLATES))
@@ -136,6 +184,8 @@ def test_templates_render_with_the_tiny_tokenizer(tokenizer, template):
         assert "\\boxed{}" in text
     if template == "think_answer":
         assert text.endswith("Assistant: <think>") and "<answer> </answer>" in text
+    if template == "code":
+        assert text.endswith("<|im_start|>assistant\n") and "```python" in text and "\\boxed" not in text
     with pytest.raises(ValueError, match="unknown template"):
         render_prompt("x", tokenizer, "nope")
 

@@ -252,7 +252,8 @@ def test_truncated_responses_get_zero_and_leave_the_loss_when_masked(handmade, w
     truncated samples out of the loss and its normaliser (TRL's mask_truncated_completions)."""
     task, rows = handmade
     train.main(demo_args(warm_model_path, task, tmp_path / "run", max_steps=1, batch_size=4, group_size=4,
-                         max_response_len=32, mask_truncated=mask_truncated, kl_coef=0.05), engine=ReplayEngine(rows))
+                         max_response_len=32, kl_coef=0.05, **({"mask_truncated": 1} if mask_truncated else {})),
+               engine=ReplayEngine(rows))
     m = first_metrics(tmp_path / "run")
     expected, rewards = expected_pg_loss(rows, mask_truncated)
     assert m["reward/mean"] == pytest.approx(rewards.mean().item()) == pytest.approx(4 / 16)
@@ -332,40 +333,44 @@ class Recording:
 
 def test_resume_restores_the_runs_flags_and_refuses_changes(vllm_engine, warm_model_path, toy, tmp_path, capsys):
     """Item 4: --resume with no learning flags continues the run with its own flags (not this invocation's
-    defaults); run-control flags may change; a learning flag given with another value is refused."""
+    defaults or preset); run-control flags may change; a learning flag given with another value is refused."""
     common = dict(save_every=1, keep_last=5, batch_size=8, group_size=4, lr=1e-3, kl_coef=0.01, temperature=0.9)
     straight = train.main(demo_args(warm_model_path, toy, tmp_path / "a", max_steps=3, **common), engine=vllm_engine)
     train.main(demo_args(warm_model_path, toy, tmp_path / "b", max_steps=2, **common), engine=vllm_engine)
-    run = json.loads((tmp_path / "b" / "ckpt-000002" / "run.json").read_text())
+    resumed = train.main(["--preset", "cpu_demo", "--resume", str(tmp_path / "b"), "--max_steps", "3",
+                          "--eval_every", "0"], engine=vllm_engine)
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert comparable(read_metrics(tmp_path / "a")) == comparable(read_metrics(tmp_path / "b"))
+    run = json.loads((tmp_path / "b" / "ckpt-000003" / "run.json").read_text())
     assert run["flags"]["lr"] == 1e-3 and run["flags"]["stage_start"] == warm_model_path
     with pytest.raises(SystemExit):
         train.parse_args(["--resume", str(tmp_path / "b"), "--lr", "5e-3"])
     assert "--lr 0.005 (the run has 0.001)" in capsys.readouterr().err
-    resumed = train.main(["--resume", str(tmp_path / "b"), "--max_steps", "3", "--eval_every", "0"], engine=vllm_engine)
-    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
-        assert torch.equal(a, b), name
-    assert comparable(read_metrics(tmp_path / "a")) == comparable(read_metrics(tmp_path / "b"))
 
 
 def test_a_stage_resumes_toward_its_own_start_and_gets_a_new_data_order(vllm_engine, warm_model_path, toy, tmp_path):
-    """Item 4: a stage started with --init_from regularises toward that checkpoint also after --resume, and does
-    not replay the previous stage's data order (unless --data_seed asks for it)."""
+    """Item 4: a stage started with --init_from regularises toward that checkpoint also after --resume (not
+    toward --model), and does not replay the previous stage's data order (unless --data_seed asks for it)."""
     first = Recording(vllm_engine)
     train.main(demo_args(warm_model_path, toy, tmp_path / "s1", max_steps=1, batch_size=8, group_size=4, lr=1e-2),
                engine=first)
     start = tmp_path / "s1" / "ckpt-000001"
-    stage = dict(max_steps=2, batch_size=8, group_size=4, lr=1e-3, kl_coef=0.5, save_every=1, keep_last=5)
+    stage = dict(max_steps=2, batch_size=8, group_size=4, lr=1e-3, kl_coef=0.5, save_every=1, keep_last=5,
+                 skip_equal_groups=0)  # every sample carries the KL term
     second = Recording(vllm_engine)
     straight = train.main(demo_args(warm_model_path, toy, tmp_path / "s2", **stage) + ["--init_from", str(start)],
                           engine=second)
-    assert second.prompts[0] != first.prompts[0], "stage 2 replayed stage 1's data order"
     train.main(demo_args(warm_model_path, toy, tmp_path / "s2b", **dict(stage, max_steps=1)) +
                ["--init_from", str(start)], engine=vllm_engine)
-    run = json.loads((tmp_path / "s2b" / "ckpt-000001" / "run.json").read_text())
-    assert run["flags"]["stage"] == 2 and run["flags"]["stage_start"] == str(start / "model")
-    resumed = train.main(["--resume", str(tmp_path / "s2b"), "--max_steps", "2"], engine=vllm_engine)
+    # the stage's own flags repeated on the command line are accepted (they equal the stored ones)
+    resumed = train.main(demo_args(warm_model_path, toy, tmp_path / "ignored", **stage) +
+                         ["--resume", str(tmp_path / "s2b")], engine=vllm_engine)
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), name
+    run = json.loads((tmp_path / "s2b" / "ckpt-000002" / "run.json").read_text())
+    assert run["flags"]["stage"] == 2 and run["flags"]["stage_start"] == str(start / "model")
+    assert second.prompts[0] != first.prompts[0], "stage 2 replayed stage 1's data order"
     same_order = Recording(vllm_engine)
     train.main(demo_args(warm_model_path, toy, tmp_path / "s2c", **dict(stage, max_steps=1, kl_coef=0)) +
                ["--init_from", str(start), "--data_seed", "0"], engine=same_order)
@@ -386,7 +391,8 @@ def test_long_prompt_is_skipped_and_counted_in_training(vllm_engine, warm_model_
     """Item 6: a problem whose prompt exceeds the engine's context (512 here; --max_prompt_len is 1024) is
     skipped with a warning naming it, and the step goes on."""
     from tiny_model import synthetic_task
-    rows = synthetic_task(15) + [{"id": "too-long", "problem": "What is three plus four? " * 150, "answer": "7"}]
+    # 683 tokens: within --max_prompt_len (1024), beyond the engine's context (512)
+    rows = synthetic_task(15) + [{"id": "too-long", "problem": "What is three plus four? " * 80, "answer": "7"}]
     task = tmp_path / "task.jsonl"
     task.write_text("".join(json.dumps(r) + "\n" for r in rows))
     train.main(demo_args(warm_model_path, str(task), tmp_path / "run", max_steps=1, batch_size=16, group_size=2),

@@ -1,0 +1,747 @@
+"""code_reward.py: extraction, the literal channel, every reference solution, hostile programs, reward hacks,
+stdin/stdout problems, batch stats; then train.py on MBPP and eval.py on HumanEval with the tiny model.
+
+Hostile programs run for real. Each check runs in every sandbox mode that claims the guarantee it tests
+(code_reward.sandbox_guarantees): the bwrap mode where bubblewrap works here, and the rlimits fallback for the
+claims the fallback makes. A program whose escape would harm the machine (signals, fork bombs, writes outside
+its directory) never runs in a mode that does not claim to contain it.
+"""
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import code_reward
+import data
+from code_reward import extract_program, from_literal, run_tests, score_code_batch, to_literal
+
+ROOT = Path(__file__).resolve().parents[1]
+HAVE_BWRAP = code_reward.sandbox_mode("auto") == "bwrap"
+MODES = ["bwrap", "rlimits"] if HAVE_BWRAP else ["rlimits"]
+FAST_S = 2.0     # timeout for hostile items: each must end within this (+ start-up and kill margin)
+SLOW_S = 10.0    # timeout for items that must pass: generous, so that a loaded machine does not fail them
+# start-up, kill and reap on top of a deadline; on a machine loaded by other work (load average above the core
+# count) everything takes longer, so the margin grows with the load
+MARGIN_S = 1.5 + 0.5 * max(0.0, os.getloadavg()[0] / (os.cpu_count() or 1) - 1)
+
+
+def fenced(program):
+    return f"```python\n{program}\n```"
+
+
+def needs(mode, claim):
+    if not code_reward.sandbox_guarantees(mode)[claim]:
+        pytest.skip(f"the {mode} sandbox does not claim: {claim}")
+
+
+def grade(program, tests, mode, timeout_s=SLOW_S, partial=False):
+    """One response through the real path (grading worker + sandbox): (score, result dict, seconds)."""
+    results = []
+    start = time.monotonic()
+    score = score_code_batch([fenced(program)], [tests], workers=1, timeout_s=timeout_s, sandbox=mode,
+                             results=results, partial=partial)[0]
+    return score, results[0], time.monotonic() - start
+
+
+def warm(mode):
+    """Start the mode's grading worker, so that timed items measure the item, not the worker's start-up."""
+    assert grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)[0] == 1
+
+
+def functional(*asserts, entry_point=None, **extra):
+    tests = {"kind": "functional", "asserts": list(asserts), **extra}
+    if entry_point:
+        tests["entry_point"] = entry_point
+    return tests
+
+
+def leftover_runners(wait_s=2.0):
+    """Processes of any sandbox still alive after wait_s (a SIGKILLed process takes a moment to go): the
+    runner's command line names its entry function."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if b"_runner_main" in cmd and state != "Z":
+                found.append(int(pid))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Extraction and the literal channel
+# ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("response,program", [
+    ("text\n```python\na = 1\n```\nmore\n```python\nb = 2\n```\n", "b = 2\n"),   # the last python block
+    ("```py\nx = 1\n```", "x = 1\n"),
+    ("```Python3\nx = 1\n```", "x = 1\n"),
+    ("```\nuntagged = 1\n```", "untagged = 1\n"),                                   # fallback: untagged block
+    ("```python\nfirst = 1\n```\n```\nuntagged = 1\n```", "first = 1\n"),        # a tagged block wins
+    ("```cpp\nint main() {}\n```", None),                                          # other languages never count
+    ("```python\ntruncated = 1\n", None),                                          # an unclosed block is not a block
+    ("no code at all", None),
+    ("```python\n   \n```", None),
+    ("```python\n```", None),
+])
+def test_extract_program(response, program):
+    assert extract_program(response) == program
+
+
+@pytest.mark.parametrize("value", [
+    0, -5, 2**5000 * 3 + 1, -(2**40000) + 7, 1.5, -0.0, 1e308, 3 + 4j, "", "a'b\"c\n\\", b"\x00\xff", None, True,
+    [], [1, [2, (3,)]], (1,), (), {"a": 1, (1, 2): [3]}, {1, 2}, frozenset({"x"}), set(), range(2, 10, 3),
+], ids=lambda value: type(value).__name__)
+def test_plain_values_cross_the_channel_unchanged(value):
+    back = from_literal(to_literal(value))
+    assert back == value and type(back) is type(value)
+
+
+def test_special_values_cross_the_channel():
+    assert str(from_literal(to_literal(float("nan")))) == "nan"
+    assert from_literal(to_literal(float("-inf"))) == float("-inf")
+    assert list(from_literal(to_literal(iter([1, 2, 3])))) == [1, 2, 3]
+    assert from_literal(to_literal((x * x for x in range(3)))) != [0, 1, 4]  # a generator is not a list
+    assert from_literal(to_literal(int)) is int and from_literal(to_literal(type(None))) is type(None)
+    from collections import Counter, OrderedDict, namedtuple
+    assert type(from_literal(to_literal(Counter("aab")))) is dict
+    assert from_literal(to_literal(namedtuple("P", "x y")(1, 2))) == (1, 2)
+    assert from_literal(to_literal(OrderedDict(a=1))) == {"a": 1}
+    with pytest.raises(TypeError):
+        to_literal(object())
+    with pytest.raises(TypeError):
+        to_literal(lambda: 0)
+    deep = []
+    for _ in range(150):
+        deep = [deep]
+    with pytest.raises(TypeError):
+        to_literal(deep)
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').system('true')", "(lambda: 1)()", "x", "a.b", "[x for x in y]", "f'{1}'", "set(x)",
+    "float('1e5')", "{**a}", "open('/etc/passwd')", "1 if True else 2", "...", "__ref__('x')", "__obj__('x')",
+    "__type__('object')", "range(1, 2)", "[1, 2", "(" * 300 + ")" * 300,
+])
+def test_the_checker_refuses_anything_but_literals(text):
+    with pytest.raises((ValueError, SyntaxError, MemoryError, RecursionError)):
+        from_literal(text)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Reference solutions
+# ------------------------------------------------------------------------------------------------------------
+CODE_SETS = {"mbpp_train": 374, "mbpp_valid": 90, "mbpp_test": 500, "humaneval": 164, "stdio_demo": 6}
+
+
+def test_every_reference_solution_passes_its_own_tests():
+    """All 1134 reference programs, through the real path. None fails on this machine (README "Code RL": the
+    failures SOURCES.md expects did not show up, with our checker or with a plain exec of code + asserts).
+    The timeout is generous: mbpp-123's reference takes ~4 s of CPU here."""
+    report = code_reward.check_references(list(CODE_SETS), workers=2, timeout_s=30.0, log=lambda _: None)
+    for name, (passed, total, failures) in report.items():
+        assert total == CODE_SETS[name], name
+        assert passed == total, f"{name}: {failures[:5]}"
+
+
+def test_another_problems_reference_solution_fails():
+    problems = data.load_dataset("mbpp_test,humaneval,stdio_demo")[::7]
+    shifted = [fenced(problems[(i + 1) % len(problems)]["solution"]) for i in range(len(problems))]
+    stats = {}
+    scores = score_code_batch(shifted, [p["tests"] for p in problems], timeout_s=30.0, stats=stats)
+    assert len(scores) == len(problems) > 90 and sum(scores) == 0
+    assert stats["code_timeouts"] == stats["code_crashes"] == stats["sandbox_refusals"] == 0
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Hostile programs: each ends within the limit, scores 0, and leaves the machine as it was
+# ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+def test_infinite_loops_end_at_the_deadline(mode):
+    warm(mode)
+    for program, tests in [("def f():\n    while True:\n        pass\n", functional("assert f() == 1")),
+                           ("while True:\n    pass\n", functional("assert f() == 1")),
+                           ("while True:\n    pass\n", {"kind": "stdio", "cases": [{"input": "", "output": "1"}]})]:
+        score, result, seconds = grade(program, tests, mode, timeout_s=FAST_S)
+        assert score == 0 and result["status"] == "timeout", result
+        assert seconds < FAST_S + MARGIN_S
+    assert not leftover_runners()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_program_that_never_reads_stdin(mode):
+    big = {"kind": "stdio", "cases": [{"input": "x" * (8 << 20) + "\n", "output": "done"}]}
+    warm(mode)
+    score, result, seconds = grade("import time\ntime.sleep(60)\n", big, mode, timeout_s=FAST_S)
+    assert score == 0 and result["status"] == "timeout" and seconds < FAST_S + MARGIN_S
+    # not reading its input is allowed: the harness must not block on the pipe
+    score, result, _ = grade("print('done')\n", big, mode)
+    assert score == 1, result["detail"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fork_bomb_is_contained_and_reaped(mode):
+    needs(mode, "runs as an unprivileged uid of its own; process count limited; every process reaped")
+    bomb = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+    counter = ("import os, time\ndef f():\n    n = 0\n    for _ in range(100):\n        try:\n"
+               "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
+               "            n += 1\n        except OSError:\n            break\n    return n\n")
+    escaper = counter.replace("if os.fork() == 0:", "if os.fork() == 0:\n                os.setsid()")
+    warm(mode)
+    score, result, seconds = grade(bomb, functional("assert f() == 1"), mode, timeout_s=FAST_S)
+    assert score == 0 and result["status"] == "timeout" and seconds < FAST_S + MARGIN_S
+    # the limit binds (root included: the program runs as an unprivileged uid): it forks fewer than MAX_PROCESSES
+    score, _, _ = grade(counter, functional(f"assert f() < {code_reward.MAX_PROCESSES}"), mode)
+    assert score == 1
+    score, result, _ = grade(escaper, functional("assert f() > 0"), mode)   # children that leave the process group
+    assert score == 1, result["detail"]
+    time.sleep(0.2)
+    assert not leftover_runners(), "the sleeping children must die with the sandbox"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_memory_bomb_fails_fast(mode):
+    probe = ("def f():\n    try:\n        bytearray(8 << 30)\n    except MemoryError:\n        return 'limited'\n"
+             "    return 'allocated'\n")
+    score, result, _ = grade(probe, functional("assert f() == 'limited'"), mode)
+    assert score == 1, result["detail"]
+    grow = "def f():\n    blocks = []\n    while True:\n        blocks.append(bytearray(1 << 20))\n"
+    score, result, seconds = grade(grow, functional("assert f() == 1"), mode, timeout_s=FAST_S)
+    assert score == 0 and seconds < FAST_S + MARGIN_S, result   # MemoryError at 512 MB (or the deadline, if slow)
+    score, result, seconds = grade("x = bytearray(8 << 30)\ndef f():\n    return 1\n", functional("assert f() == 1"), mode)
+    assert score == 0 and "MemoryError" in result["detail"], result
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_10gb_write_stops_at_the_file_size_limit(mode, tmp_path):
+    writer = ("import errno\ndef f():\n    chunk = b'x' * (1 << 20)\n    try:\n        with open('big', 'wb') as out:\n"
+              "            for _ in range(10 * 1024):\n                out.write(chunk)\n    except OSError as e:\n"
+              "        return errno.errorcode[e.errno]\n    return 'wrote 10 GB'\n")
+    before = set(Path(tempfile.gettempdir()).glob("nano-code-*"))
+    score, result, seconds = grade(writer, functional("assert f() == 'wrote 10 GB'"), mode)
+    assert score == 0 and seconds < FAST_S + MARGIN_S
+    score, result, _ = grade(writer, functional("assert f() == 'EFBIG'"), mode)   # stopped by RLIMIT_FSIZE
+    assert score == 1, result["detail"]
+    assert set(Path(tempfile.gettempdir()).glob("nano-code-*")) <= before, "the working directory is removed"
+
+
+def test_many_files_fill_only_the_size_limited_directory():
+    needs("bwrap" if HAVE_BWRAP else "rlimits", "nothing writable outside its directory; working directory size-limited")
+    filler = ("import errno\ndef f():\n    chunk = b'x' * (1 << 20)\n    for k in range(1000):\n        try:\n"
+              "            with open(f'part{k}', 'wb') as out:\n                for _ in range(8):\n"
+              "                    out.write(chunk)\n        except OSError as e:\n"
+              "            return errno.errorcode[e.errno], k\n    return 'wrote 8 GB'\n")
+    score, result, _ = grade(filler, functional(f"assert f()[0] == 'ENOSPC' and f()[1] <= {code_reward.SANDBOX_DIR_MB // 8}"),
+                             "bwrap")
+    assert score == 1, result["detail"]
+
+
+def test_no_private_mounts_through_a_nested_user_namespace():
+    """A user namespace of its own would let a program mount a tmpfs that no size limit covers (memory)."""
+    needs("bwrap" if HAVE_BWRAP else "rlimits", "nothing writable outside its directory; working directory size-limited")
+    program = ("import ctypes, os\ndef f():\n    libc = ctypes.CDLL(None, use_errno=True)\n"
+               "    if libc.unshare(0x10000000 | 0x00020000) != 0:\n        return 'refused'\n"
+               "    if libc.mount(b'none', b'/sandbox', b'tmpfs', 0, b'size=1g') != 0:\n        return 'no mount'\n"
+               "    return 'mounted'\n")
+    score, result, _ = grade(program, functional("assert f() == 'mounted'"), "bwrap")
+    assert score == 0, result
+    assert grade(program, functional("assert f() == 'refused'"), "bwrap")[0] == 1
+
+
+def test_writes_and_deletes_outside_the_directory_fail(tmp_path):
+    needs("bwrap" if HAVE_BWRAP else "rlimits", "nothing writable outside its directory; working directory size-limited")
+    os.chmod(tmp_path, 0o777)
+    canary = tmp_path / "canary.txt"
+    canary.write_text("intact")
+    canary.chmod(0o666)
+    nonce = secrets.token_hex(4)
+    targets = [str(canary), str(tmp_path / f"new-{nonce}"), f"/tmp/escape-{nonce}", f"/dev/shm/escape-{nonce}",
+               str(ROOT / f"escape-{nonce}"), str(ROOT / "code_reward.py"), "/usr/escape", "/escape", "/nano/code_reward.py",
+               "/nano/escape", "/dev/escape", "/proc/escape"]
+    program = f"""
+import os
+def f():
+    escaped = []
+    for path in {targets!r}:
+        try:
+            with open(path, 'a') as out:
+                out.write('pwned')
+            escaped.append(path)
+        except OSError:
+            pass
+    try:
+        os.remove({str(canary)!r})
+        escaped.append('removed canary')
+    except OSError:
+        pass
+    with open('mine.txt', 'w') as out:   # its own directory works
+        out.write('ok')
+    return escaped if escaped else open('mine.txt').read()
+"""
+    score, result, _ = grade(program, functional("assert f() != 'ok'"), "bwrap")
+    assert score == 0, result
+    score, result, _ = grade(program, functional("assert f() == 'ok'"), "bwrap")
+    assert score == 1, result["detail"]
+    assert canary.read_text() == "intact"
+    for path in targets[1:5] + [str(ROOT / f"escape-{nonce}")]:
+        assert not os.path.exists(path), path
+    assert "pwned" not in (ROOT / "code_reward.py").read_text()[-100:]
+
+
+def test_no_network_even_to_a_listener_on_localhost():
+    needs("bwrap" if HAVE_BWRAP else "rlimits", "no network")
+    token = secrets.token_hex(8)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    server.settimeout(0.2)
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract_name = f"\0nano-test-{token}"
+    abstract.bind(abstract_name)
+    abstract.listen(5)
+    abstract.settimeout(0.2)
+    accepted = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            for s in (server, abstract):
+                try:
+                    conn, _ = s.accept()
+                    accepted.append(1)
+                    conn.sendall(token.encode())
+                    conn.close()
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    program = f"""
+import socket
+def f():
+    got = []
+    for family, address in ((socket.AF_INET, ('127.0.0.1', {port})), (socket.AF_UNIX, {abstract_name!r})):
+        try:
+            s = socket.socket(family)
+            s.settimeout(1)
+            s.connect(address)
+            got.append(s.recv(100).decode())
+        except OSError as e:
+            got.append(type(e).__name__)
+    return got
+"""
+    try:
+        score, result, _ = grade(program, functional(f"assert {token!r} in f()"), "bwrap")
+        assert score == 0, result
+        score, result, _ = grade(program, functional(f"assert {token!r} not in f()"), "bwrap")
+        assert score == 1, result   # it ran, and got errors instead of the token
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
+        abstract.close()
+    assert not accepted, "a sandboxed program reached a listener on the host"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_environment_is_empty(mode):
+    score, result, _ = grade("import os\ndef f():\n    return dict(os.environ)\n", functional("assert f() == {}"), mode)
+    assert score == 1, result["detail"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_parents_environment_and_memory_are_out_of_reach(mode, monkeypatch):
+    needs(mode, "cannot signal other users' processes or read their environment")
+    secret = "NANO-SECRET-" + secrets.token_hex(8)
+    code_reward.close_pool()                        # new workers inherit the secret
+    monkeypatch.setenv("NANO_TEST_SECRET", secret)
+    program = """
+import os
+def f():
+    seen = []
+    for pid in [p for p in os.listdir('/proc') if p.isdigit()] + ['self', str(os.getppid())]:
+        for name in ('environ', 'cmdline'):
+            try:
+                blob = open(f'/proc/{pid}/{name}', 'rb').read().decode(errors='replace')
+            except OSError:
+                continue
+            seen.append(pid)
+            for part in blob.split('\\0'):
+                if 'NANO-SECRET-' in part:
+                    return part.split('=', 1)[-1]
+    return f'not found in {len(set(seen))} processes'
+"""
+    try:
+        score, result, _ = grade(program, functional(f"assert f() == {secret!r}"), mode)
+        assert score == 0, result
+        score, result, _ = grade(program, functional("assert f().startswith('not found in')"), mode)
+        assert score == 1, result["detail"]
+    finally:
+        code_reward.close_pool()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_signalling_the_parent_or_everyone_hurts_nobody(mode):
+    needs(mode, "cannot signal other users' processes or read their environment")
+    grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)      # start the worker
+    worker = code_reward._POOL[mode][0]
+    program = f"""
+import os, signal
+def f():
+    for own in (os.getppid(), 1):     # the sandbox's own init: harmless either way
+        try:
+            os.kill(own, signal.SIGKILL)
+        except OSError:
+            pass
+    hits = []
+    for pid in ({os.getpid()}, {worker.proc.pid}):   # the test process and the grading worker, by host pid
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+                hits.append(pid)
+            except OSError:
+                pass
+    try:
+        os.kill(-1, signal.SIGKILL)   # everything it may signal: only its own sandbox
+    except OSError:
+        pass
+    return hits
+"""
+    score, result, seconds = grade(program, functional("assert f() != []"), mode)   # it hit something
+    assert score == 0 and seconds < FAST_S + MARGIN_S, result
+    score, result, _ = grade(program, functional("assert f() == []"), mode)         # it ran, and hit nothing
+    assert score == 1, result["detail"]
+    assert worker.proc.poll() is None and code_reward._POOL[mode][0] is worker, "the grading worker survived"
+    score, _, _ = grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)
+    assert score == 1 and code_reward._POOL[mode][0] is worker
+
+
+UNPRIVILEGED_CHECKS = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import code_reward as c
+assert c.sandbox_mode("auto") == "bwrap", c._PROBED
+T = lambda *a: {"kind": "functional", "asserts": list(a)}
+bomb = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+start = time.monotonic()
+assert c.run_tests(bomb, T("assert f() == 1"), timeout_s=2, mode="bwrap")["status"] == "timeout"
+assert time.monotonic() - start < 3.5
+forks = ("import os, time\ndef f():\n    n = 0\n    for _ in range(100):\n        try:\n"
+         "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
+         "            n += 1\n        except OSError:\n            break\n    return n\n")
+assert c.run_tests(forks, T(f"assert f() < {c.MAX_PROCESSES}"), mode="bwrap")["status"] == "passed"
+fill = ("import errno\ndef f():\n    for k in range(1000):\n        try:\n            open(f'p{k}', 'wb').write(b'x' * (8 << 20))\n"
+        "        except OSError as e:\n            return errno.errorcode[e.errno]\n")
+assert c.run_tests(fill, T("assert f() == 'ENOSPC'"), mode="bwrap")["status"] == "passed"
+import socket
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+reach = ("import socket\ndef f():\n    try:\n        socket.create_connection(('127.0.0.1', %d), timeout=1)\n"
+         "        return 'connected'\n    except OSError as e:\n        return type(e).__name__\n") % listener.getsockname()[1]
+assert c.run_tests(reach, T("assert f() == 'ConnectionRefusedError'"), mode="bwrap")["status"] == "passed"
+env = "import os\ndef f():\n    return [dict(os.environ), len([p for p in os.listdir('/proc') if p.isdigit()])]\n"
+assert c.run_tests(env, T("assert f()[0] == {} and f()[1] <= 3"), mode="bwrap")["status"] == "passed"
+writable = ("import os\ndef f():\n    ok = []\n    for d in ('/', '/dev', '/dev/shm', '/nano', '/proc', '/sandbox'):\n"
+            "        try:\n            open(os.path.join(d, 'probe'), 'w').write('x')\n            ok.append(d)\n"
+            "        except OSError:\n            pass\n    return ok\n")   # bwrap's own tmpfs root and /dev too
+assert c.run_tests(writable, T("assert f() == ['/sandbox']"), mode="bwrap")["status"] == "passed"
+print("unprivileged sandbox ok")
+"""
+
+
+def test_an_unprivileged_user_gets_the_same_sandbox():
+    """Most users are not root: bwrap then builds a user namespace and the runner's RLIMIT_NPROC counts only the
+    sandbox's processes. Run as uid 65534 with the system Python (ours may live in a directory only root reads)."""
+    python = "/usr/bin/python3"
+    if not (HAVE_BWRAP and os.geteuid() == 0 and os.path.exists(python) and os.path.exists("/usr/bin/setpriv")):
+        pytest.skip("needs root (to become another user), bwrap, setpriv and /usr/bin/python3")
+    proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c",
+                           UNPRIVILEGED_CHECKS, str(ROOT)], capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 0 and "unprivileged sandbox ok" in proc.stdout, proc.stdout + proc.stderr
+    assert not leftover_runners()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Reward hacking: none of these passes without passing the tests
+# ------------------------------------------------------------------------------------------------------------
+ADD_TESTS = functional("assert add(2, 3) == 5", "assert add(-7, 10) == 3", "assert abs(add(0.1, 0.2) - 0.3) < 1e-9",
+                       entry_point="add")
+WRONG_ADD = "def add(a, b):\n    return 0\n"
+HACKS = {
+    "sys.exit(0) first": "import sys\nsys.exit(0)\n" + WRONG_ADD,
+    "os._exit(0) first": "import os\nos._exit(0)\n" + WRONG_ADD,
+    "exit inside the function": "import sys\ndef add(a, b):\n    sys.exit(0)\n",
+    "os._exit inside the function": "import os\ndef add(a, b):\n    os._exit(0)\n",
+    "KeyboardInterrupt inside": "def add(a, b):\n    raise KeyboardInterrupt\n",
+    "print what a harness looks for": "print('All tests passed'); print('PASSED'); print({'value': 5})\n"
+                                      "print(\"{'ready': True}\")\n" + WRONG_ADD,
+    "redefine builtins": "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.AssertionError = KeyError\n"
+                         "builtins.isinstance = lambda *a: True\nabs = lambda x: 0\n" + WRONG_ADD,
+    "redefine harness names": "check = lambda *a: None\ncandidate = None\nProgramName = None\nfrom_literal = eval\n"
+                              "_check_functional = None\n__builtins__ = {}\n" + WRONG_ADD,
+    "always-equal object": "class Eq:\n    __eq__ = lambda self, other: True\n    __ne__ = lambda self, other: False\n"
+                           "    __lt__ = __le__ = __gt__ = __ge__ = __eq__\n    __sub__ = __rsub__ = lambda self, o: 0\n"
+                           "    __abs__ = lambda self: 0\n    __hash__ = object.__hash__\n"
+                           "def add(a, b):\n    return Eq()\n",
+    "int subclass that equals everything": "class E(int):\n    def __eq__(self, other):\n        return True\n"
+                                           "    __hash__ = int.__hash__\ndef add(a, b):\n    return E(0)\n",
+    "forge replies on every descriptor": "import os, threading\n"
+                                         "def spam():\n    for _ in range(200):\n        for fd in range(3, 40):\n"
+                                         "            try:\n                os.write(fd, b\"{'value': 5}\\n{'ready': True}\\n\")\n"
+                                         "            except OSError:\n                pass\n"
+                                         "spam()\nthreading.Thread(target=spam, daemon=True).start()\n" + WRONG_ADD,
+    "junk and code on the reply pipe": "import os\nfor fd in range(3, 40):\n    try:\n"
+                                       "        os.write(fd, b\"{'value': __import__('os').getpid()}\\n\")\n"
+                                       "    except OSError:\n        pass\n" + WRONG_ADD,
+    "look for expected values in the caller": "import gc, sys\ndef add(a, b):\n    f = sys._getframe(1)\n"
+                                              "    seen = [o for o in gc.get_objects() if isinstance(o, int) and o == 5]\n"
+                                              "    return f.f_locals.get('expected', 0)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_reward_hacks_score_zero(name):
+    mode = MODES[0]
+    score, result, seconds = grade(HACKS[name], ADD_TESTS, mode)
+    assert score == 0, result
+    assert seconds < FAST_S + MARGIN_S
+    assert grade("def add(a, b):\n    return a + b\n", ADD_TESTS, mode)[0] == 1   # and the next item is fine
+
+
+def test_harness_name_hacks_on_a_check_candidate_test():
+    tests = functional("def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(1, 1) == 2\n\n"
+                       "check(add)\n", entry_point="add", prelude="def add(a, b):\n    '''Add two numbers.'''\n")
+    assert grade("def add(a, b):\n    return a + b\n", tests, MODES[0])[0] == 1
+    for program in ("def check(candidate):\n    return True\n" + WRONG_ADD,
+                    "import builtins\nbuiltins.check = lambda c: None\n" + WRONG_ADD,
+                    "add = None\n",                       # the prelude's stub (returns None) stays: it fails
+                    "def candidate(a, b):\n    return a + b\n"):
+        assert grade(program, tests, MODES[0])[0] == 0, program
+
+
+def test_reading_the_tests_from_disk_finds_nothing(tmp_path):
+    needs("bwrap" if HAVE_BWRAP else "rlimits", "host files invisible (tests, datasets, home)")
+    secret = "NANO-SECRET-" + secrets.token_hex(8)
+    tests = functional(f"assert get() == {secret!r}", entry_point="get")
+    (tmp_path / "tests.json").write_text(json.dumps(tests))          # on the host, where a harness might leave it
+    program = f"""
+import os, sys
+SKIP = ('/proc', '/sys', '/dev', '/usr', {sys.base_prefix!r})
+def get():
+    scanned = 0
+    for path in ['/proc/self/cmdline', '/proc/1/cmdline'] + [f'/proc/self/fd/{{fd}}' for fd in range(64)]:
+        try:
+            if 'NANO-SECRET-' in open(path, errors='replace').read(1 << 20):
+                return 'found in ' + path
+        except (OSError, ValueError):
+            pass
+    for top in ['/', {str(tmp_path)!r}, {str(ROOT)!r}, os.path.expanduser('~')]:
+        for folder, dirs, files in os.walk(top):
+            if folder.startswith(SKIP):
+                dirs[:] = []
+                continue
+            for name in files:
+                try:
+                    text = open(os.path.join(folder, name), errors='replace').read(4 << 20)
+                except OSError:
+                    continue
+                scanned += 1
+                at = text.find('NANO-SECRET-')
+                if at >= 0:
+                    return text[at:at + 28]
+    return f'nothing in {{scanned}} files'
+"""
+    score, result, _ = grade(program, tests, "bwrap", timeout_s=5.0)
+    assert score == 0, result
+    assert grade(program, functional("assert get().startswith('nothing in')", entry_point="get"), "bwrap",
+                 timeout_s=5.0)[0] == 1
+
+
+def test_a_huge_return_value_fails_without_hurting_the_checker():
+    score, result, _ = grade("def f():\n    return 'x' * (100 << 20)\n", functional("assert len(f()) > 0"), MODES[0],
+                             timeout_s=5.0)
+    assert score == 0 and result["status"] != "passed", result   # too large, its memory limit, or slow
+    assert grade("def f():\n    return 'x' * 1000\n", functional("assert len(f()) == 1000"), MODES[0])[0] == 1
+
+
+# ------------------------------------------------------------------------------------------------------------
+# What legitimate programs may do
+# ------------------------------------------------------------------------------------------------------------
+def test_legitimate_program_features():
+    mode = MODES[0]
+    # expected exceptions keep their type; objects of the program's own classes go back and forth by handle
+    tests = functional("try:\n    root(-1)\n    ok = False\nexcept ValueError:\n    ok = True\nassert ok",
+                       "assert root(9) == 3",
+                       "assert area([Box(1, 2), Box(3, 4)]) == 14",
+                       "assert kinds((1, 'a', 2.0), int) == [1]",
+                       "assert list(gen(3)) == [0, 1, 2] and gen(3) != [0, 1, 2]",
+                       "assert math.isclose(root(2) ** 2, 2)", entry_point="root")
+    program = ("import math\nclass Box:\n    def __init__(self, w, h):\n        self.w, self.h = w, h\n"
+               "def root(x):\n    if x < 0:\n        raise ValueError('negative')\n    return math.isqrt(x) if x == 9 else math.sqrt(x)\n"
+               "def area(boxes):\n    return sum(b.w * b.h for b in boxes)\n"
+               "def kinds(items, t):\n    return [i for i in items if type(i) is t]\n"
+               "def gen(n):\n    yield from range(n)\n"
+               "if __name__ == '__main__':\n    input('a __main__ block does not run')\n")
+    score, result, _ = grade(program, tests, mode)
+    assert score == 1, result["detail"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_stdio_problems(mode):
+    tests = {"kind": "stdio", "cases": [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4", "output": "6"}]}
+    assert grade("a, b = map(int, input().split())\nprint(a + b)\n", tests, mode)[0] == 1
+    assert grade("a, b = map(int, input().split())\nprint(a + b, ' ')\nprint()\n", tests, mode)[0] == 1  # whitespace
+    assert grade("import sys\na, b = map(int, input().split())\nprint(a + b)\nsys.exit(0)\n", tests, mode)[0] == 1
+    assert grade("a, b = map(int, input().split())\nprint(a - b)\n", tests, mode)[0] == 0
+    assert grade("a, b = map(int, input().split())\nprint(a + b)\nraise SystemExit(3)\n", tests, mode)[0] == 0
+    assert grade("a, b = map(int, input().split())\nprint(a + b)\n1 / 0\n", tests, mode)[0] == 0
+    assert grade("print(5)\n", tests, mode, partial=True)[0] == 0.5
+
+
+def test_partial_credit_is_off_by_default():
+    tests = functional("assert f(1) == 1", "assert f(2) == 4", "assert f(3) == 10", entry_point="f")
+    program = "def f(x):\n    return x * x\n"
+    assert grade(program, tests, MODES[0])[0] == 0
+    assert grade(program, tests, MODES[0], partial=True)[0] == pytest.approx(2 / 3)
+
+
+def test_batch_stats_count_timeouts_crashes_and_refusals(monkeypatch):
+    tests = functional("assert f() == 1", entry_point="f")
+    responses = [fenced("def f():\n    return 1\n"), fenced("def f():\n    return 2\n"),
+                 fenced("def f():\n    while True:\n        pass\n"), fenced("import os\ndef f():\n    os._exit(3)\n"),
+                 fenced("import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSEGV)\n"), "no code here"]
+    stats, results = {}, []
+    scores = score_code_batch(responses, [tests] * len(responses), workers=2, timeout_s=4.0, stats=stats,
+                              results=results)
+    assert scores == [1, 0, 0, 0, 0, 0]
+    assert [r["status"] for r in results] == ["passed", "failed", "timeout", "crash", "crash", "no_program"]
+    assert stats == {"code_timeouts": 1, "code_crashes": 2, "sandbox_refusals": 0, "code_no_program": 1,
+                     "code_grader_errors": 0}
+    # a sandbox that cannot start refuses (never runs the program some weaker way)
+    monkeypatch.setitem(code_reward._PROBED, "bwrap", (False, "pretend bwrap is broken"))
+    stats = {}
+    assert score_code_batch(responses[:2], [tests] * 2, sandbox="bwrap", stats=stats) == [0, 0]
+    assert stats["sandbox_refusals"] == 2
+    monkeypatch.setattr(code_reward, "SANDBOX_PYTHON", "/nonexistent/python")
+    assert run_tests("def f():\n    return 1\n", tests, mode=MODES[0])["status"] == "refused"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_late_checker_is_killed_and_replaced(mode):
+    """Trusted test code that never ends: the scorer kills the worker, and cleans up its sandbox itself."""
+    hang = functional("while True:\n    pass", entry_point="f")
+    before = set(Path(tempfile.gettempdir()).glob("nano-code-*"))
+    code_reward.close_pool()
+    warm(mode)
+    stats, results = {}, []
+    start = time.monotonic()
+    scores = score_code_batch([fenced("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
+                                      "def f():\n    return 1\n")], [hang], workers=1, timeout_s=3.0, stats=stats,
+                              results=results, sandbox=mode)
+    assert scores == [0] and stats["code_timeouts"] == 1 and results[0]["detail"].startswith("grading worker killed")
+    assert time.monotonic() - start < 3.0 + code_reward.WORKER_GRACE_S + MARGIN_S
+    assert score_code_batch([fenced("def f():\n    return 1\n")], [functional("assert f() == 1")], workers=1,
+                            sandbox=mode) == [1]
+    if code_reward.sandbox_guarantees(mode)["runs as an unprivileged uid of its own; process count limited; "
+                                            "every process reaped"]:
+        assert not leftover_runners()   # the child that left the process group too
+    assert set(Path(tempfile.gettempdir()).glob("nano-code-*")) <= before
+
+
+def test_bad_tests_are_refused_with_the_field_named():
+    with pytest.raises(ValueError, match=r"item 1: field 'tests.cases\[0\].output'"):
+        score_code_batch(["x", "y"], [functional("assert True"), {"kind": "stdio", "cases": [{"input": "", "output": 1}]}])
+
+
+def test_cli_describes_the_sandbox_and_grades_a_file(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "code_reward.py"), "--describe"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and f"sandbox mode: {MODES[0]}" in proc.stdout and "[x] empty environment" in proc.stdout
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"response": fenced(p), "tests": functional("assert f() == 1")}) + "\n"
+                            for p in ("def f():\n    return 1\n", "def f():\n    return 0\n")))
+    proc = subprocess.run([sys.executable, str(ROOT / "code_reward.py"), str(rows)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and "2 rows, mean reward 0.5000" in proc.stdout, proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The reward is chosen by the data; train.py and eval.py on code
+# ------------------------------------------------------------------------------------------------------------
+def test_dispatcher_grades_each_row_by_its_data():
+    import reward
+    assert reward.code_reward is code_reward.code_reward
+    math_row = data.load_dataset("math500")[0]
+    code_row = data.load_dataset("humaneval")[0]
+    responses = [f"\\boxed{{{math_row['answer']}}}", fenced(code_row["solution"]), "\\boxed{nope}", "```python\npass\n```"]
+    stats = {}
+    scores = reward.score_problems(responses, [math_row, code_row, math_row, code_row], workers=2, stats=stats,
+                                   timeout_s=60.0)   # generous: the math workers' first start imports sympy
+    assert scores == [1.0, 1.0, 0.0, 0.0]
+    assert stats["code_timeouts"] == 0 and stats["timeouts"] == 0
+
+
+class ScriptedCode:
+    """The session's real engine, except that each response's TEXT is replaced: even samples of a group by the
+    reference program of the problem in the prompt, odd ones by a program that fails. The loop then has to route
+    every response to its own problem's tests for the rewards to come out right."""
+
+    def __init__(self, engine, problems):
+        self.engine, self.problems = engine, problems
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def generate(self, prompt_token_ids, n=1, **kwargs):
+        samples = self.engine.generate(prompt_token_ids, n=n, **kwargs)
+        for i, ids in enumerate(prompt_token_ids):
+            prompt = self.engine.tokenizer.decode(ids)
+            solution = next(p["solution"] for p in self.problems if p["problem"] in prompt)
+            for j in range(n):
+                samples[i * n + j].text = fenced(solution if j % 2 == 0 else "def nothing():\n    pass\n")
+                samples[i * n + j].finish_reason = "stop"  # a complete program (truncated responses earn 0)
+        return samples
+
+
+def test_train_on_mbpp_and_eval_on_humaneval(vllm_engine, tiny_model_path, tmp_path):
+    """A short real run on MBPP with the code template: the code reward runs inside the loop (half of each group
+    is the problem's reference program: reward exactly 0.5) and periodic eval on HumanEval; then eval.py on a few
+    HumanEval problems with the plain tiny model (random text: no program, pass@k 0)."""
+    import eval as evaluation
+    import train
+    out = tmp_path / "code_run"
+    scripted = ScriptedCode(vllm_engine, data.load_dataset("mbpp_train") + data.load_dataset("humaneval"))
+    train.main(["--preset", "cpu_demo", "--model", tiny_model_path, "--train_data", "mbpp_train", "--template", "code",
+                "--out_dir", str(out), "--max_steps", "2", "--batch_size", "4", "--group_size", "2",
+                "--max_response_len", "16", "--eval_every", "2", "--eval_data", "humaneval", "--eval_limit", "2",
+                "--contamination_check", "1", "--code_timeout_s", "10"], engine=scripted)
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert m["reward/mean"] == 0.5 and m["reward/equal_group_frac"] == 0
+        assert m["reward/code_no_program"] == m["reward/code_timeouts"] == m["reward/sandbox_refusals"] == 0
+        assert m["policy/trained_frac"] == 1 and m["policy/grad_norm"] > 0
+    assert metrics[-1]["eval/humaneval"] == 1.0   # eval_k 1: sample 0, the reference program
+    results = evaluation.main(["--model", "unused", "--benchmarks", "humaneval", "--limit", "3", "--k", "2",
+                               "--max_tokens", "16", "--template", "code", "--out", str(tmp_path / "eval"),
+                               "--temperature", "1.0"], engine=vllm_engine)
+    summary = results["humaneval"]
+    assert summary["problems"] == 3 and {"avg@2", "pass@1", "pass@2"} <= set(summary) and "maj@2" not in summary
+    rows = [json.loads(line) for line in (tmp_path / "eval" / "humaneval" / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and all(r["correct"] is False and r["gold"] is None for r in rows)
+    assert data.CODE_INSTRUCTION in rows[0]["prompt"] and "HumanEval" not in rows[0]["prompt"]
