@@ -299,8 +299,9 @@ def _validate_sft(rows, where, source, fields):
         if not isinstance(solution, str) or not solution.strip():
             raise DatasetError(f"{where}:{location}: missing or empty '{solution_field}': SFT needs a worked "
                                f"solution per problem (or a chat '{messages_field}' list)")
-        if answer is not None and (not isinstance(answer, str) or not answer.strip()):
-            raise DatasetError(f"{where}:{location}: '{answer_field}' must be a non-empty string when given")
+        if answer is not None and not isinstance(answer, str):
+            raise DatasetError(f"{where}:{location}: '{answer_field}' must be a string when given")
+        answer = answer if answer and answer.strip() else None   # an empty answer is no answer
         examples.append({"id": pid, "problem": problem, "solution": solution.strip(),
                          "answer": answer.strip() if answer else None, "source": source})
     if not examples:
@@ -316,19 +317,35 @@ def load_sft_dataset(spec, id_field="id", problem_field="problem", solution_fiel
     return _load_specs(spec, (id_field, problem_field, solution_field, answer_field, messages_field), _validate_sft)
 
 
-def sft_response(example, template):
+def sft_response(example, template, think_prefilled=False):
     """The response text a worked example teaches, in the answer format `template`'s prompt asks for (the grader
     reads the same: reward.extract_answer):
         chat, boxed     the solution, ending with \\boxed{answer} (appended when the solution has no \\boxed)
         think_answer    <think>solution</think> <answer>answer</answer>  (the study's prompt ends in "Assistant: ")
-    A conversation ({"messages"}) teaches its last assistant turn as written."""
+    think_prefilled: the prompt itself opened a <think> block (DeepSeek-R1-Distill's chat template; see
+    prompt_opens_think), so the target closes it -- `solution\n</think>\n\n\\boxed{answer}` -- because the grader
+    gives a response that never closes its reasoning nothing. A solution that is already an R1-style trace
+    (`<think>...</think>` then the write-up) is not wrapped in a second pair of tags. A conversation
+    ({"messages"}) teaches its last assistant turn as written, minus a leading <think> the prompt already opened."""
     if "messages" in example:
-        return example["messages"][-1]["content"]
+        text = example["messages"][-1]["content"]
+        if think_prefilled and text.lstrip().startswith("<think>"):
+            text = text.lstrip()[len("<think>"):].lstrip("\n")
+        return text
     solution, answer = example["solution"], example.get("answer")
-    if template == "think_answer":
+    thought, closed, _ = solution.partition("</think>")
+    thought = thought.strip().removeprefix("<think>").strip() if closed else solution
+    if answer is None and (template == "think_answer" or think_prefilled):
+        import reward
+        answer = reward._last_boxed(solution)   # the solution's own boxed answer
         if answer is None:
-            raise DatasetError(f"example {example['id']}: the think_answer template needs an answer for <answer>")
-        return f"<think>{solution}</think> <answer>{answer}</answer>"
+            raise DatasetError(f"example {example['id']}: no 'answer' and no \\boxed answer in the solution: "
+                               f"the {'think_answer template' if template == 'think_answer' else 'opened <think>'} "
+                               f"needs one after the reasoning")
+    if template == "think_answer":
+        return f"<think>{thought}</think> <answer>{answer}</answer>"
+    if think_prefilled:
+        return f"{thought}\n</think>\n\nThe final answer is $\\boxed{{{answer}}}$."
     if "\\boxed" in solution or answer is None:
         return solution
     return f"{solution}\nThe final answer is $\\boxed{{{answer}}}$."

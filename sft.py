@@ -57,7 +57,7 @@ EPOCHS = 2.0
 PRESETS = {  # named bundles of flags; explicit flags on the command line win
     # the CPU demo's SFT stage (demo.py writes these files): a 1M-parameter model, a few hundred worked examples
     "cpu_demo": dict(model="out/demo/base", train_data="out/demo/task/sft.jsonl", template="chat", device="cpu",
-                     batch_size=64, micro_batch_tokens=8192, max_len=128, lr=2e-3, warmup_steps=20, max_steps=400,
+                     batch_size=32, micro_batch_tokens=8192, max_len=128, lr=2e-3, warmup_steps=20, max_steps=700,
                      min_lr_ratio=1.0, weight_decay=0.0, gradient_checkpointing=0, eval_data="out/demo/task/heldout.jsonl",
                      eval_every=0, eval_temperature=0.0, max_response_len=48, max_model_len=128, save_every=0,
                      keep_last=1, out_dir="out/demo/sft", contamination_check=0),
@@ -85,7 +85,7 @@ def build_parser():
     g.add_argument("--problem_field", default="problem", help="column holding the problem")
     g.add_argument("--solution_field", default="solution", help="column holding the worked solution (the target)")
     g.add_argument("--answer_field", default="answer", help="column holding the final answer (optional)")
-    g.add_argument("--messages_field", default="messages", help="column holding a chat conversation instead")
+    g.add_argument("--messages_field", default="messages", help="column holding a chat conversation, used instead of problem/solution when a row has it (\"\": never)")
     g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
                    help="prompt template, the same as RL's: " + "; ".join(f"{k}: {v}" for k, v in data.TEMPLATES.items()))
     g.add_argument("--max_len", type=int, default=MAX_LEN, help="examples longer than this (prompt + response tokens) are skipped")
@@ -111,7 +111,7 @@ def build_parser():
     g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine of the periodic eval")
     g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.3, help="vLLM's share of the GPU while evaluating")
     g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM")
-    g.add_argument("--max_model_len", type=int, default=None, help="vLLM context (default --max_len + --max_response_len)")
+    g.add_argument("--max_model_len", type=int, default=None, help="vLLM context of the periodic eval (default --max_len + --max_response_len, at most the model's)")
     g.add_argument("--reward_workers", type=int, default=2, help="grading processes of the eval")
     g = p.add_argument_group("run control (may change on --resume)")
     g.add_argument("--out_dir", default="out/sft", help="checkpoints, metrics.jsonl, eval-<step>/")
@@ -189,22 +189,32 @@ def tokenize_examples(examples, tokenizer, template, max_len):
     """Worked examples -> (samples, skipped ids). A sample holds the prompt exactly as RL renders it and the
     target response + EOS, tokenized separately (as in RL, where the response is generated after the prompt).
     It is a rollout.Sample, so train.collate builds its batch and response mask. Skipped: longer than max_len
-    tokens, or (think_answer) without an answer for the <answer> tag."""
+    tokens, or with no answer where the format must state one (think_answer's <answer>, or after a <think> the
+    prompt opened) and none in the row or in the solution's last \\boxed."""
     from rollout import Sample
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError("the tokenizer has no EOS token: SFT must teach the model to stop")
     samples, skipped = [], []
+    # a prompt that opens <think> itself (R1-Distill's chat template): the target must close it (data.sft_response)
+    prefilled = {}
     for ex in examples:
         if "messages" in ex:
             prompt = tokenizer.apply_chat_template(ex["messages"][:-1], add_generation_prompt=True, tokenize=True)
             prompt = list(prompt["input_ids"] if isinstance(prompt, dict) or hasattr(prompt, "input_ids") else prompt)
         else:
             prompt = data.render_prompt(ex["problem"], tokenizer, template)
-        if "messages" not in ex and template == "think_answer" and ex["answer"] is None:
-            skipped.append(ex["id"])  # no answer to put in <answer></answer>
+        try:
+            kind = "chat" if "messages" in ex else template
+            if kind not in prefilled:
+                prefilled[kind] = data.prompt_opens_think(tokenizer, kind)
+            target = data.sft_response(ex, template, prefilled[kind])
+        except data.DatasetError:
+            skipped.append(ex["id"])  # no answer to state (think_answer's <answer>, or after a prefilled <think>)
             continue
-        response = tokenizer.encode(data.sft_response(ex, template), add_special_tokens=False) + [eos]
+        response = tokenizer.encode(target, add_special_tokens=False)
+        if not response or response[-1] != eos:  # a conversation may already end with the EOS token
+            response.append(eos)
         if len(prompt) + len(response) > max_len:
             skipped.append(ex["id"])
             continue
@@ -273,8 +283,13 @@ def make_eval_engine(args, source, tokenizer, world):
                                                  enforce_eager=bool(args.enforce_eager), load_format="dummy")
     if world > 1 and args.engine == "vllm":  # one engine per rank, inside this process
         kwargs["distributed_executor_backend"] = "external_launcher"
+    max_model_len = args.max_model_len
+    if not max_model_len:  # prompt + response room, within the model's own context
+        from transformers import AutoConfig
+        context = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
+        max_model_len = min(args.max_len + args.max_response_len, context or 10 ** 9)
     return make_engine(args.engine, source, tokenizer=tokenizer, dtype=args.dtype, seed=args.seed,
-                       max_model_len=args.max_model_len or args.max_len + args.max_response_len, **kwargs)
+                       max_model_len=max_model_len, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -320,10 +335,18 @@ def main(argv=None, engine=None):
     samples, skipped = tokenize_examples(examples, tokenizer, args.template, args.max_len)
     if skipped and is_main:
         print(f"sft.py: WARNING: skipped {len(skipped)} example(s) longer than --max_len {args.max_len} tokens "
-              f"(or, with think_answer, without an answer): "
-              f"{', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}")
+              f"or with no answer to state: {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}")
+    if is_main:
+        conversations = sum("messages" in e for e in examples)
+        print(f"sft.py: {len(samples)} examples to train on: {len(examples) - conversations} problem/solution rows "
+              f"rendered with --template {args.template}, {conversations} chat conversations (--messages_field "
+              f"{args.messages_field!r}) with the tokenizer's chat template")
+    if len(samples) < args.batch_size:
+        sys.exit(f"sft.py: {len(samples)} usable worked examples in {args.train_data} ({len(skipped)} skipped), "
+                 f"fewer than one batch of --batch_size {args.batch_size}")
     batcher = data.PromptBatcher(samples, args.batch_size, seed=args.seed, rank=rank, world_size=world)
-    total_steps = args.max_steps or max(1, math.ceil(args.epochs * len(samples) / args.batch_size))
+    # the batcher draws whole batches and reshuffles (an epoch's remainder waits for the next epoch's order)
+    total_steps = args.max_steps or max(1, math.ceil(args.epochs * (len(samples) // args.batch_size)))
     # fp32 master weights; compute runs in --dtype under autocast
     model = train.load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
                              bool(args.gradient_checkpointing)).train()
@@ -356,7 +379,7 @@ def main(argv=None, engine=None):
 
     # ---- the loop --------------------------------------------------------------------------------------------
     trained_s = 0.0  # seconds spent in training steps in this invocation (--time_limit_s counts these)
-    bar = tqdm(total=total_steps, initial=start_step, desc="sft", disable=not is_main, dynamic_ncols=True)
+    bar = tqdm(total=None if args.time_limit_s else total_steps, initial=start_step, desc="sft", disable=not is_main, dynamic_ncols=True)
     for step in range(start_step, total_steps):
         start = time.perf_counter()
         lr = lr_at(step, args, total_steps)

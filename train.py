@@ -54,9 +54,10 @@ EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95   # periodic eval (AceMath-RL: 0.6 / 0.
 
 PRESETS = {  # named bundles of flags; explicit flags on the command line win
     # the CPU demo's GRPO stage (demo.py runs it after SFT; the eval set is 500 held-out problems, greedy)
-    "cpu_demo": dict(model="out/demo/sft/model", train_data="out/demo/task/rl.jsonl", template="chat", device="cpu",
+    "cpu_demo": dict(model="out/demo/sft/ckpt-000700/model", train_data="out/demo/task/rl.jsonl", template="chat",
+                     device="cpu",
                      batch_size=16, group_size=8, max_response_len=48, temperature=1.0, lr=1e-4, kl_coef=0.0,
-                     max_steps=120, eval_data="out/demo/task/heldout.jsonl", eval_every=20, eval_temperature=0.0,
+                     max_steps=50, eval_data="out/demo/task/heldout.jsonl", eval_every=25, eval_temperature=0.0,
                      eval_before_train=1, save_every=0, keep_last=1, out_dir="out/demo/grpo",
                      contamination_check=False, max_model_len=128, micro_batch_tokens=8192,
                      gradient_checkpointing=False, vllm_gpu_memory_utilization=0.3),

@@ -16,7 +16,7 @@ OUT=out/perplexity_llama
 stages() {
   run eval.py --model $MODEL --benchmarks math500 --k 4 --template boxed --temperature 0.6 --top_p 0.95 --max_tokens 4096 --out $OUT/eval_before
   if [ "${SFT:-1}" = 1 ]; then
-    run sft.py --model $MODEL --out_dir $OUT/sft --train_data $SFT_DATA --template think_answer --lr 1e-5 --warmup_steps 50 --min_lr_ratio 0.1 --batch_size 64 --max_steps 1500 --max_len 8192 --eval_data math500 --eval_every 200 --eval_temperature 0.7 --eval_top_p 0.95 --max_response_len 4096
+    run sft.py --model $MODEL --out_dir $OUT/sft --train_data $SFT_DATA --template think_answer --messages_field "" --lr 1e-5 --warmup_steps 50 --min_lr_ratio 0.1 --batch_size 64 --max_steps 1500 --max_len 8192 --eval_data math500 --eval_every 200 --eval_temperature 0.7 --eval_top_p 0.95 --max_response_len 4096
     START="--init_from $OUT/sft/ckpt-001500"    # ~1 epoch of OpenR1-Math-220k's 94k default split
   else
     START="--model $MODEL"

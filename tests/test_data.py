@@ -183,7 +183,7 @@ def test_templates_render_with_the_tiny_tokenizer(tokenizer, template):
         assert text.startswith("<|im_start|>user\n") and text.endswith("<|im_start|>assistant\n")
         assert "\\boxed{}" in text
     if template == "think_answer":
-        assert text.endswith("Assistant: <think>") and "<answer> </answer>" in text
+        assert text.endswith("Assistant: ") and "<answer></answer>" in text   # the study's prompt, verbatim
     if template == "code":
         assert text.endswith("<|im_start|>assistant\n") and "```python" in text and "\\boxed" not in text
     with pytest.raises(ValueError, match="unknown template"):

