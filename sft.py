@@ -321,6 +321,8 @@ def main(argv=None, engine=None):
     resume_ckpt = train.latest_checkpoint(args.resume) if args.resume else None
     if args.resume:
         args.out_dir = args.resume
+    else:
+        train.refuse_used_out_dir(args.out_dir, "sft.py")
     os.makedirs(args.out_dir, exist_ok=True)
     source = str(resume_ckpt / "model") if resume_ckpt else model_dir(args.model)
     tokenizer = AutoTokenizer.from_pretrained(source)

@@ -420,6 +420,15 @@ def latest_checkpoint(out_dir):
     return ckpts[-1] if ckpts else None
 
 
+def refuse_used_out_dir(out_dir, script):
+    """A new run must not write into another run's folder: its metrics.jsonl would be appended to the old one, and
+    keep_last (which keeps the highest-numbered checkpoints) could delete the new run's checkpoints in favour of
+    the old run's, so that latest_checkpoint / --init_from would pick up stale weights."""
+    if latest_checkpoint(out_dir) or Path(out_dir, "metrics.jsonl").exists():
+        sys.exit(f"{script}: --out_dir {out_dir} holds another run (checkpoints or metrics.jsonl): continue it "
+                 f"with --resume {out_dir}, or choose another --out_dir")
+
+
 def read_run_info(ckpt):
     """The run's flags and stage start stored with a checkpoint (run.json), or None for a checkpoint of the
     previous format."""
@@ -926,6 +935,8 @@ def main(argv=None, engine=None):
     resume_ckpt = latest_checkpoint(args.resume) if args.resume else None
     if args.resume:
         args.out_dir = args.resume
+    else:
+        refuse_used_out_dir(args.out_dir, "train.py")
     os.makedirs(args.out_dir, exist_ok=True)
     source = str(resume_ckpt / "model") if resume_ckpt else args.stage_start
     tokenizer = AutoTokenizer.from_pretrained(source)

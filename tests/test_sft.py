@@ -280,3 +280,10 @@ def test_epochs_count_whole_batches(tiny_model_path, tmp_path):
                       train_data=str(path), max_len=200))
     metrics = read_metrics(tmp_path / "run")
     assert [m["step"] for m in metrics] == [1, 2, 3, 4]      # 2 epochs x (10 // 4) batches
+
+
+def test_a_new_run_refuses_another_runs_out_dir(tiny_model_path, tmp_path):
+    sft.main(sft_args(tiny_model_path, tmp_path / "run", max_steps=1))
+    with pytest.raises(SystemExit, match="holds another run"):
+        sft.main(sft_args(tiny_model_path, tmp_path / "run", max_steps=1))
+    assert [m["step"] for m in read_metrics(tmp_path / "run")] == [1]   # the first run's log is untouched

@@ -462,3 +462,14 @@ def test_parts_a_second_script_can_reuse(warm_model_path, tmp_path):
     logger = train.Logger(tmp_path)
     logger.log({"step": 1, "loss": 0.5})
     assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "loss": 0.5}
+
+
+def test_a_new_run_refuses_another_runs_out_dir(warm_model_path, toy, tmp_path):
+    """A fresh run into a folder that holds another run would append to its metrics.jsonl and, with keep_last,
+    could delete its own new checkpoints in favour of the old run's higher-numbered ones: refused, with the way out."""
+    for leftover in ("metrics.jsonl", "ckpt-000900"):
+        out = tmp_path / leftover.split(".")[0]
+        out.mkdir()
+        (out / leftover).mkdir() if leftover.startswith("ckpt") else (out / leftover).write_text('{"step": 1}\n')
+        with pytest.raises(SystemExit, match=f"--out_dir {out} holds another run.*--resume {out}"):
+            train.main(demo_args(warm_model_path, toy, out, max_steps=1))
