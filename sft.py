@@ -11,11 +11,12 @@ will ask it. Read top to bottom; the loop in main() is:
         loss = -sum log p(response tokens | prompt) / response tokens of the whole batch   (prompt tokens: no loss)
         AdamW step (warmup + cosine lr, gradient clipping); periodic held-out eval in vLLM          (eval.py)
 
-    python sft.py --model Qwen/Qwen2.5-Math-1.5B --train_data my_cot.jsonl --template think_answer
+    python sft.py --model Qwen/Qwen2.5-Math-1.5B --train_data my_cot.jsonl --template think_answer --max_steps 500
     python sft.py --train_data gsm8k_test --template chat --eval_data math500      # shipped sets with a solution
     torchrun --nproc_per_node 8 sft.py ...                                         # FSDP2, exactly as train.py
     python sft.py --resume out/sft                                                 # continue exactly
     python train.py --init_from out/sft/ckpt-000500 ...                            # then RL from the SFT model
+                                                                  # (the last checkpoint: ckpt-<its final step>)
 
 Data (data.load_sft_dataset): rows with a problem and its worked `solution` (answer optional), or a chat
 `messages` list. A problem is rendered with --template (data.render_prompt, the same call train.py makes) and the

@@ -15,7 +15,7 @@ Read top to bottom, this file is the algorithm (defaults: AceMath-RL stage 1). T
     python train.py                                   # GPU, the defaults below
     python demo.py                                    # CPU: SFT then GRPO on a tiny model (README's main job)
     python train.py --resume out/run                  # continue a run exactly (its flags come from the checkpoint)
-    python train.py --init_from out/run/ckpt-000500 --max_response_len 16384 --group_size 16   # next stage
+    python train.py --init_from out/run/ckpt-000500 --out_dir out/run2 --max_response_len 16384   # next stage
 
 The parts another script needs (sft.py) are plain functions: init_distributed / all_reduce, load_model (fp32 master
 weights, FSDP2-sharded without a full copy per GPU), save_checkpoint / load_checkpoint / latest_checkpoint,
