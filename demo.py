@@ -254,7 +254,7 @@ def summary_markdown(s):
     if "after_control" in s:
         lines.append(f"| control: SFT continued on the same examples ({s['control_steps']} steps) | "
                      f"{100 * s['after_control']:.1f}% | {s['control_train_s']:.0f} s |")
-    lines += ["", f"Wall time {s['total_s']:.0f} s: vLLM engine start and model build {s['engine_start_s']:.0f} s, "
+    lines += ["", f"Wall time {s['total_s']:.0f} s: task, model build and vLLM engine start {s['engine_start_s']:.0f} s, "
               f"SFT {s['sft_s']:.0f} s, GRPO {s['grpo_s']:.0f} s (with its evaluations)"
               + (f", control {s['control_s']:.0f} s." if "control_s" in s else ".")]
     return "\n".join(lines) + "\n"
