@@ -1230,13 +1230,18 @@ def _enclosed(s, open_, close):
     if not (s.startswith(open_) and s.endswith(close)) or len(s) < len(open_) + len(close):
         return None
     inner = s[len(open_):len(s) - len(close)]
+    return inner if _balanced(inner) else None
+
+
+def _balanced(s):
+    """Every closing bracket of s has an earlier opening one, and none is left open (kinds are not matched)."""
     depth = 0
-    for ch in inner:
+    for ch in s:
         depth += ch in "([{"
         depth -= ch in ")]}"
         if depth < 0:
-            return None
-    return inner if depth == 0 else None
+            return False
+    return depth == 0
 
 
 _NAME = r"(?:\\(?:angle|measuredangle|triangle|overline|widehat|overarc|arc)\s*\{?\s*[A-Za-z]+\s*\}?|(?:\\[a-zA-Z]+|[A-Za-z]+)" \
@@ -1597,15 +1602,7 @@ def gold_is_valid(gold):
     """Can this gold answer be graded at all? Not when it is empty, longer than MAX_ANSWER_CHARS, has unbalanced
     brackets or no letter or digit. (Golds that are not formulas, like `52_8` or `3:1`, still compare.)"""
     g = clean(gold)
-    if g is None or not re.search(r"[A-Za-z0-9]", g):
-        return False
-    depth = 0
-    for ch in g:
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if depth < 0:
-            return False
-    return depth == 0
+    return g is not None and bool(re.search(r"[A-Za-z0-9]", g)) and _balanced(g)
 
 
 def _is_equiv_unbounded(pred, gold):
