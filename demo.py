@@ -173,7 +173,9 @@ def write_task(out_dir, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS
 # 3-6. SFT -> GRPO -> the SFT control, one engine for all of it
 # ------------------------------------------------------------------------------------------------------------
 def read_metrics(run_dir):
-    return [json.loads(line) for line in Path(run_dir, "metrics.jsonl").read_text().splitlines()]
+    """The rows of a run's metrics.jsonl (plot.py's reader: a bad line names the file and line)."""
+    import plot
+    return plot.read_run(run_dir)[1]
 
 
 def final_eval(run_dir, name="heldout"):
