@@ -93,6 +93,7 @@ def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, 
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
+    import distributed
     import train
     from rollout import Sample
     if device == "cuda" and not torch.cuda.is_available():
@@ -112,9 +113,9 @@ def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, 
                                  "--dry_run"])
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        policy = train.load_model(str(path), device, torch.float32, gradient_checkpointing=True)
+        policy = distributed.load_model(str(path), device, torch.float32, gradient_checkpointing=True)
         policy.train()
-        reference = train.load_model(str(path), device, torch.bfloat16).eval().requires_grad_(False)
+        reference = distributed.load_model(str(path), device, torch.bfloat16).eval().requires_grad_(False)
         optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, betas=(0.9, 0.999))
         resident = torch.cuda.memory_allocated() / 2**30 if cuda else 0.0
         g = torch.Generator().manual_seed(0)
@@ -136,7 +137,7 @@ def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, 
             times.append(time.perf_counter() - start)
         peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0
         start = time.perf_counter()
-        gathered = sum(t.numel() for _, t in train.full_weights(policy, dtype=torch.bfloat16))
+        gathered = sum(t.numel() for _, t in distributed.full_weights(policy, dtype=torch.bfloat16))
         sync()
         gather_s = time.perf_counter() - start
         tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)

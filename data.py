@@ -260,6 +260,15 @@ def _load_specs(spec, fields, validate):
     return rows
 
 
+def unknown_specs(specs):
+    """For each data spec that is not a shipped set, an existing file or hub:org/name: (message, looks like a
+    path). A path may be one an earlier recipe stage creates, so a dry run only notes it."""
+    shipped = SHIPPED_TRAIN + SHIPPED_EVAL
+    return [(f"data {spec!r}: not a shipped set ({', '.join(shipped)}), an existing file, or hub:org/name",
+             "/" in spec or "." in spec)
+            for spec in specs if spec and not (spec in shipped or spec.startswith("hub:") or Path(spec).exists())]
+
+
 def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests"):
     """Problems from a shipped name, a local file, or hub:org/name[:split]; a comma-separated list mixes sets
     (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names."""
@@ -315,40 +324,6 @@ def load_sft_dataset(spec, id_field="id", problem_field="problem", solution_fiel
     {"id", "problem", "solution", "answer" (or None)} for problem/solution rows (shipped: math500, gsm8k_test,
     minerva_math, aime2024 have solutions), or {"id", "messages"} for rows holding a chat conversation."""
     return _load_specs(spec, (id_field, problem_field, solution_field, answer_field, messages_field), _validate_sft)
-
-
-def sft_response(example, template, think_prefilled=False):
-    """The response text a worked example teaches, in the answer format `template`'s prompt asks for (the grader
-    reads the same: reward.extract_answer):
-        chat, boxed     the solution, ending with \\boxed{answer} (appended when the solution has no \\boxed)
-        think_answer    <think>solution</think> <answer>answer</answer>  (the study's prompt ends in "Assistant: ")
-    think_prefilled: the prompt itself opened a <think> block (DeepSeek-R1-Distill's chat template; see
-    prompt_opens_think), so the target closes it -- `solution\n</think>\n\n\\boxed{answer}` -- because the grader
-    gives a response that never closes its reasoning nothing. A solution that is already an R1-style trace
-    (`<think>...</think>` then the write-up) is not wrapped in a second pair of tags. A conversation
-    ({"messages"}) teaches its last assistant turn as written, minus a leading <think> the prompt already opened."""
-    if "messages" in example:
-        text = example["messages"][-1]["content"]
-        if think_prefilled and text.lstrip().startswith("<think>"):
-            text = text.lstrip()[len("<think>"):].lstrip("\n")
-        return text
-    solution, answer = example["solution"], example.get("answer")
-    thought, closed, _ = solution.partition("</think>")
-    thought = thought.strip().removeprefix("<think>").strip() if closed else solution
-    if answer is None and (template == "think_answer" or think_prefilled):
-        import reward
-        answer = reward._last_boxed(solution)   # the solution's own boxed answer
-        if answer is None:
-            raise DatasetError(f"example {example['id']}: no 'answer' and no \\boxed answer in the solution: "
-                               f"the {'think_answer template' if template == 'think_answer' else 'opened <think>'} "
-                               f"needs one after the reasoning")
-    if template == "think_answer":
-        return f"<think>{thought}</think> <answer>{answer}</answer>"
-    if think_prefilled:
-        return f"{thought}\n</think>\n\nThe final answer is $\\boxed{{{answer}}}$."
-    if "\\boxed" in solution or answer is None:
-        return solution
-    return f"{solution}\nThe final answer is $\\boxed{{{answer}}}$."
 
 
 def normalize_problem_text(text):

@@ -10,10 +10,10 @@ What it does, each step with the project's real parts (results in out/demo/summa
 2. writes a synthetic task: 2-3 digit addition and subtraction, `523-187`, whose worked solution is a
    right-to-left scratchpad with carries/borrows, `13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}` (write_task). Three
    disjoint sets: a FEW worked examples (SFT), MANY answer-only problems (RL), 500 held-out problems (eval);
-3. SFT (sft.py --preset cpu_demo) on the few worked examples: 700 steps of 32 (58 epochs), where held-out
+3. SFT (sft.py with SFT_FLAGS) on the few worked examples: 700 steps of 32 (58 epochs), where held-out
    accuracy has levelled off at about half (a fixed number of steps with a fixed seed, never a time: accuracy
    jumps with the step count);
-4. GRPO (train.py --preset cpu_demo) on the answer-only problems: the model is rewarded for the right final
+4. GRPO (train.py with GRPO_FLAGS) on the answer-only problems: the model is rewarded for the right final
    answer and never sees a solution. Held-out accuracy (greedy) is measured before the first step and during RL;
 5. the control (--preset long): a new SFT stage from the SFT checkpoint on the same worked examples, same flags,
    for the training time GRPO had (fresh AdamW state with its 20-step warmup);
@@ -42,6 +42,16 @@ OUT_DIR = "out/demo"
 NUM_SFT_EXAMPLES = 384       # worked examples: deliberately too few to master the task
 NUM_RL_PROBLEMS = 20000      # answer-only problems for GRPO (more than it can use: never repeated)
 NUM_HELDOUT = 500            # never seen by SFT or RL; greedy accuracy, standard error ~2 points
+# The stages' flags (sft.py and train.py take every one of them on the command line; the trainers hold no demo
+# settings). The files they name are written by write_task and build_model under OUT_DIR.
+SFT_FLAGS = dict(template="chat", device="cpu", batch_size=32, micro_batch_tokens=8192, max_len=128, lr=2e-3,
+                 warmup_steps=20, max_steps=700, min_lr_ratio=1.0, weight_decay=0.0, gradient_checkpointing=0,
+                 eval_every=0, eval_temperature=0.0, max_response_len=48, max_model_len=128, save_every=0,
+                 keep_last=1, contamination_check=0)
+GRPO_FLAGS = dict(template="chat", device="cpu", batch_size=16, group_size=8, max_response_len=48, temperature=1.0,
+                  lr=1e-4, kl_coef=0.0, eval_every=25, eval_temperature=0.0, eval_before_train=1, save_every=0,
+                  keep_last=1, contamination_check=0, max_model_len=128, micro_batch_tokens=8192,
+                  gradient_checkpointing=0, vllm_gpu_memory_utilization=0.3)
 PRESETS = {  # GRPO steps of the main job and the longer run; the SFT control gets GRPO's measured training time
     "main": dict(rl_steps=50, control=False),
     "long": dict(rl_steps=100, control=True),
@@ -199,11 +209,17 @@ def start_engine(model_path, seed):
                       gpu_memory_utilization=0.3, enforce_eager=True)
 
 
+def as_flags(flags):
+    """{name: value} -> ["--name", "value", ...]"""
+    return [item for key, value in flags.items() for item in (f"--{key}", str(value))]
+
+
 def run(out_dir=OUT_DIR, seed=0, rl_steps=PRESETS["main"]["rl_steps"], control=True, sft_flags=(), rl_flags=(),
         engine=None, log=print):
     """The whole demo. Returns the summary dict (also written to out_dir/summary.json and summary.md)."""
     import sft
     import train
+    from runs import latest_checkpoint
     started = time.perf_counter()
     out = Path(out_dir)
     for stage in ("sft", "grpo", "sft_control", "plots"):  # a previous demo here: its logs and checkpoints would mix in
@@ -216,14 +232,14 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=PRESETS["main"]["rl_steps"], control=T
 
     log(f"demo: SFT on {NUM_SFT_EXAMPLES} worked examples ({paths['sft']})")
     t0 = time.perf_counter()
-    sft.main(["--preset", "cpu_demo", "--model", base, "--train_data", paths["sft"], "--out_dir", str(out / "sft")]
+    sft.main(as_flags(SFT_FLAGS) + ["--model", base, "--train_data", paths["sft"], "--out_dir", str(out / "sft")]
              + common + list(sft_flags), engine=engine)
     sft_s = time.perf_counter() - t0
-    sft_ckpt = train.latest_checkpoint(out / "sft")
+    sft_ckpt = latest_checkpoint(out / "sft")
 
     log(f"demo: GRPO on answer-only problems ({paths['rl']}) from {sft_ckpt}")
     t0 = time.perf_counter()
-    train.main(["--preset", "cpu_demo", "--init_from", str(sft_ckpt), "--train_data", paths["rl"],
+    train.main(as_flags(GRPO_FLAGS) + ["--init_from", str(sft_ckpt), "--train_data", paths["rl"],
                 "--out_dir", str(out / "grpo"), "--max_steps", str(rl_steps)] + common + list(rl_flags), engine=engine)
     grpo_s = time.perf_counter() - t0
     grpo_train_s = training_seconds(out / "grpo")
@@ -234,7 +250,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=PRESETS["main"]["rl_steps"], control=T
     if control:
         log(f"demo: the control: SFT continued on the same worked examples for {grpo_train_s:.0f} s")
         t0 = time.perf_counter()
-        sft.main(["--preset", "cpu_demo", "--model", str(sft_ckpt), "--train_data", paths["sft"],
+        sft.main(as_flags(SFT_FLAGS) + ["--model", str(sft_ckpt), "--train_data", paths["sft"],
                   "--out_dir", str(out / "sft_control"), "--max_steps", "1000000", "--time_limit_s", str(grpo_train_s),
                   "--eval_every", "200", "--eval_before_train", "1"] + common + list(sft_flags), engine=engine)
         control_s = time.perf_counter() - t0

@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import data
+from distributed import all_gather_objects, distributed, get_rank
 from reward import extract_answer, is_equiv, score_problems
 
 # The seed table: AIME 2024/2025 avg@64, MATH-500 avg@4, AMC23 avg@5, the rest avg@1 (temperature 0.6, top-p 0.95)
@@ -61,6 +62,20 @@ def majority_correct(answers, corrects):
     if not groups:
         return False
     return bool(max(groups, key=lambda g: g[1])[2])
+
+
+def ends_in_loop(token_ids, min_repeats=4, max_period=64, min_span=32):
+    """True when the response ends in a block of tokens repeated at least min_repeats times (and spanning at
+    least min_span tokens): the self-repetition collapse the Perplexity study shows."""
+    n = len(token_ids)
+    for period in range(1, max_period + 1):
+        span = period * max(min_repeats, -(-min_span // period))
+        if span > n:
+            break
+        tail = token_ids[n - span:]
+        if tail == tail[:period] * (span // period):
+            return True
+    return False
 
 
 def summarize(records, k):
@@ -135,10 +150,11 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
              max_tokens=MAX_TOKENS, template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, log=print,
-             shard=(0, 1), gather=None, strict=False):
+             shard=(0, 1), gather=None, strict=False, resume=True):
     """Evaluate on each benchmark (shipped name or file). k: int for all, or None for DEFAULT_K (1 if unknown).
-    With out_dir, samples go to out_dir/<benchmark>/samples.jsonl and are reused on a re-run (resume), and
-    summary.json + results.md are written. Returns {benchmark: summary}. train.py calls this.
+    With out_dir, samples go to out_dir/<benchmark>/samples.jsonl and summary.json + results.md are written; with
+    resume, samples found there are reused (an interrupted eval of the same weights continues), else replaced.
+    Returns {benchmark: summary}.
 
     Problems whose prompt does not fit the engine's context (engine.max_model_len) are skipped with a warning
     naming them, and counted in the summary (`skipped_long_prompts`, `skipped_ids`).
@@ -166,7 +182,7 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         if out_dir:
             path = Path(out_dir) / Path(name).name.split(".")[0] / "samples.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
-            if gather is None:
+            if gather is None and resume:
                 done = _read_complete_samples(path, bench_k)
             else:
                 path.unlink(missing_ok=True)
@@ -214,6 +230,38 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         Path(out_dir, "summary.json").write_text(json.dumps({"settings": settings, "results": results}, indent=2))
         Path(out_dir, "results.md").write_text(markdown_table(results, settings))
     return results
+
+
+def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, tp):
+    """train.py's and sft.py's periodic evaluation of the current weights on --eval_data, written to
+    out_dir/eval-<step>/. Every rank takes part: the problems are sharded over the data-parallel ranks (a vLLM TP
+    group samples its shard together) and the records gathered; rank 0 writes. Never resumed from disk: a folder
+    left there by a run killed before its checkpoint holds samples of other weights (or other eval flags).
+    Returns {eval/<benchmark>: avg@k, eval/<benchmark>_truncated: fraction, eval/<benchmark>_problems: problems
+    scored, eval/<benchmark>_skipped: problems whose prompt does not fit the context}."""
+    is_main = get_rank() == 0
+
+    def gather(records):  # one copy of each record: the first rank of each TP group speaks for the group
+        return [r for rank, part in enumerate(all_gather_objects(records)) if rank % tp == 0 for r in part]
+
+    benchmarks = [b for b in args.eval_data.split(",") if b]
+    results = evaluate(engine, tokenizer, benchmarks, k=args.eval_k,
+                       out_dir=Path(args.out_dir) / f"eval-{step:06d}" if is_main else None, limit=args.eval_limit,
+                       temperature=args.eval_temperature, top_p=args.eval_top_p, max_tokens=args.max_response_len,
+                       template=args.template, seed=args.seed, workers=args.reward_workers,
+                       log=print if is_main else (lambda message: None), shard=(dp_rank, dp_world),
+                       gather=gather if distributed() else None, resume=False)
+    metrics = {}
+    for name in benchmarks:
+        stem = Path(name).name.split(".")[0]  # a file's stem (as evaluate names its folder): eval/heldout
+        summary = results.get(name)
+        skipped = summary["skipped_long_prompts"] if summary else len(data.load_dataset(name)[:args.eval_limit])
+        if summary:
+            metrics[f"eval/{stem}"] = summary[f"avg@{summary['k']}"]
+            metrics[f"eval/{stem}_truncated"] = summary["truncated_frac"]
+        metrics[f"eval/{stem}_problems"] = summary["problems"] if summary else 0
+        metrics[f"eval/{stem}_skipped"] = skipped
+    return metrics
 
 
 def _ordered_ids(records):

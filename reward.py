@@ -191,6 +191,9 @@ def _last_boxed(text):
     return joiner.join(reversed(answers))
 
 
+last_boxed = _last_boxed  # MERGE: the grader branch renames _last_boxed to last_boxed; drop this line
+
+
 def _inner_box(content):
     """A box that holds a sentence (`\\boxed{\\text{The answer is } 5}`) holds the sentence's answer."""
     if re.search(r"answer\s+is", content, re.IGNORECASE):

@@ -20,7 +20,7 @@ will ask it. Read top to bottom; the loop in main() is:
 
 Data (data.load_sft_dataset): rows with a problem and its worked `solution` (answer optional), or a chat
 `messages` list. A problem is rendered with --template (data.render_prompt, the same call train.py makes) and the
-target is data.sft_response: the solution ending in \\boxed{answer}, or <think>solution</think>
+target is sft_response: the solution ending in \\boxed{answer}, or <think>solution</think>
 <answer>answer</answer> for the think_answer template. A conversation is rendered with the tokenizer's chat
 template, and its last assistant turn is the target. Every target ends with the EOS token (the model must learn
 to stop).
@@ -35,14 +35,24 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+from tqdm import tqdm
+from transformers import AutoConfig, AutoTokenizer
+
 import data
-import train
+import eval as evaluation
+import grpo
+from batching import collate, same_count_micro_batches
+from distributed import all_reduce, full_weights, init_distributed, load_model
+from reward import last_boxed
+from rollout import Sample, make_engine
+from runs import Logger, latest_checkpoint, load_checkpoint, read_run_info, refuse_used_out_dir, resume_flags, \
+    save_checkpoint
 
 # ------------------------------------------------------------------------------------------------------------
 # Defaults (a 1.5B model on one GPU; the recipes and the CPU demo pass their own)
 # ------------------------------------------------------------------------------------------------------------
 MODEL = "Qwen/Qwen2.5-Math-1.5B"
-TRAIN_DATA = "gsm8k_test"       # shipped sets with solutions: math500, gsm8k_test, minerva_math, aime2024
 TEMPLATE = "chat"
 BATCH_SIZE = 64                 # worked examples per optimizer step
 MICRO_BATCH_TOKENS = 16384      # padded tokens per forward/backward (length-sorted micro-batches)
@@ -55,18 +65,9 @@ WEIGHT_DECAY = 0.0
 GRAD_CLIP = 1.0
 EPOCHS = 2.0
 
-PRESETS = {  # named bundles of flags; explicit flags on the command line win
-    # the CPU demo's SFT stage (demo.py writes these files): a 1M-parameter model, a few hundred worked examples
-    "cpu_demo": dict(model="out/demo/base", train_data="out/demo/task/sft.jsonl", template="chat", device="cpu",
-                     batch_size=32, micro_batch_tokens=8192, max_len=128, lr=2e-3, warmup_steps=20, max_steps=700,
-                     min_lr_ratio=1.0, weight_decay=0.0, gradient_checkpointing=0, eval_data="out/demo/task/heldout.jsonl",
-                     eval_every=0, eval_temperature=0.0, max_response_len=48, max_model_len=128, save_every=0,
-                     keep_last=1, out_dir="out/demo/sft", contamination_check=0),
-}
-
 # Flags a resumed run may change (when to stop, save, evaluate, log; memory knobs). The others come from the
-# checkpoint's run.json, and giving one with another value is refused (train.restore_run_flags).
-RUN_CONTROL_FLAGS = {"preset", "resume", "out_dir", "dry_run", "time_limit_s", "save_every", "keep_last",
+# checkpoint's run.json, and giving one with another value is refused (runs.resume_flags).
+RUN_CONTROL_FLAGS = {"time_limit_s", "save_every", "keep_last",
                      "eval_every", "eval_data", "eval_k", "eval_limit", "eval_temperature", "eval_top_p",
                      "eval_before_train", "max_response_len", "max_model_len", "wandb", "tensorboard",
                      "contamination_check", "micro_batch_tokens", "logprob_chunk", "gradient_checkpointing",
@@ -75,14 +76,14 @@ RUN_CONTROL_FLAGS = {"preset", "resume", "out_dir", "dry_run", "time_limit_s", "
 
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    a = p.add_argument
-    a("--preset", choices=sorted(PRESETS), help="a named bundle of flags (cpu_demo: the SFT stage of demo.py)")
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default=MODEL, help="hub id, local HF directory, or a checkpoint dir (uses its model/)")
     g.add_argument("--resume", default=None,
                    help="continue the run in this out_dir from its latest checkpoint, exactly (flags from run.json)")
-    g.add_argument("--train_data", default=TRAIN_DATA,
-                   help="worked examples: shipped name(s) with solutions, file(s) or hub:org/name[:split], comma-separated")
+    g.add_argument("--train_data", default="",
+                   help="worked examples (required): file(s) or hub:org/name[:split], comma-separated. The shipped "
+                        "sets with solutions (math500, gsm8k_test, minerva_math, ...) are evaluation sets: training "
+                        "on one makes its eval numbers meaningless")
     g.add_argument("--problem_field", default="problem", help="column holding the problem")
     g.add_argument("--solution_field", default="solution", help="column holding the worked solution (the target)")
     g.add_argument("--answer_field", default="answer", help="column holding the final answer (optional)")
@@ -129,6 +130,9 @@ def build_parser():
     g.add_argument("--eval_top_p", type=float, default=0.95, help="eval nucleus sampling")
     g.add_argument("--max_response_len", type=int, default=4096, help="eval: max generated tokens")
     g.add_argument("--seed", type=int, default=0, help="seed of data order and init")
+    g.add_argument("--data_seed", type=int, default=None,
+                   help="seed of the data order (default: --seed, plus 1 for each earlier stage when --model is a "
+                        "checkpoint of this project, so a continued stage does not replay the last one's order)")
     g.add_argument("--wandb", default="", help="wandb project name (logs there too when set and installed)")
     g.add_argument("--tensorboard", type=int, default=0, help="1: also write TensorBoard logs to out_dir/tb")
     g.add_argument("--dry_run", action="store_true", help="check flags and paths, load nothing, exit")
@@ -136,36 +140,26 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    """Flags -> namespace (preset defaults; on --resume the run's own flags), validated before loading anything."""
+    """Flags -> namespace (on --resume the run's own flags), validated before loading anything."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.preset:
-        parser.set_defaults(**PRESETS[args.preset])
-        args = parser.parse_args(argv)
     errors, later = [], []  # later: in a dry run, paths an earlier recipe stage will create are noted, not errors
-    if args.resume:
-        ckpt = train.latest_checkpoint(args.resume)
-        run = train.read_run_info(ckpt) if ckpt else None
-        if ckpt is None:
-            (later if args.dry_run else errors).append(f"--resume {args.resume}: no checkpoint found there")
-        elif run is None:
-            errors.append(f"--resume {args.resume}: {ckpt} has no run.json")
-        else:
-            conflicts = train.restore_run_flags(args, run["flags"], train.explicit_flags(argv, build_parser()),
-                                                RUN_CONTROL_FLAGS)
-            if conflicts:
-                parser.error(f"--resume {args.resume}: these flags change what is learned and differ from the run's: "
-                             f"{'; '.join(conflicts)}. Start a new run with --model {ckpt} instead.")
+    ckpt = latest_checkpoint(args.resume) if args.resume else None
+    if args.resume and ckpt is None:
+        (later if args.dry_run else errors).append(f"--resume {args.resume}: no checkpoint found there")
+    if ckpt:
+        resume_flags(args, build_parser, argv, ckpt, RUN_CONTROL_FLAGS, "sft.py")
+    if not args.train_data:
+        errors.append("--train_data: name the worked examples to train on (a file or hub:org/name). No shipped set "
+                      "is a training set of worked solutions: those with solutions are evaluation sets")
     if args.batch_size < 1 or args.max_steps < 0 or args.epochs <= 0 or args.micro_batch_tokens < 1:
         errors.append("--batch_size, --micro_batch_tokens must be >= 1, --max_steps >= 0, --epochs > 0")
     if args.lr <= 0 or args.warmup_steps < 0 or not 0 <= args.min_lr_ratio <= 1 or args.grad_clip <= 0:
         errors.append("--lr and --grad_clip must be > 0, --warmup_steps >= 0, --min_lr_ratio in [0, 1]")
     if args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1 or args.time_limit_s < 0:
         errors.append("--eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1], --time_limit_s >= 0")
-    for spec in [s for s in args.train_data.split(",") if s] + [s for s in args.eval_data.split(",") if s]:
-        if not (spec in data.SHIPPED_EVAL + data.SHIPPED_TRAIN or spec.startswith("hub:") or os.path.exists(spec)):
-            (later if args.dry_run and ("/" in spec or "." in spec) else errors).append(
-                f"data {spec!r}: not a shipped set, an existing file, or hub:org/name")
+    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
+        (later if args.dry_run and looks_like_path else errors).append(problem)
     looks_local = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1  # a hub id is org/name
     if not args.resume and looks_local and not Path(args.model).exists():
         (later if args.dry_run else errors).append(f"--model {args.model}: no such directory")
@@ -175,6 +169,11 @@ def parse_args(argv=None):
         parser.error("\n  ".join(errors))
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
+    if ckpt is None:  # a fresh stage: a model saved by this project carries its stage number in run.json
+        previous = read_run_info(args.model) if Path(args.model, "run.json").exists() else None
+        args.stage = previous["flags"].get("stage", 1) + 1 if previous else 1
+        if args.data_seed is None:
+            args.data_seed = args.seed + args.stage - 1
     return args
 
 
@@ -186,18 +185,50 @@ def model_dir(path):
 # ------------------------------------------------------------------------------------------------------------
 # Data: worked examples -> (prompt ids, response ids) with the RL templates
 # ------------------------------------------------------------------------------------------------------------
+def sft_response(example, template, think_prefilled=False):
+    """The response text a worked example teaches, in the answer format `template`'s prompt asks for (the grader
+    reads the same: reward.extract_answer):
+        chat, boxed     the solution, ending with \\boxed{answer} (appended when the solution has no \\boxed)
+        think_answer    <think>solution</think> <answer>answer</answer>  (the study's prompt ends in "Assistant: ")
+    think_prefilled: the prompt itself opened a <think> block (DeepSeek-R1-Distill's chat template; see
+    data.prompt_opens_think), so the target closes it -- `solution\n</think>\n\n\\boxed{answer}` -- because the grader
+    gives a response that never closes its reasoning nothing. A solution that is already an R1-style trace
+    (`<think>...</think>` then the write-up) is not wrapped in a second pair of tags. A conversation
+    ({"messages"}) teaches its last assistant turn as written, minus a leading <think> the prompt already opened."""
+    if "messages" in example:
+        text = example["messages"][-1]["content"]
+        if think_prefilled and text.lstrip().startswith("<think>"):
+            text = text.lstrip()[len("<think>"):].lstrip("\n")
+        return text
+    solution, answer = example["solution"], example.get("answer")
+    thought, closed, _ = solution.partition("</think>")
+    thought = thought.strip().removeprefix("<think>").strip() if closed else solution
+    if answer is None and (template == "think_answer" or think_prefilled):
+        answer = last_boxed(solution)   # the solution's own boxed answer
+        if answer is None:
+            raise data.DatasetError(f"example {example['id']}: no 'answer' and no \\boxed answer in the solution: "
+                               f"the {'think_answer template' if template == 'think_answer' else 'opened <think>'} "
+                               f"needs one after the reasoning")
+    if template == "think_answer":
+        return f"<think>{thought}</think> <answer>{answer}</answer>"
+    if think_prefilled:
+        return f"{thought}\n</think>\n\nThe final answer is $\\boxed{{{answer}}}$."
+    if "\\boxed" in solution or answer is None:
+        return solution
+    return f"{solution}\nThe final answer is $\\boxed{{{answer}}}$."
+
+
 def tokenize_examples(examples, tokenizer, template, max_len):
     """Worked examples -> (samples, skipped ids). A sample holds the prompt exactly as RL renders it and the
     target response + EOS, tokenized separately (as in RL, where the response is generated after the prompt).
-    It is a rollout.Sample, so train.collate builds its batch and response mask. Skipped: longer than max_len
+    It is a rollout.Sample, so collate builds its batch and response mask. Skipped: longer than max_len
     tokens, or with no answer where the format must state one (think_answer's <answer>, or after a <think> the
     prompt opened) and none in the row or in the solution's last \\boxed."""
-    from rollout import Sample
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError("the tokenizer has no EOS token: SFT must teach the model to stop")
     samples, skipped = [], []
-    # a prompt that opens <think> itself (R1-Distill's chat template): the target must close it (data.sft_response)
+    # a prompt that opens <think> itself (R1-Distill's chat template): the target must close it (sft_response)
     prefilled = {}
     for ex in examples:
         if "messages" in ex:
@@ -209,7 +240,7 @@ def tokenize_examples(examples, tokenizer, template, max_len):
             kind = "chat" if "messages" in ex else template
             if kind not in prefilled:
                 prefilled[kind] = data.prompt_opens_think(tokenizer, kind)
-            target = data.sft_response(ex, template, prefilled[kind])
+            target = sft_response(ex, template, prefilled[kind])
         except data.DatasetError:
             skipped.append(ex["id"])  # no answer to state (think_answer's <answer>, or after a prefilled <think>)
             continue
@@ -240,21 +271,17 @@ def sft_step(model, optimizer, batch, args, device, autocast, pad_id):
 
     loss = -(1 / N) * sum over the RESPONSE tokens of every example of log p(token | everything before it),
     N = the number of response tokens in the whole global batch (all ranks). Prompt tokens and padding get no
-    loss (the mask of train.collate; grpo.token_logprobs does not even project them through the head). With this
+    loss (the mask of collate; grpo.token_logprobs does not even project them through the head). With this
     global normaliser the micro-batch losses sum to the batch loss, so --micro_batch_tokens and the number of
     ranks change nothing but memory. Returns {loss (that mean NLL per response token), grad_norm, tokens,
     response_tokens, skipped}."""
-    import torch
-
-    import grpo
-    from rollout import Sample
     world = int(os.environ.get("WORLD_SIZE", "1"))
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in batch]
-    num_tokens = train.all_reduce([sum(len(s.response_ids) for s in batch)])[0]
+    num_tokens = all_reduce([sum(len(s.response_ids) for s in batch)])[0]
     dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
     loss_sum = 0.0
-    for mb in train.same_count_micro_batches(list(range(len(batch))), lengths, args.micro_batch_tokens):
-        ids, attention, mask, _ = train.collate([dummy] if mb is None else [batch[i] for i in mb], pad_id, device)
+    for mb in same_count_micro_batches(list(range(len(batch))), lengths, args.micro_batch_tokens):
+        ids, attention, mask, _ = collate([dummy] if mb is None else [batch[i] for i in mb], pad_id, device)
         if mb is None:
             mask.zero_()
         with autocast:
@@ -266,8 +293,8 @@ def sft_step(model, optimizer, batch, args, device, autocast, pad_id):
         loss_sum += loss.item()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
     grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
-    loss_sum, tokens = train.all_reduce([loss_sum, sum(lengths)])
-    finite = train.all_reduce([float(math.isfinite(loss_sum) and math.isfinite(grad_norm))], "min")[0]
+    loss_sum, tokens = all_reduce([loss_sum, sum(lengths)])
+    finite = all_reduce([float(math.isfinite(loss_sum) and math.isfinite(grad_norm))], "min")[0]
     if finite == 1.0:  # every rank decides the same
         optimizer.step()
     else:
@@ -279,14 +306,12 @@ def sft_step(model, optimizer, batch, args, device, autocast, pad_id):
 
 def make_eval_engine(args, source, tokenizer, world):
     """The periodic eval's engine, started as train.py starts its own: dummy weights, the trainer pushes its own."""
-    from rollout import make_engine
     kwargs = {} if args.engine == "hf" else dict(gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                                                  enforce_eager=bool(args.enforce_eager), load_format="dummy")
     if world > 1 and args.engine == "vllm":  # one engine per rank, inside this process
         kwargs["distributed_executor_backend"] = "external_launcher"
     max_model_len = args.max_model_len
     if not max_model_len:  # prompt + response room, within the model's own context
-        from transformers import AutoConfig
         context = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
         max_model_len = min(args.max_len + args.max_response_len, context or 10 ** 9)
     return make_engine(args.engine, source, tokenizer=tokenizer, dtype=args.dtype, seed=args.seed,
@@ -301,15 +326,12 @@ def main(argv=None, engine=None):
     share one); by default one is started when --eval_data is set."""
     args = parse_args(argv)
     if args.dry_run:
-        print(f"sft.py: dry run ok ({args.preset or 'defaults'}): {json.dumps(vars(args))}")
+        print(f"sft.py: dry run ok: {json.dumps(vars(args))}")
         return None
-    import torch
-    from tqdm import tqdm
-    from transformers import AutoTokenizer
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("sft.py: no CUDA GPU here; on a CPU machine run the demo: python demo.py")
 
-    rank, world = train.init_distributed(args.device)
+    rank, world = init_distributed(args.device)
     is_main = rank == 0
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -319,11 +341,11 @@ def main(argv=None, engine=None):
     autocast = torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
 
     # ---- data and model --------------------------------------------------------------------------------------
-    resume_ckpt = train.latest_checkpoint(args.resume) if args.resume else None
+    resume_ckpt = latest_checkpoint(args.resume) if args.resume else None
     if args.resume:
         args.out_dir = args.resume
     else:
-        train.refuse_used_out_dir(args.out_dir, "sft.py")
+        refuse_used_out_dir(args.out_dir, "sft.py")
     os.makedirs(args.out_dir, exist_ok=True)
     source = str(resume_ckpt / "model") if resume_ckpt else model_dir(args.model)
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -347,22 +369,22 @@ def main(argv=None, engine=None):
     if len(samples) < args.batch_size:
         sys.exit(f"sft.py: {len(samples)} usable worked examples in {args.train_data} ({len(skipped)} skipped), "
                  f"fewer than one batch of --batch_size {args.batch_size}")
-    batcher = data.PromptBatcher(samples, args.batch_size, seed=args.seed, rank=rank, world_size=world)
+    batcher = data.PromptBatcher(samples, args.batch_size, seed=args.data_seed, rank=rank, world_size=world)
     # the batcher draws whole batches and reshuffles (an epoch's remainder waits for the next epoch's order)
     total_steps = args.max_steps or max(1, math.ceil(args.epochs * (len(samples) // args.batch_size)))
     # fp32 master weights; compute runs in --dtype under autocast
-    model = train.load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
+    model = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
                              bool(args.gradient_checkpointing)).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=args.weight_decay)
     start_step = 0
     if resume_ckpt:
-        state = train.load_checkpoint(resume_ckpt, model, optimizer)
+        state = load_checkpoint(resume_ckpt, model, optimizer)
         batcher.load_state_dict(state["batcher"])
         start_step = state["step"]
         if is_main:
             print(f"sft.py: resumed {resume_ckpt} at step {start_step}")
     run_info = {"flags": vars(args)}
-    logger = train.Logger(args.out_dir, start_step if resume_ckpt else None, args.wandb, bool(args.tensorboard),
+    logger = Logger(args.out_dir, start_step if resume_ckpt else None, args.wandb, bool(args.tensorboard),
                           config=vars(args)) if is_main else None
 
     # ---- periodic held-out eval: the weights go into the engine, eval.py samples and grades ----------------------
@@ -370,8 +392,8 @@ def main(argv=None, engine=None):
         engine = make_eval_engine(args, source, tokenizer, world)
 
     def evaluate(done):
-        engine.update_weights(train.full_weights(model, getattr(engine, "dtype", None), device))
-        results = train.periodic_eval(engine, tokenizer, args, done, rank, world, tp=1)
+        engine.update_weights(full_weights(model, getattr(engine, "dtype", None), device))
+        results = evaluation.evaluate_during_training(engine, tokenizer, args, done, rank, world, tp=1)
         engine.sleep()  # give the memory back to training (a no-op on CPU)
         return results
 
@@ -389,7 +411,7 @@ def main(argv=None, engine=None):
         for group in optimizer.param_groups:
             group["lr"] = lr
         out = sft_step(model, optimizer, next(batcher), args, device, autocast, pad_id)
-        seconds = train.all_reduce([time.perf_counter() - start], "max")[0]
+        seconds = all_reduce([time.perf_counter() - start], "max")[0]
         trained_s += seconds
         done = step + 1
         out_of_time = bool(args.time_limit_s) and trained_s >= args.time_limit_s
@@ -397,7 +419,7 @@ def main(argv=None, engine=None):
         metrics = {"step": done, "sft/loss": out["loss"], "sft/lr": lr, "sft/grad_norm": out["grad_norm"],
                    "sft/epoch": batcher.epoch + batcher.cursor / max(1, len(samples)),
                    "sft/response_tokens": int(out["response_tokens"]), "sft/skipped": int(out["skipped"]),
-                   "time/step": seconds, "perf/tokens_per_s": out["tokens"] / max(seconds, 1e-9)}
+                   "time/step": seconds, "perf/trained_tokens_per_s": out["tokens"] / max(seconds, 1e-9)}
         if args.eval_data and ((args.eval_every and done % args.eval_every == 0) or last):
             metrics.update(evaluate(done))
         if is_main:
@@ -405,7 +427,7 @@ def main(argv=None, engine=None):
             bar.set_postfix(loss=f"{out['loss']:.4f}", lr=f"{lr:.2e}", refresh=False)
             bar.update(1)
         if (args.save_every and done % args.save_every == 0) or last:
-            train.save_checkpoint(args.out_dir, done, model, tokenizer, optimizer, args.keep_last,
+            save_checkpoint(args.out_dir, done, model, tokenizer, optimizer, args.keep_last,
                                   {"batcher": batcher.state_dict()}, run_info)
         if out_of_time:
             if is_main:

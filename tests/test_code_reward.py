@@ -22,6 +22,7 @@ import pytest
 import code_reward
 import data
 from code_reward import extract_program, from_literal, run_tests, score_code_batch, to_literal
+from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_BWRAP = code_reward.sandbox_mode("auto") == "bwrap"
@@ -726,7 +727,7 @@ def test_train_on_mbpp_and_eval_on_humaneval(vllm_engine, tiny_model_path, tmp_p
     import train
     out = tmp_path / "code_run"
     scripted = ScriptedCode(vllm_engine, data.load_dataset("mbpp_train") + data.load_dataset("humaneval"))
-    train.main(["--preset", "toy", "--model", tiny_model_path, "--train_data", "mbpp_train", "--template", "code",
+    train.main([*TOY_FLAGS, "--model", tiny_model_path, "--train_data", "mbpp_train", "--template", "code",
                 "--out_dir", str(out), "--max_steps", "2", "--batch_size", "4", "--group_size", "2",
                 "--max_response_len", "16", "--eval_every", "2", "--eval_data", "humaneval", "--eval_limit", "2",
                 "--contamination_check", "1", "--code_timeout_s", "10"], engine=scripted)

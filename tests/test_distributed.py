@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "dist_worker.py"
@@ -45,7 +46,7 @@ def toy_setup(tmp_path_factory, recorded_toy):
 
 
 def flags(model, task, out, steps, **extra):
-    args = ["--preset", "toy", "--model", model, "--train_data", task, "--out_dir", str(out),
+    args = [*TOY_FLAGS, "--model", model, "--train_data", task, "--out_dir", str(out),
             "--max_steps", str(steps), "--batch_size", "8", "--group_size", "4", "--save_every", "1",
             "--keep_last", "5", "--skip_equal_groups", "0", "--kl_coef", "0.01", "--lr", "1e-3"]
     for key, value in extra.items():

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.sh") if not p.name.startswith("_"))
@@ -41,7 +42,7 @@ def test_plot_draws_a_tiny_run(vllm_engine, warm_model_path, tmp_path):
     task = tmp_path / "task.jsonl"
     task.write_text("".join(json.dumps(r) + "\n" for r in synthetic_task(64)))
     run = tmp_path / "run"
-    train.main(["--preset", "toy", "--model", warm_model_path, "--train_data", str(task), "--out_dir", str(run),
+    train.main([*TOY_FLAGS, "--model", warm_model_path, "--train_data", str(task), "--out_dir", str(run),
                 "--max_steps", "3", "--batch_size", "8", "--group_size", "4", "--kl_coef", "0.01",
                 "--eval_every", "3", "--eval_data", "amc2023", "--eval_limit", "2"], engine=vllm_engine)
     out = tmp_path / "plots"

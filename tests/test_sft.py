@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
+import batching
 import data
 import sft
 import train
+from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +44,7 @@ def test_loss_falls_on_real_data_and_the_checkpoint_loads_everywhere(tiny_model_
     out = tmp_path / "sft"
     model = sft.main(sft_args(tiny_model_path, out, max_steps=20, gradient_checkpointing=1, save_every=10))
     losses = [m["sft/loss"] for m in read_metrics(out)]
-    assert len(losses) == 20 and all(m["perf/tokens_per_s"] > 0 for m in read_metrics(out))
+    assert len(losses) == 20 and all(m["perf/trained_tokens_per_s"] > 0 for m in read_metrics(out))
     first, last = sum(losses[:4]) / 4, sum(losses[-4:]) / 4
     assert last < 0.8 * first, losses
     lrs = [m["sft/lr"] for m in read_metrics(out)]
@@ -55,7 +57,7 @@ def test_loss_falls_on_real_data_and_the_checkpoint_loads_everywhere(tiny_model_
         assert torch.equal(tensor, reloaded[name]), name
     # RL from the SFT checkpoint (the toy preset's flags on the tiny model)
     rl = tmp_path / "rl"
-    train.main(["--preset", "toy", "--init_from", str(ckpt), "--train_data", "gsm8k_train", "--out_dir", str(rl),
+    train.main([*TOY_FLAGS, "--init_from", str(ckpt), "--train_data", "gsm8k_train", "--out_dir", str(rl),
                 "--max_steps", "1", "--batch_size", "4", "--group_size", "2", "--max_response_len", "8"],
                engine=vllm_engine)
     assert json.loads((rl / "ckpt-000001" / "run.json").read_text())["flags"]["stage_start"] == str(ckpt / "model")
@@ -112,7 +114,7 @@ def test_micro_batching_changes_nothing(tiny_model_path):
     for budget in (100_000, 700):
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
-        assert len(train.micro_batches(range(6), [len(s.prompt_ids) + len(s.response_ids) for s in samples],
+        assert len(batching.micro_batches(range(6), [len(s.prompt_ids) + len(s.response_ids) for s in samples],
                                        budget)) == (1 if budget > 1000 else 5)
         args = sft.parse_args(sft_args(tiny_model_path, "unused", micro_batch_tokens=budget))
         optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
@@ -208,13 +210,13 @@ def test_bad_worked_examples_name_file_line_and_field(tmp_path, row, message):
 
 def test_targets_follow_the_template_and_conversations_are_taught_as_written(tokenizer, tmp_path):
     ex = {"id": "1", "problem": "1+1?", "solution": "One and one make two.", "answer": "2"}
-    assert data.sft_response(ex, "chat") == "One and one make two.\nThe final answer is $\\boxed{2}$."
-    assert data.sft_response(ex, "think_answer") == "<think>One and one make two.</think> <answer>2</answer>"
+    assert sft.sft_response(ex, "chat") == "One and one make two.\nThe final answer is $\\boxed{2}$."
+    assert sft.sft_response(ex, "think_answer") == "<think>One and one make two.</think> <answer>2</answer>"
     boxed = dict(ex, solution="So it is $\\boxed{2}$.")
-    assert data.sft_response(boxed, "boxed") == "So it is $\\boxed{2}$."
+    assert sft.sft_response(boxed, "boxed") == "So it is $\\boxed{2}$."
     from reward import math_reward
     for template in ("chat", "boxed", "think_answer"):   # the grader reads what SFT teaches
-        assert math_reward(data.sft_response(ex, template), "2") == 1.0
+        assert math_reward(sft.sft_response(ex, template), "2") == 1.0
     path = tmp_path / "chat.jsonl"
     path.write_text(json.dumps({"messages": [{"role": "user", "content": "Say hi."},
                                              {"role": "assistant", "content": "hi"}]}) + "\n")
@@ -266,9 +268,9 @@ def test_a_prompt_that_opens_think_gets_a_target_that_closes_it(tokenizer, tmp_p
     # the same rows without a prefilled <think>: the trace keeps its one pair of tags, think_answer gets one pair
     plain, _ = sft.tokenize_examples(examples, tokenizer, "chat", max_len=400)
     assert tokenizer.decode(plain[2].response_ids).count("<think>") == 1
-    trace = data.sft_response(examples[2], "think_answer")
+    trace = sft.sft_response(examples[2], "think_answer")
     assert trace == "<think>three and three</think> <answer>6</answer>"
-    assert data.sft_response(examples[1], "think_answer") == "<think>Two twos: $\\boxed{4}$.</think> <answer>4</answer>"
+    assert sft.sft_response(examples[1], "think_answer") == "<think>Two twos: $\\boxed{4}$.</think> <answer>4</answer>"
 
 
 def test_epochs_count_whole_batches(tiny_model_path, tmp_path):

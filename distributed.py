@@ -1,0 +1,136 @@
+"""Ranks and models across them: torchrun's process group, the few collectives the loops need, and models with
+fp32 master weights sharded by FSDP2 (loaded without a full copy per GPU, gathered one tensor at a time for vLLM).
+
+Shared by train.py and sft.py. On one process every collective is the identity, so the same code runs on a laptop
+and under `torchrun --nproc_per_node 8`.
+"""
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+from transformers import AutoConfig, AutoModelForCausalLM
+
+
+def init_distributed(device_type):
+    """(rank, world_size). Under torchrun: a process group (nccl on GPU, gloo on CPU); else (0, 1)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, 1
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def distributed():
+    """True under torchrun with more than one rank."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def get_rank():
+    return dist.get_rank() if distributed() else 0
+
+
+def all_reduce(values, op="sum"):
+    """Sum (or max / min) a list of floats over ranks, or the values of a {name: float} dict (returns a dict);
+    identity when not distributed."""
+    if isinstance(values, dict):
+        return dict(zip(values, all_reduce(list(values.values()), op)))
+    if not distributed():
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t, op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op])
+    return t.cpu().tolist()
+
+
+def broadcast_object(obj):
+    """Rank 0's `obj` (any picklable) on every rank; identity when not distributed."""
+    if not distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def all_gather_objects(obj):
+    """[rank 0's obj, rank 1's obj, ...] (picklable); [obj] when not distributed."""
+    if not distributed():
+        return [obj]
+    parts = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, obj)
+    return parts
+
+
+def shard_model(model, cpu_offload=False):
+    """FSDP2: fully_shard every transformer block, then the root (embeddings, final norm, head). The root stays
+    gathered from its forward until backward: grpo.token_logprobs projects hidden states through the head
+    weight itself, after the model's forward has returned (a no-grad model calls .reshard() after use)."""
+    kwargs = {"offload_policy": CPUOffloadPolicy()} if cpu_offload else {}
+    for block in model.get_decoder().layers:
+        fully_shard(block, **kwargs)
+    fully_shard(model, reshard_after_forward=False, **kwargs)
+    return model
+
+
+def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False):
+    """A Hugging Face causal LM from `path` in `dtype` (fp32 for trained weights: at lr 3e-7 an update is ~1e-5 of
+    a weight, below bf16's resolution), on `device`; with world > 1, FSDP2-sharded over the ranks.
+
+    Several ranks: every rank builds the model on the meta device (no memory), shards it, and allocates only its
+    shard on `device`; rank 0 alone reads the checkpoint (into host memory) and broadcasts it tensor by tensor
+    (set_model_state_dict with broadcast_from_rank0), then the buffers that are not in the state dict (rotary
+    inv_freq). So no GPU ever holds the full model (a 14B fp32 policy + bf16 reference would need 88 GB on each
+    GPU otherwise); rank 0's host holds one full copy while loading. The same pattern as verl / TRL / accelerate.
+    """
+    if world == 1:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        if gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            model.config.use_cache = False
+        return model.to(device)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    shard_model(model, cpu_offload)
+    model.to_empty(device=device)  # every rank allocates its shard only (on the GPU: NCCL broadcasts need it there)
+    full_state, buffers = {}, {}
+    if dist.get_rank() == 0:
+        loaded = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)      # host memory
+        full_state, buffers = loaded.state_dict(), {k: v.clone() for k, v in loaded.named_buffers()}
+        del loaded
+    set_model_state_dict(model, full_state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    del full_state
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():  # non-persistent buffers are not in the state dict
+            if dist.get_rank() == 0:
+                buffer.copy_(buffers[name])
+            dist.broadcast(buffer, src=0)
+    if cpu_offload and device.type == "cuda":  # CPUOffloadPolicy keeps the shards in host memory (as verl does)
+        model.to("cpu")
+        for buffer in model.buffers():
+            buffer.data = buffer.data.to(device)
+    return model
+
+
+def full_weights(model, dtype=None, device=None):
+    """(name, full tensor) for every entry of the state dict, for engine.update_weights. A lazy generator: under
+    FSDP2 each tensor is gathered (a collective: every rank iterates in the same order) only when the consumer
+    asks for it, so the extra memory is one tensor, never the model (do not list() it).
+
+    dtype: cast BEFORE gathering (the engine's bf16: half the bytes on the wire and in memory).
+    device: move each shard there before gathering: with --fsdp_cpu_offload the shards live in host memory, and
+    NCCL gathers only GPU tensors."""
+    for name, tensor in model.state_dict().items():
+        if hasattr(tensor, "full_tensor"):
+            tensor = tensor.to(**{k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None})
+            tensor = tensor.full_tensor()
+        elif dtype is not None:
+            tensor = tensor.to(dtype)
+        yield name, tensor.detach()
+

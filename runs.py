@@ -1,0 +1,166 @@
+"""A run's folder: checkpoints, the flags a resume restores, and the metrics log.
+
+    <out_dir>/ckpt-000100/model/             the policy in Hugging Face format (transformers and vLLM load it)
+    <out_dir>/ckpt-000100/trainer_state.pt   optimizer (full, keyed by parameter name), data cursor, RNG states
+    <out_dir>/ckpt-000100/run.json           the run's flags: what --resume restores
+    <out_dir>/metrics.jsonl                  one JSON object per step (plot.py reads it)
+    <out_dir>/samples.jsonl                  a few responses per evaluation, for a person to read
+
+A checkpoint is written to a temporary folder and renamed into place, so a crash mid-save leaves the previous one
+intact; it is gathered in full on rank 0, so it resumes on any number of ranks. Shared by train.py and sft.py.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+                                                     set_optimizer_state_dict)
+
+from distributed import broadcast_object, distributed, get_rank
+
+
+def resume_flags(args, build_parser, argv, ckpt, run_control, script):
+    """--resume: the run's own flags (ckpt/run.json) replace this invocation's defaults, so a run continues as it
+    began. A flag that changes what is learned, given on the command line with another value than the run's, is
+    refused; `run_control` names the flags a resume may change (when to stop, save, evaluate; memory knobs)."""
+    run = read_run_info(ckpt)
+    if run is None:
+        sys.exit(f"{script}: --resume: {ckpt} has no run.json, so the run's flags are unknown. Start a new stage "
+                 f"from its weights with --init_from {ckpt}")
+    parser = build_parser()
+    for action in parser._actions:  # what was given on the command line itself: no defaults
+        action.default = argparse.SUPPRESS
+    explicit = vars(parser.parse_args(argv))
+    conflicts = []
+    for key, value in run["flags"].items():
+        if key in ("resume", "out_dir", "dry_run"):
+            continue
+        if key in explicit and key not in run_control and explicit[key] != value:
+            conflicts.append(f"--{key} {explicit[key]} (the run has {value})")
+        elif key not in explicit:
+            setattr(args, key, value)
+    if conflicts:
+        sys.exit(f"{script}: --resume {args.resume}: these flags change what is learned and differ from the run's: "
+                 f"{'; '.join(conflicts)}. Leave them out to continue the run, or start a new stage with "
+                 f"--init_from {ckpt}. Flags a resume may change: {', '.join(sorted(run_control))}")
+
+
+def latest_checkpoint(out_dir):
+    ckpts = sorted(Path(out_dir).glob("ckpt-[0-9]*[0-9]"))
+    return ckpts[-1] if ckpts else None
+
+
+def refuse_used_out_dir(out_dir, script):
+    """A new run must not write into another run's folder: its metrics.jsonl would be appended to the old one, and
+    keep_last (which keeps the highest-numbered checkpoints) could delete the new run's checkpoints in favour of
+    the old run's, so that latest_checkpoint / --init_from would pick up stale weights."""
+    if latest_checkpoint(out_dir) or Path(out_dir, "metrics.jsonl").exists():
+        sys.exit(f"{script}: --out_dir {out_dir} holds another run (checkpoints or metrics.jsonl): continue it "
+                 f"with --resume {out_dir}, or choose another --out_dir")
+
+
+def read_run_info(ckpt):
+    """{"flags": {...}} stored with a checkpoint (run.json), or None where there is none (a plain model folder)."""
+    path = Path(ckpt) / "run.json"
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        sys.exit(f"{path} is not valid JSON ({exc}): restore it from a copy")
+
+
+def save_checkpoint(out_dir, step, model, tokenizer, optimizer, keep_last, trainer_state=None, run_info=None):
+    """Model (HF format) + optimizer + `trainer_state` (small picklable dict: data cursor, ...) + run.json (the
+    run's flags). With several ranks, model and optimizer state are gathered in full onto rank 0 (CPU) and only
+    rank 0 writes: a checkpoint resumes with any number of ranks. Returns the checkpoint dir (None off rank 0)."""
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    # optimizer state keyed by parameter name, in full: the same format for 1 or N ranks (a collective when N > 1)
+    optim_state = get_optimizer_state_dict(model, optimizer, options=options)
+    model_state = None
+    if distributed():
+        model_state = get_model_state_dict(model, options=options)
+        if get_rank() != 0:
+            return None
+    final = Path(out_dir) / f"ckpt-{step:06d}"
+    tmp = Path(out_dir) / f".tmp-ckpt-{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp / "model", state_dict=model_state)  # HF format: loadable by transformers and vLLM
+    tokenizer.save_pretrained(tmp / "model")
+    torch.save({"step": step, "optimizer": optim_state, **(trainer_state or {}),
+                "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+                "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
+                        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}},
+               tmp / "trainer_state.pt")
+    if run_info is not None:
+        (tmp / "run.json").write_text(json.dumps(run_info, indent=1, sort_keys=True))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)                          # a crash before this line leaves the previous checkpoint intact
+    for old in sorted(Path(out_dir).glob("ckpt-[0-9]*[0-9]"))[:-keep_last] if keep_last > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(ckpt, model, optimizer):
+    """Restore the optimizer state and RNGs saved by save_checkpoint into `optimizer` (built over `model`, whose
+    weights load_model already read from ckpt/model). Returns the trainer state dict (step, data cursor, ...),
+    the same on every rank. Only rank 0 reads the file; the optimizer state reaches the other ranks by broadcast
+    (each keeps its shard), so no rank but 0 ever holds the full state."""
+    state = torch.load(Path(ckpt) / "trainer_state.pt", weights_only=False) if get_rank() == 0 else {}
+    set_optimizer_state_dict(model, optimizer, optim_state_dict=state.pop("optimizer", {}),
+                             options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=distributed()))
+    state = broadcast_object(state)
+    random.setstate(state["rng"]["python"])
+    torch.set_rng_state(state["rng"]["torch"])
+    if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    return state
+
+
+class Logger:
+    """metrics.jsonl (one JSON object per step) and samples.jsonl (responses to read), plus wandb / TensorBoard
+    when asked and installed. resumed_step: drop the lines both files got after that step (the resumed run writes
+    those steps again)."""
+
+    def __init__(self, out_dir, resumed_step=None, wandb="", tensorboard=False, config=None):
+        self.path, self.samples_path = Path(out_dir) / "metrics.jsonl", Path(out_dir) / "samples.jsonl"
+        for path in (self.path, self.samples_path):
+            if resumed_step is not None and path.exists():
+                keep = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= resumed_step]
+                path.write_text("".join(line + "\n" for line in keep))
+        self.wandb = self.tb = None
+        if wandb:
+            try:
+                import wandb as wandb_module
+                self.wandb = wandb_module.init(project=wandb, config=config, dir=str(out_dir), resume="allow")
+            except ImportError:
+                print("--wandb given but wandb is not installed; logging to metrics.jsonl only")
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+                self.tb = SummaryWriter(str(Path(out_dir) / "tb"))
+            except ImportError:
+                print("--tensorboard given but tensorboard is not installed")
+
+    def log(self, metrics):
+        with open(self.path, "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if self.wandb:
+            self.wandb.log(metrics, step=metrics["step"])
+        if self.tb:
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)):
+                    self.tb.add_scalar(key, value, metrics["step"])
+
+    def log_samples(self, step, samples, rewards, count=4):
+        """`count` responses spread over the batch, with their rewards, to samples.jsonl."""
+        with open(self.samples_path, "a") as f:
+            for s, r in list(zip(samples, rewards))[:: max(1, len(samples) // count)][:count]:
+                f.write(json.dumps({"step": step, "response": s.text, "reward": r, "finish_reason": s.finish_reason}) + "\n")
+
+
