@@ -271,7 +271,8 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
         raise ValueError(f"unknown rollout correction mode {mode!r}; choose one of {ROLLOUT_CORRECTION_MODES}")
     mask = mask.bool()
     with torch.no_grad():
-        diff = torch.where(mask, old_logp.detach().float() - rollout_logp.float(), torch.zeros_like(mask, dtype=torch.float32))
+        zero = torch.zeros_like(mask, dtype=torch.float32)
+        diff = torch.where(mask, old_logp.detach().float() - rollout_logp.float(), zero)
         n_tok = mask.sum(dim=-1)
         log_ratio = diff.clamp(max=LOG_RATIO_CLAMP)
         seq_log_ratio = log_ratio.sum(dim=-1, keepdim=True) / n_tok.unsqueeze(-1).clamp(min=1)
@@ -306,15 +307,17 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
 
 
 def high_entropy_mask(entropy, mask, top_fraction, pool=None):
-    """The "80/20" token selection (Wang et al. 2025, "Beyond the 80/20 rule", arXiv 2506.01939; TRL top_entropy_quantile,
-    GRPOTrainer.get_high_entropy_mask): keep the valid tokens whose entropy is at least the (1 - top_fraction)
-    quantile of the valid tokens' entropies (linear interpolation, as torch.quantile; ties at the threshold are
-    kept). The quantile is over `pool` when given (1-D: e.g. every rank's valid entropies, or the whole batch's,
-    for a threshold that does not depend on the micro-batch; TRL gathers the micro-batch over ranks), else over
-    entropy[mask]. top_fraction 1 keeps every valid token, 0 the highest only. Padding is never kept; NaN there is ignored.
+    """The "80/20" token selection (Wang et al. 2025, "Beyond the 80/20 rule", arXiv 2506.01939; TRL's
+    top_entropy_quantile, GRPOTrainer.get_high_entropy_mask): keep the valid tokens whose entropy is at least
+    tau = the (1 - top_fraction) quantile of the valid tokens' entropies (linear interpolation, as
+    torch.quantile; ties at tau are kept). top_fraction 1 keeps every valid token, 0 only the highest.
+    The quantile is taken over `pool` when given (1-D), else over entropy[mask]. The paper's tau is the batch's;
+    TRL's is the micro-batch's, gathered over ranks. Pass the whole batch's valid entropies (all ranks) as pool
+    and the mask does not depend on how the batch is split. Padding is never kept (NaN there is ignored).
 
     The loop multiplies its per-token weights (policy_loss's is_weights) by this mask: dropped tokens stay in
-    the normalisers (their loss is 0, as in TRL and the paper's objective, normalised by all tokens).
+    the normalisers (their loss is 0), as in TRL and in the paper's objective (DAPO's 1 / sum_i |o_i| with the
+    indicator 1[H_t >= tau] inside the sum).
 
     entropy, mask: [B, T]. Returns bool [B, T].
     """
@@ -325,7 +328,7 @@ def high_entropy_mask(entropy, mask, top_fraction, pool=None):
     if values.numel() == 0:
         return torch.zeros_like(mask)
     # torch.quantile(values, q) step by step (same float32 arithmetic), without its 16M-element input limit
-    rank = torch.tensor(1.0 - top_fraction) * (values.numel() - 1)
+    rank = torch.tensor(1.0 - top_fraction, device=values.device) * (values.numel() - 1)
     threshold = torch.lerp(values[rank.long()], values[rank.ceil().long()], rank - rank.long())
     return mask & (torch.where(mask, entropy.detach().float(), threshold) >= threshold)
 
