@@ -22,11 +22,29 @@ from torch.utils.checkpoint import checkpoint
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 LOG_RATIO_CLAMP = 20.0  # exp(20) ~ 5e8: big enough to never bind in a healthy run, small enough to never overflow
+GSPO_LOG_RATIO_MAX = 10.0  # verl's clamp of GSPO's log sequence ratio (compute_policy_loss_gspo)
+LOSS_TYPES = ("ppo", "gspo", "cispo")
+ROLLOUT_CORRECTION_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Advantages
 # ----------------------------------------------------------------------------------------------------------
+def informative_groups(rewards, group_size):
+    """Which groups carry a learning signal: those whose rewards are not all equal, i.e. std > 0 (DAPO's dynamic
+    sampling keeps these: Yu et al. 2025, the constraint 0 < |{o_i : is_equivalent(a, o_i)}| < G; verl-recipe
+    dapo_ray_trainer.py filter_groups). For rewards other than 0/1 "all equal" is a zero std, not a mean of 0 or
+    1 (OpenRLHF issue 1270). Tested as max > min: exact, where a float std of seven 0.1s is 8e-9, not 0.
+
+    rewards: [B] float, B // group_size consecutive groups. Returns bool [B // group_size]. NaN counts as equal.
+    """
+    if rewards.dim() != 1 or rewards.numel() % group_size != 0:
+        raise ValueError(f"rewards must be 1-D with a length divisible by group_size={group_size}, "
+                         f"got shape {tuple(rewards.shape)}")
+    grouped = rewards.float().view(-1, group_size)
+    return grouped.max(dim=1).values > grouped.min(dim=1).values
+
+
 def group_advantages(rewards, group_size, norm_std=True, eps=1e-6):
     """Group-relative advantages (DeepSeekMath, Shao et al. 2024, eq. for outcome supervision):
 
@@ -37,15 +55,37 @@ def group_advantages(rewards, group_size, norm_std=True, eps=1e-6):
     Returns [B] float. A group whose rewards are all equal gets exactly 0 (it carries no learning signal).
     The same advantage is then broadcast to every token of the response (outcome reward).
     """
-    if rewards.dim() != 1 or rewards.numel() % group_size != 0:
-        raise ValueError(f"rewards must be 1-D with a length divisible by group_size={group_size}, "
-                         f"got shape {tuple(rewards.shape)}")
+    informative = informative_groups(rewards, group_size).unsqueeze(-1)
     grouped = rewards.float().view(-1, group_size)
     centered = grouped - grouped.mean(dim=1, keepdim=True)
     if norm_std and group_size > 1:
         centered = centered / (grouped.std(dim=1, keepdim=True, unbiased=True) + eps)
-    all_equal = grouped.max(dim=1, keepdim=True).values == grouped.min(dim=1, keepdim=True).values
-    return torch.where(all_equal, torch.zeros_like(centered), centered).view(-1)
+    return torch.where(informative, centered, torch.zeros_like(centered)).view(-1)
+
+
+def overlong_penalty(response_lengths, max_response_len, buffer_len, penalty_factor=1.0):
+    """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13), added to the correctness reward. With
+    L = |y|, L_max = max_response_len, L_cache = buffer_len:
+
+        R_length(y) = 0                                   L <= L_max - L_cache
+                    = ((L_max - L_cache) - L) / L_cache    L_max - L_cache < L <= L_max    (linear: 0 -> -1)
+                    = -1                                  L > L_max
+        times penalty_factor.
+
+    Boundaries as TRL's get_soft_overlong_punishment (trl/rewards/other_rewards.py) and the paper: 0 at exactly
+    L_max - L_cache, -1 at exactly L_max. verl's DAPO reward manager (verl/workers/reward_manager/dapo.py,
+    min(-(L - (L_max - L_cache)) / L_cache * factor, 0)) agrees up to L_max and keeps falling beyond it; we clamp
+    at -factor as the paper does (a capped generation never exceeds L_max anyway). buffer_len = 0 is a step.
+    L counts generated tokens, EOS included (verl's valid_response_length, TRL's len(completion_ids)).
+
+    response_lengths: [B] int or float. Returns [B] float32, in [-penalty_factor, 0].
+    """
+    if not 0 <= buffer_len <= max_response_len:
+        raise ValueError(f"overlong buffer_len={buffer_len} must be in [0, max_response_len={max_response_len}]")
+    excess = response_lengths.float() - (max_response_len - buffer_len)        # > 0 inside the buffer
+    if buffer_len == 0:
+        return torch.where(excess > 0, -penalty_factor, 0.0).float()
+    return (-excess / buffer_len).clamp(-1.0, 0.0) * penalty_factor
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -121,23 +161,35 @@ def kl_penalty(logp, ref_logp, estimator="k3"):
 # The clipped policy-gradient loss
 # ----------------------------------------------------------------------------------------------------------
 def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
-                num_tokens=None, num_seqs=None, max_len=None, is_weights=None):
-    """PPO's clipped surrogate (Schulman et al. 2017, eq. 7) as used by GRPO, with DAPO's decoupled clip range
-    ("clip-higher", Yu et al. 2025, eq. 10):
+                num_tokens=None, num_seqs=None, max_len=None, is_weights=None, loss_type="ppo"):
+    """The policy-gradient loss, per token, then aggregate(L, mask, loss_agg). With r_t = exp(logp_t - old_logp_t):
 
-        ratio_t = exp(logp_t - old_logp_t)
-        L_t     = -min( ratio_t * A,  clip(ratio_t, 1 - clip_low, 1 + clip_high) * A )   [* w_t]
-        loss    = aggregate(L, mask, loss_agg)
+    ppo    PPO's clipped surrogate (Schulman et al. 2017, eq. 7) as used by GRPO, with DAPO's decoupled clip range
+           ("clip-higher", Yu et al. 2025, eq. 10):
+               L_t = -min( r_t * A,  clip(r_t, 1 - clip_low, 1 + clip_high) * A )
+    gspo   GSPO and its GSPO-token form (Zheng et al. 2025, arXiv 2507.18071; verl compute_policy_loss_gspo): the
+           same clipped surrogate on the sequence ratio s_b = exp( mean_t log r_t ) (geometric mean of the token
+           ratios), made per token with a stop-gradient so its gradient is the sequence's:
+               s_bt = sg[s_b] * pi_theta(y_t) / sg[pi_theta(y_t)]       value s_b,  grad s_b * grad log pi_theta(y_t)
+           log s_bt is clamped at 10 as verl does. Every token of a sequence carries the same value, so each
+           aggregation mode weighs whole sequences: seq-mean-token-mean is the paper's (1/G) sum_b (verl forces it;
+           TRL's importance_sampling_level="sequence" honours the mode, as we do). The paper clips at 3e-4 / 4e-4.
+    cispo  CISPO (MiniMax-M1 report 2025, arXiv 2506.13585; verl compute_policy_loss_cispo): the clipped IS weight,
+           detached, times the log-probability, so no token loses its gradient:
+               L_t = -sg[ clip(r_t, 1 - clip_low, 1 + clip_high) ] * A * logp_t
+           (the paper bounds only from above: clip_low >= 1; TRL's epsilon_high = 1 + clip_high.)
+    [* w_t]: is_weights, optional [B, T] detached weights for the sampler/trainer mismatch (rollout_correction).
 
-    logp [B, T] (requires grad), old_logp [B, T], advantages [B] or [B, T], mask [B, T].
-    is_weights: optional [B, T] detached truncated importance weights for the sampler/trainer mismatch
-    (see rollout_correction). Strictly on-policy (old_logp = logp.detach()) the ratio is exactly 1 and the
-    gradient is the plain policy gradient -A * grad(logp), aggregated.
+    logp [B, T] (requires grad), old_logp [B, T], advantages [B] or [B, T], mask [B, T]. Strictly on-policy
+    (old_logp = logp.detach()) r_t = s_b = 1 and all three give the plain policy gradient -A * grad(logp).
 
-    Returns (loss 0-d tensor, stats dict of floats): clip_frac (tokens whose gradient the clip removed),
-    approx_kl_old (k3 estimate of KL(pi_old || pi_theta) on the tokens, which were sampled from pi_old:
-    (ratio - 1) - log ratio, as cleanrl / TRL log it), ratio_min, ratio_max.
+    Returns (loss 0-d tensor, stats dict of floats): clip_frac (ppo/gspo: tokens whose gradient the clip removed;
+    cispo: tokens whose weight was clipped), approx_kl_old (k3 estimate of KL(pi_old || pi_theta) on the tokens,
+    which were sampled from pi_old: (r - 1) - log r, as cleanrl / TRL log it), ratio_min, ratio_max (of r_t;
+    gspo: of s_b).
     """
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"unknown loss_type {loss_type!r}; choose one of {LOSS_TYPES}")
     mask = mask.bool()
     zero = torch.zeros_like(logp)
     # Sanitise masked positions first: `where` routes no gradient there, so a NaN in padding cannot leak.
@@ -149,9 +201,18 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
 
     log_ratio = (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
-    unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
-    per_token = torch.maximum(unclipped, clipped)
+    if loss_type == "gspo":
+        seq_log_ratio = (logp - old_logp).sum(dim=-1, keepdim=True) / mask.sum(dim=-1, keepdim=True).clamp(min=1)
+        ratio = torch.exp((logp - logp.detach() + seq_log_ratio.detach()).clamp(max=GSPO_LOG_RATIO_MAX))
+    if loss_type == "cispo":
+        weight = ratio.clamp(1.0 - clip_low, 1.0 + clip_high).detach()
+        per_token = -advantages * weight * logp
+        clipped_tokens = weight != ratio
+    else:
+        unclipped = -advantages * ratio
+        clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+        per_token = torch.maximum(unclipped, clipped)
+        clipped_tokens = clipped > unclipped
     if is_weights is not None:
         per_token = per_token * torch.where(mask, is_weights.detach().to(logp.dtype), zero)
     loss = aggregate(per_token, mask, loss_agg, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
@@ -160,9 +221,9 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
         n = mask.sum().clamp(min=1)
         masked_ratio = ratio[mask]
         stats = {
-            "clip_frac": ((clipped > unclipped) & mask).sum().item() / n.item(),
-            # k3 of KL(pi_old || pi_theta) from samples of pi_old: r = pi_theta / pi_old = ratio
-            "approx_kl_old": (((ratio - 1.0 - log_ratio) * mask).sum() / n).item(),
+            "clip_frac": (clipped_tokens & mask).sum().item() / n.item(),
+            # k3 of KL(pi_old || pi_theta) from samples of pi_old: r = pi_theta / pi_old = exp(log_ratio)
+            "approx_kl_old": (((torch.exp(log_ratio) - 1.0 - log_ratio) * mask).sum() / n).item(),
             "ratio_min": masked_ratio.min().item() if masked_ratio.numel() else 1.0,
             "ratio_max": masked_ratio.max().item() if masked_ratio.numel() else 1.0,
         }
@@ -172,42 +233,104 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
 # ----------------------------------------------------------------------------------------------------------
 # Sampler / trainer mismatch
 # ----------------------------------------------------------------------------------------------------------
-def rollout_correction(old_logp, rollout_logp, mask, cap=2.0):
-    """Truncated importance sampling for the difference between the sampler (vLLM) and the trainer
-    (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL training"; verl's
-    rollout_is_weights, TRL's vllm_importance_sampling_cap):
+def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_truncate", low=0.0):
+    """Importance weights for the difference between the sampler (vLLM) and the trainer, detached, with
+    r_t = pi_old(y_t) / pi_vllm(y_t) = exp(old_logp_t - rollout_logp_t) and rho_b = exp( mean_t log r_t ), the
+    sequence's geometric-mean ratio (length-independent, as GSPO's):
 
-        w_t = min( pi_old(y_t) / pi_vllm(y_t), cap ) = min( exp(old_logp_t - rollout_logp_t), cap )     detached
+        token_truncate      w_t = clip(r_t, low, cap)            TIS (Yao et al. 2025, "Your efficient RL framework
+                                                                 secretly brings you off-policy RL training")
+        token_mask          w_t = r_t * 1[low <= r_t <= cap]     IcePop (Ling team 2025, Ring-1T; M(k) = k inside
+                                                                 [alpha, beta], else 0; they use [0.5, 5])
+        sequence_truncate   w_t = clip(rho_b, low, cap)
+        sequence_mask       w_t = rho_b * 1[low <= rho_b <= cap]
+
+    Peers: TRL vllm_importance_sampling_mode has the same four names and rules (default sequence_mask), but its
+    sequence ratio is the PRODUCT of token ratios, which for long responses leaves any fixed band almost surely;
+    OpenRLHF seq-mask-tis masks on the geometric mean as here (weighting by r_t); verl's rollout_rs seq_mean_k1
+    masks on it too (weight 1). Masked tokens keep their place in the loss normalisers (their weight is 0, as in
+    TRL and IcePop's objective), so the per-token weight of the others does not depend on how many were masked.
+    log r is clamped at 20 before exp (overflow; below, exp underflows harmlessly to 0).
 
     old_logp is the TRAINER's log-prob under the weights that sampled the batch (pi_old), computed once per
-    batch before any update, so w_t corrects only for the sampler/trainer mismatch. Off-policy (several
+    batch before any update, so w corrects only for the sampler/trainer mismatch. Off-policy (several
     optimizer steps per batch) the change pi_theta / pi_old is the PPO ratio's job (policy_loss); using
     pi_theta here instead would count it twice (verl's "decoupled PPO": loss = w * clipped(pi_theta / pi_old)).
     Strictly on-policy pi_old is pi_theta at the time of the forward, so logp.detach() is the same thing.
 
-    Also the mismatch diagnostics. The alignment metric of the Perplexity study is, per sequence,
-        align_b = exp( mean_t |old_logp_t - rollout_logp_t| )
-    which is 1 for identical distributions and should stay within [1, 1.05] in a healthy run.
-
-    old_logp, rollout_logp, mask: [B, T]. Returns (weights [B, T] detached, stats dict of floats):
-    align_mean / align_max over sequences, max_abs_diff over tokens, kl_k3 (mean k3 KL(sampler || trainer)).
+    old_logp, rollout_logp, mask: [B, T]. Returns (weights [B, T] detached, 0 where mask is 0; stats dict of
+    floats) with the mismatch diagnostics, over valid tokens / sequences with a token:
+      kl_k1, kl_k3        k1 and k3 estimates of KL(pi_vllm || pi_old) (the tokens were sampled by vLLM)
+      ratio_min/max/mean  of r_t;  seq_ratio_min/max  of rho_b
+      out_token_frac, out_seq_frac   tokens / sequences with a token whose ratio (rho_b for sequence modes)
+                          left [low, cap]: masked by the *_mask modes, truncated by the *_truncate ones
+      align_mean/max      exp( mean_t |log r_t| ) per sequence: 1 when identical, healthy within [1, 1.05]
+                          (the Perplexity study's alignment metric);  max_abs_diff  max_t |log r_t|
     """
-    logp = old_logp
+    if mode not in ROLLOUT_CORRECTION_MODES:
+        raise ValueError(f"unknown rollout correction mode {mode!r}; choose one of {ROLLOUT_CORRECTION_MODES}")
     mask = mask.bool()
     with torch.no_grad():
-        diff = torch.where(mask, logp.detach().float() - rollout_logp.float(), torch.zeros_like(logp, dtype=torch.float32))
-        weights = torch.exp(diff.clamp(max=LOG_RATIO_CLAMP)).clamp(max=cap) * mask
+        zero = torch.zeros_like(mask, dtype=torch.float32)
+        diff = torch.where(mask, old_logp.detach().float() - rollout_logp.float(), zero)
         n_tok = mask.sum(dim=-1)
+        log_ratio = diff.clamp(max=LOG_RATIO_CLAMP)
+        seq_log_ratio = log_ratio.sum(dim=-1, keepdim=True) / n_tok.unsqueeze(-1).clamp(min=1)
+        ratio = torch.exp(log_ratio)
+        banded = torch.exp(seq_log_ratio).expand_as(ratio) if mode.startswith("sequence") else ratio
+        outside = ((banded < low) | (banded > cap)) & mask
+        if mode.endswith("truncate"):
+            weights = banded.clamp(min=low or None, max=cap) * mask
+        else:
+            weights = torch.where(outside, torch.zeros_like(banded), banded) * mask
+
         has_tokens = n_tok > 0
+        n = max(int(n_tok.sum()), 1)
         align = torch.exp(diff.abs().sum(dim=-1) / n_tok.clamp(min=1))[has_tokens]
+        seq_ratio = torch.exp(seq_log_ratio.squeeze(-1))[has_tokens]
         k3 = kl_penalty(-diff, torch.zeros_like(diff), "k3")  # log r = -diff; estimator evaluated as KL(sampler||trainer)
         stats = {
             "align_mean": align.mean().item() if align.numel() else 1.0,
             "align_max": align.max().item() if align.numel() else 1.0,
             "max_abs_diff": diff.abs().max().item() if diff.numel() else 0.0,
             "kl_k3": ((k3 * mask).sum() / mask.sum().clamp(min=1)).item(),
+            "kl_k1": (-diff.sum() / n).item(),
+            "ratio_min": ratio[mask].min().item() if mask.any() else 1.0,
+            "ratio_max": ratio[mask].max().item() if mask.any() else 1.0,
+            "ratio_mean": (ratio[mask].sum() / n).item(),
+            "seq_ratio_min": seq_ratio.min().item() if seq_ratio.numel() else 1.0,
+            "seq_ratio_max": seq_ratio.max().item() if seq_ratio.numel() else 1.0,
+            "out_token_frac": outside.sum().item() / n,
+            "out_seq_frac": outside.any(dim=-1).sum().item() / max(int(has_tokens.sum()), 1),
         }
     return weights, stats
+
+
+def high_entropy_mask(entropy, mask, top_fraction, pool=None):
+    """The "80/20" token selection (Wang et al. 2025, "Beyond the 80/20 rule", arXiv 2506.01939; TRL's
+    top_entropy_quantile, GRPOTrainer.get_high_entropy_mask): keep the valid tokens whose entropy is at least
+    tau = the (1 - top_fraction) quantile of the valid tokens' entropies (linear interpolation, as
+    torch.quantile; ties at tau are kept). top_fraction 1 keeps every valid token, 0 only the highest.
+    The quantile is taken over `pool` when given (1-D), else over entropy[mask]. The paper's tau is the batch's;
+    TRL's is the micro-batch's, gathered over ranks. Pass the whole batch's valid entropies (all ranks) as pool
+    and the mask does not depend on how the batch is split. Padding is never kept (NaN there is ignored).
+
+    The loop multiplies its per-token weights (policy_loss's is_weights) by this mask: dropped tokens stay in
+    the normalisers (their loss is 0), as in TRL and in the paper's objective (DAPO's 1 / sum_i |o_i| with the
+    indicator 1[H_t >= tau] inside the sum).
+
+    entropy, mask: [B, T]. Returns bool [B, T].
+    """
+    if not 0.0 <= top_fraction <= 1.0:
+        raise ValueError(f"top_fraction={top_fraction} must be in [0, 1]")
+    mask = mask.bool()
+    values = (entropy[mask] if pool is None else pool.reshape(-1)).detach().float().sort().values
+    if values.numel() == 0:
+        return torch.zeros_like(mask)
+    # torch.quantile(values, q) step by step (same float32 arithmetic), without its 16M-element input limit
+    rank = torch.tensor(1.0 - top_fraction, device=values.device) * (values.numel() - 1)
+    threshold = torch.lerp(values[rank.long()], values[rank.ceil().long()], rank - rank.long())
+    return mask & (torch.where(mask, entropy.detach().float(), threshold) >= threshold)
 
 
 # ----------------------------------------------------------------------------------------------------------
