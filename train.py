@@ -37,7 +37,7 @@ import data
 import eval as evaluation
 import grpo
 from batching import collate, pad_rows, same_count_micro_batches
-from distributed import all_reduce, full_weights, init_distributed, load_model
+from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model
 from reward import CODE_STAT_KEYS, format_reward, score_problems
 from rollout import Sample, make_engine
 from runs import Logger, latest_checkpoint, load_checkpoint, read_run_info, refuse_used_out_dir, resume_flags, \
@@ -119,8 +119,26 @@ def build_parser():
                    help="1: do not forward groups whose rewards are all equal (advantage 0): saves compute, same "
                         "policy gradient; their tokens still count in the normalisers, and they add no KL/entropy term")
     g.add_argument("--tis_cap", type=float, default=0.0,
-                   help=">0: truncated importance weights min(pi_old / pi_vllm, cap) for the sampler mismatch, "
-                        "computed once per batch")
+                   help=">0: correct the sampler/trainer mismatch with importance weights from r = pi_old / pi_vllm, "
+                        "bounded above by this (grpo.rollout_correction)")
+    g.add_argument("--tis_mode", default="token_truncate", choices=grpo.ROLLOUT_CORRECTION_MODES,
+                   help="with --tis_cap: truncate or mask r into [--tis_low, --tis_cap], per token (TIS; IcePop: "
+                        "token_mask) or per sequence on the geometric-mean ratio (TRL's default: sequence_mask)")
+    g.add_argument("--tis_low", type=float, default=0.0, help="lower bound of the ratio band (IcePop: 0.5)")
+    g.add_argument("--loss_type", default="ppo", choices=grpo.LOSS_TYPES,
+                   help="ppo: token-level clipped ratio; gspo: sequence-level ratio (GSPO); cispo: clipped IS weight "
+                        "x log-prob (CISPO; set --clip_high, its upper bound) (grpo.policy_loss)")
+    g.add_argument("--top_entropy_quantile", type=float, default=1.0,
+                   help="<1: train only on this top fraction of the batch's tokens by entropy (80/20, "
+                        "grpo.high_entropy_mask; costs one no-grad pass over the batch)")
+    g.add_argument("--dynamic_sampling", type=int, default=0,
+                   help="1: DAPO dynamic sampling: drop groups whose rewards are all equal and sample more prompts "
+                        "until --batch_size informative groups, in at most --max_sampling_rounds rounds")
+    g.add_argument("--max_sampling_rounds", type=int, default=3, help="cap on generation rounds per step")
+    g.add_argument("--overlong_buffer_len", type=int, default=0,
+                   help=">0: DAPO soft overlong punishment: a penalty growing linearly to --overlong_penalty over "
+                        "the last N tokens before --max_response_len (grpo.overlong_penalty)")
+    g.add_argument("--overlong_penalty", type=float, default=1.0, help="the largest overlong penalty")
     g.add_argument("--ppo_epochs", type=int, default=1, help="passes over each batch (>1 is off-policy)")
     g.add_argument("--mini_batches", type=int, default=1, help="optimizer steps per pass (>1 is off-policy)")
     g.add_argument("--format_reward", default="", choices=["", "strict", "loose"], help="add the <think>/<answer> format reward")
@@ -179,8 +197,12 @@ def parse_args(argv=None):
                       f"of one response has advantage 0)")
     if args.max_response_len < 1 or args.max_steps < 0 or args.micro_batch_tokens < 1:
         errors.append("--max_response_len, --micro_batch_tokens must be >= 1 and --max_steps >= 0")
-    if not 0 <= args.clip_low < 1 or args.clip_high < 0:
-        errors.append("--clip_low must be in [0, 1) and --clip_high >= 0")
+    if args.clip_low < 0 or (args.clip_low >= 1 and args.loss_type != "cispo") or args.clip_high < 0:
+        errors.append("--clip_low must be in [0, 1) (CISPO: >= 1 removes the lower bound) and --clip_high >= 0")
+    if not 0 < args.top_entropy_quantile <= 1 or args.max_sampling_rounds < 1 or args.tis_low < 0:
+        errors.append("--top_entropy_quantile must be in (0, 1], --max_sampling_rounds >= 1, --tis_low >= 0")
+    if not 0 <= args.overlong_buffer_len <= args.max_response_len:
+        errors.append("--overlong_buffer_len must be in [0, --max_response_len]")
     if args.kl_coef < 0 or args.entropy_coef < 0 or args.lr <= 0:
         errors.append("--kl_coef and --entropy_coef must be >= 0, --lr > 0")
     if args.temperature <= 0 or args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1:
@@ -227,18 +249,17 @@ def next_prompts(batcher, tokenizer, template, max_prompt_tokens):
     return [batch[i] for i in keep], [prompts[i] for i in keep], skipped
 
 
-def generate(engine, prompts, args, step, dp_rank, dp_world):
-    """Step 1: group_size responses per prompt (n consecutive Samples each) from the engine's current weights,
-    then put the engine to sleep (level 2 on GPU) to give the trainer its memory. Sampling seeds: a disjoint
-    range per (stage, step, data-parallel rank); vLLM seeds sample j of prompt i with base + i * n + j."""
-    samples = []
-    if prompts:
-        span = args.batch_size * args.group_size
-        samples = engine.generate(prompts, n=args.group_size, temperature=args.temperature, top_p=args.top_p,
-                                  max_tokens=args.max_response_len,
-                                  seed=args.data_seed * 1_000_000_007 + (step * dp_world + dp_rank) * span)
-    engine.sleep()
-    return samples
+def generate(engine, prompts, args, step, dp_rank, dp_world, round=0):
+    """Step 1: group_size responses per prompt (n consecutive Samples each) from the engine's current weights.
+    Sampling seeds: a disjoint range per (stage, step, sampling round, data-parallel rank); vLLM seeds sample j of
+    prompt i with base + i * n + j."""
+    if not prompts:
+        return []
+    span = args.batch_size * args.group_size
+    draw = step * args.max_sampling_rounds + round if args.dynamic_sampling else step
+    return engine.generate(prompts, n=args.group_size, temperature=args.temperature, top_p=args.top_p,
+                           max_tokens=args.max_response_len,
+                           seed=args.data_seed * 1_000_000_007 + (draw * dp_world + dp_rank) * span)
 
 
 def score(samples, problems, args, think_prefilled=False):
@@ -259,7 +280,60 @@ def score(samples, problems, args, think_prefilled=False):
     if args.format_reward:
         rewards += torch.tensor([0.0 if cut else format_reward(s.text, args.format_reward)
                                  for s, cut in zip(samples, truncated)], dtype=torch.float32)
+    if args.overlong_buffer_len:  # DAPO eq. 13: added to the correctness reward (-penalty at the cap)
+        lengths = torch.tensor([len(s.response_ids) for s in samples])
+        rewards += grpo.overlong_penalty(lengths, args.max_response_len, args.overlong_buffer_len, args.overlong_penalty)
     return rewards, correct, stats
+
+
+def sample_batch(engine, batcher, tokenizer, args, step, rank, tp, dp_world, max_prompt_tokens, think_prefilled,
+                 times):
+    """Steps 1-2 for the next global batch: generate, then score. With --dynamic_sampling (DAPO, Yu et al. 2025,
+    sec. 3.2) groups whose correctness is all equal (std 0: no learning signal) are dropped and further batches are
+    drawn until batch_size informative groups are kept over all ranks, or --max_sampling_rounds rounds were
+    drawn (then the step trains on what there is, and says so). Groups are kept in one global order -- round,
+    then data-parallel rank, then position -- so every rank knows from the gathered counts which of its own to
+    keep, and every rank draws the same number of rounds: all ranks train the same steps, none waits for
+    another. A round consumes a whole batch of the data order, so the cursor a checkpoint saves stays exact.
+    Returns (problems, samples, rewards [N], correct, grading stats, skipped prompt ids, sampling counts)."""
+    G, dp_rank = args.group_size, rank // tp
+    problems, samples, rewards, correct, grading, skipped = [], [], [], [], {}, []
+    counts = {"rounds": 0, "groups_generated": 0, "groups_kept": 0}
+    for round in range(args.max_sampling_rounds if args.dynamic_sampling else 1):
+        t0 = time.perf_counter()
+        batch, prompts, skip = next_prompts(batcher, tokenizer, args.template, max_prompt_tokens)
+        new = generate(engine, prompts, args, step, dp_rank, dp_world, round)
+        t1 = time.perf_counter()
+        new_rewards, new_correct, stats = score(new, batch, args, think_prefilled)
+        times["generate"] += t1 - t0
+        times["score"] += time.perf_counter() - t1
+        keep = range(len(batch))
+        if args.dynamic_sampling:
+            # on correctness, as DAPO's recipe filters on accuracy: a group all right (or all wrong) whose lengths
+            # differ only by the overlong penalty carries no signal about correctness
+            informative = grpo.informative_groups(torch.tensor(new_correct), G).tolist()
+            gathered = all_gather_objects((sum(informative), len(batch)))   # (informative, drawn) groups per rank
+            found = [pair for r, pair in enumerate(gathered) if r % tp == 0]  # one per data-parallel rank
+            room = args.batch_size - counts["groups_kept"]
+            mine = max(0, min(found[dp_rank][0], room - sum(n for n, _ in found[:dp_rank])))
+            keep = [g for g, ok in enumerate(informative) if ok][:mine]
+            counts["groups_generated"] += sum(g for _, g in found)
+            counts["groups_kept"] += min(sum(n for n, _ in found), room)
+        counts["rounds"] += 1
+        rows = [g * G + j for g in keep for j in range(G)]
+        problems += [batch[g] for g in keep]
+        samples += [new[i] for i in rows]
+        rewards.append(new_rewards[rows])
+        correct += [new_correct[i] for i in rows]
+        skipped += skip
+        for key, value in stats.items():
+            grading[key] = grading.get(key, 0) + value
+        if not args.dynamic_sampling or counts["groups_kept"] >= args.batch_size:
+            break
+    if args.dynamic_sampling and counts["groups_kept"] < args.batch_size and rank == 0:
+        print(f"train.py: WARNING: step {step + 1}: dynamic sampling found {counts['groups_kept']} informative "
+              f"groups of {args.batch_size} in {counts['rounds']} rounds (--max_sampling_rounds): training on those")
+    return problems, samples, torch.cat(rewards), correct, grading, skipped, counts
 
 
 def select_samples(samples, rewards, args, rank, tp):
@@ -279,19 +353,29 @@ def select_samples(samples, rewards, args, rank, tp):
     return own, scored, trained
 
 
-def record_alignment(totals, mismatch, count):
-    """Accumulate grpo.rollout_correction's sampler/trainer mismatch over `count` sequences."""
-    totals["align_sum"] += mismatch["align_mean"] * count
-    totals["aligned"] += count
-    totals["align_max"] = max(totals["align_max"], mismatch["align_max"])
-    totals["max_abs_diff"] = max(totals["max_abs_diff"], mismatch["max_abs_diff"])
+MISMATCH_MEANS = ("align_mean", "out_seq_frac", "kl_k1", "kl_k3", "ratio_mean", "out_token_frac")
 
 
-def old_policy_logprobs(policy, samples, trained, args, device, autocast, pad_id, totals):
-    """Off-policy only (--ppo_epochs or --mini_batches > 1): pi_old, the trainer's log-probs under the weights that
-    sampled the batch, and the truncated-IS weights min(pi_old / pi_vllm, tis_cap), in one no-grad pass before any
-    update. Returns ({sample: logp [T]}, {sample: weights [T]})."""
-    old_logp, is_weights = {}, {}
+def record_mismatch(totals, mismatch, mask):
+    """Accumulate grpo.rollout_correction's sampler/trainer diagnostics of one micro-batch (mask [B, T])."""
+    seqs, tokens = int(mask.any(-1).sum()), int(mask.sum())
+    for key in MISMATCH_MEANS:
+        weight = seqs if key in ("align_mean", "out_seq_frac") else tokens
+        totals[f"sum_{key}"] += mismatch[key] * weight
+    totals["aligned"] += seqs
+    totals["mismatch_tokens"] += tokens
+    for key in ("align_max", "max_abs_diff", "ratio_max"):
+        totals[key] = max(totals[key], mismatch[key])
+    totals["ratio_min"] = min(totals["ratio_min"], mismatch["ratio_min"])
+
+
+def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, totals, old_policy):
+    """One no-grad pass over the trained samples before any update, when something needs the whole batch first:
+    off-policy (--ppo_epochs or --mini_batches > 1), pi_old -- the trainer's log-probs under the weights that
+    sampled the batch -- and the sampler-correction weights from pi_old / pi_vllm; with --top_entropy_quantile < 1,
+    the entropies of every trained token on every rank (the quantile is the batch's, as in the 80/20 paper).
+    Returns ({sample: logp [T]}, {sample: weights [T]}, pool of entropies [n] or None)."""
+    old_logp, is_weights, entropies = {}, {}, []
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
     with torch.no_grad():
@@ -299,14 +383,23 @@ def old_policy_logprobs(policy, samples, trained, args, device, autocast, pad_id
             ids, attention, mask, rollout_logp = collate([dummy] if mb is None else [samples[i] for i in mb],
                                                          pad_id, device)
             with autocast:
-                logp = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
-                                           score_mask=mask)
-            weights, mismatch = grpo.rollout_correction(logp, rollout_logp, mask, cap=args.tis_cap or 1.0)
+                logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
+                                                    with_entropy=True, score_mask=mask)
+            if mb and args.top_entropy_quantile < 1:
+                entropies.append(entropy[mask.bool()].float().cpu())
+            if not old_policy:
+                continue
+            weights, mismatch = grpo.rollout_correction(logp, rollout_logp, mask, cap=args.tis_cap or math.inf,
+                                                        mode=args.tis_mode, low=args.tis_low)
             for row, i in enumerate(mb or []):
                 old_logp[i], is_weights[i] = logp[row, :lengths[i] - 1], weights[row, :lengths[i] - 1]
             if mb:
-                record_alignment(totals, mismatch, len(mb))
-    return old_logp, is_weights
+                record_mismatch(totals, mismatch, mask)
+    pool = None
+    if args.top_entropy_quantile < 1:
+        pool = torch.cat([part for rank_parts in all_gather_objects(entropies) for part in rank_parts] or
+                         [torch.zeros(0)]).to(device)
+    return old_logp, is_weights, pool
 
 
 def update_policy(policy, reference, optimizer, samples, advantages, scored, trained, args, step, device, autocast,
@@ -318,24 +411,31 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
     forwarded or not (verl and TRL normalise over every response token of the batch). So micro-batch losses sum
     to the mini-batch loss, the per-token weight does not depend on how many groups were all-equal, and
     --skip_equal_groups saves compute only: its gradient equals the one with the flag off when KL and entropy
-    are off (tests/test_train.py).
+    are off (tests/test_train.py). Per-token weights multiply the policy loss: the sampler correction
+    (--tis_cap) and the high-entropy selection (--top_entropy_quantile: unselected tokens weigh 0 but stay in
+    the normalisers, as in TRL).
 
-    On-policy pi_old = pi_theta.detach() (ratio 1: the plain policy gradient) and the IS weights come from the same
-    forward; off-policy they come from old_policy_logprobs and the PPO ratio pi_theta / pi_old does the rest.
+    On-policy pi_old = pi_theta.detach() (ratio 1: the plain policy gradient) and the correction weights come
+    from the same forward; off-policy they come from batch_prepass and the PPO ratio pi_theta / pi_old does the
+    rest.
 
     Returns sums for step_metrics: loss / pg_loss summed over updates (`updates` of them), kl / entropy / clip /
-    kl_old summed over trained tokens (`tokens`), alignment over trained sequences (once per batch), grad_norm of
-    the last update (before clipping), skipped (a non-finite update was not applied)."""
+    kl_old summed over trained tokens (`tokens`), sampler/trainer mismatch over trained sequences and tokens
+    (once per batch), grad_norm of the last update (before clipping), skipped (a non-finite update was not
+    applied)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     on_policy = args.ppo_epochs == 1 and args.mini_batches == 1
-    cap = args.tis_cap or 1.0
+    correct_sampler, select_tokens = args.tis_cap > 0, args.top_entropy_quantile < 1
     trained_set = set(trained)
     dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
-    totals = dict(loss=0.0, pg_loss=0.0, updates=0, kl=0.0, entropy=0.0, clip=0.0, kl_old=0.0, tokens=0,
-                  align_sum=0.0, align_max=1.0, max_abs_diff=0.0, aligned=0, grad_norm=0.0, skipped=False)
-    if not on_policy:
-        old_logp, is_weights = old_policy_logprobs(policy, samples, trained, args, device, autocast, pad_id, totals)
+    totals = dict(loss=0.0, pg_loss=0.0, updates=0, kl=0.0, entropy=0.0, clip=0.0, kl_old=0.0, tokens=0, aligned=0,
+                  mismatch_tokens=0, align_max=1.0, max_abs_diff=0.0, ratio_max=1.0, ratio_min=1.0,
+                  grad_norm=0.0, skipped=False, **{f"sum_{key}": 0.0 for key in MISMATCH_MEANS})
+    pool = None
+    if not on_policy or select_tokens:
+        old_logp, is_weights, pool = batch_prepass(policy, samples, trained, args, device, autocast, pad_id,
+                                                   totals, old_policy=not on_policy)
 
     shuffler = random.Random(args.data_seed + step)
     for _ in range(args.ppo_epochs):
@@ -359,15 +459,20 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                                                         entropy_grad=args.entropy_coef > 0)
                 if on_policy:
                     old = logp.detach()
-                    weights, mismatch = grpo.rollout_correction(old, rollout_logp, mask, cap=cap)
+                    weights, mismatch = grpo.rollout_correction(old, rollout_logp, mask, cap=args.tis_cap or math.inf,
+                                                                mode=args.tis_mode, low=args.tis_low)
                     if mb:
-                        record_alignment(totals, mismatch, len(mb))
+                        record_mismatch(totals, mismatch, mask)
                 else:
                     old = pad_rows([old_logp[i] for i in mb], logp.shape[1]) if mb else logp.detach()
                     weights = pad_rows([is_weights[i] for i in mb], logp.shape[1]) if mb else torch.ones_like(logp)
+                if select_tokens:  # 80/20: only the batch's top fraction of tokens by entropy carries a gradient
+                    keep = grpo.high_entropy_mask(entropy, mask, args.top_entropy_quantile, pool).float()
+                    weights = weights * keep if correct_sampler else keep
                 adv = advantages[mb].to(device) if mb else torch.zeros(1, device=device)
                 loss, stats = grpo.policy_loss(logp, old, adv, mask, args.clip_low, args.clip_high, args.loss_agg,
-                                               is_weights=weights if args.tis_cap > 0 else None, **norm)
+                                               is_weights=weights if correct_sampler or select_tokens else None,
+                                               loss_type=args.loss_type, **norm)
                 pg_loss = loss.detach()
                 kl_tok = torch.zeros_like(logp)
                 if reference is not None:
@@ -416,12 +521,14 @@ def optimizer_step(policy, optimizer, loss, grad_clip, step):
     return grad_norm, not finite
 
 
-def step_metrics(step, samples, rewards, correct, grading, own, scored, trained, update, skipped_prompts, times,
-                 args, tp):
+def step_metrics(step, samples, rewards, correct, grading, own, scored, trained, update, skipped_prompts, sampling,
+                 times, args, tp):
     """Step 6: the step's numbers, over the whole global batch (sums and maxima over ranks). Namespaces:
     reward/, response/ (all samples); policy/ (kl_ref, entropy, clip_frac, approx_kl_old: per-token means over the
     TRAINED samples, the only ones forwarded; loss, pg_loss: the objective as optimised, mean over the step's
-    updates); rollout/ (vLLM vs trainer alignment of the trained samples, once per batch); data/, time/, perf/."""
+    updates); rollout/ (vLLM vs trainer mismatch of the trained samples, once per batch: alignment, k1/k3 KL,
+    the ratio pi_old / pi_vllm, the fraction of tokens / sequences outside [--tis_low, --tis_cap]); data/ (with
+    --dynamic_sampling: rounds drawn, groups generated and kept), time/, perf/."""
     G = args.group_size
     resp = [len(samples[i].response_ids) for i in own]
     grouped = rewards.view(-1, G)
@@ -433,10 +540,12 @@ def step_metrics(step, samples, rewards, correct, grading, own, scored, trained,
         "truncated": sum(samples[i].finish_reason == "length" for i in own),
         "loops": sum(evaluation.ends_in_loop(samples[i].response_ids) for i in own), "scored": len(scored),
         "trained": len(trained), "skipped_prompts": len(skipped_prompts) / tp,
-        **{key: update[key] for key in ("loss", "pg_loss", "kl", "entropy", "clip", "kl_old", "tokens", "align_sum",
-                                        "aligned")},
+        **{key: update[key] for key in ("loss", "pg_loss", "kl", "entropy", "clip", "kl_old", "tokens", "aligned",
+                                        "mismatch_tokens")},
+        **{key: value for key, value in update.items() if key.startswith("sum_")},
         **{key: grading.get(key, 0) / tp for key in ("timeouts", "invalid_gold") + CODE_STAT_KEYS}})
     peak = all_reduce({"length": max(resp, default=0), "align": update["align_max"], "diff": update["max_abs_diff"],
+                       "ratio_max": update["ratio_max"], "ratio_min": -update["ratio_min"],
                        **{f"time/{key}": times[key] for key in ("generate", "score", "update", "sync")}}, "max")
     n, updates, tokens = max(s["responses"], 1), max(update["updates"], 1), max(s["tokens"], 1)
     metrics = {
@@ -461,10 +570,18 @@ def step_metrics(step, samples, rewards, correct, grading, own, scored, trained,
         "policy/skipped": int(update["skipped"]),
         "policy/scored_frac": s["scored"] / n,
         "policy/trained_frac": s["trained"] / n,
-        "rollout/align_mean": s["align_sum"] / s["aligned"] if s["aligned"] else 1.0,
+        "rollout/align_mean": s["sum_align_mean"] / s["aligned"] if s["aligned"] else 1.0,
         "rollout/align_max": peak["align"],
         "rollout/max_abs_logp_diff": peak["diff"],
+        "rollout/kl_k1": s["sum_kl_k1"] / max(s["mismatch_tokens"], 1),
+        "rollout/kl_k3": s["sum_kl_k3"] / max(s["mismatch_tokens"], 1),
+        "rollout/ratio_mean": s["sum_ratio_mean"] / s["mismatch_tokens"] if s["mismatch_tokens"] else 1.0,
+        "rollout/ratio_min": -peak["ratio_min"],
+        "rollout/ratio_max": peak["ratio_max"],
+        "rollout/out_token_frac": s["sum_out_token_frac"] / max(s["mismatch_tokens"], 1),
+        "rollout/out_seq_frac": s["sum_out_seq_frac"] / max(s["aligned"], 1),
         "data/skipped_prompts": int(s["skipped_prompts"]),
+        **({f"data/{key}": value for key, value in sampling.items()} if args.dynamic_sampling else {}),
         **{key: value for key, value in peak.items() if key.startswith("time/")},
         "time/step": time.perf_counter() - times["start"],
         "perf/generated_tokens_per_s": s["length"] / max(peak["time/generate"], 1e-9),
@@ -572,20 +689,16 @@ def main(argv=None, engine=None):
 
     # ---- the loop ----------------------------------------------------------------------------------------
     for step in range(start_step, args.max_steps):
-        times = {"start": time.perf_counter()}
-        batch, prompts, skipped = next_prompts(batcher, tokenizer, args.template, max_prompt_tokens)
+        times = {"start": time.perf_counter(), "generate": 0.0, "score": 0.0}
+        # 1-2. generate group_size responses per prompt from the current policy, and score them: 0/1 correctness
+        # (plus the optional format / overlong terms); truncated responses get 0. Then vLLM sleeps (level 2 on GPU)
+        # and gives its memory to the trainer.
+        batch, samples, rewards, correct, grading, skipped, sampling = sample_batch(
+            engine, batcher, tokenizer, args, step, rank, tp, dp_world, max_prompt_tokens, think_prefilled, times)
+        engine.sleep()
         if skipped and rank % tp == 0:
             print(f"train.py: WARNING: step {step + 1}: skipped {len(skipped)} problem(s) whose prompt is longer than "
                   f"{max_prompt_tokens} tokens (--max_prompt_len / the engine's context): {', '.join(skipped)}")
-
-        # 1. generate: group_size responses per prompt from the current policy
-        samples = generate(engine, prompts, args, step, dp_rank, dp_world)
-        times["generate"] = time.perf_counter() - times["start"]
-
-        # 2. score: 0/1 correctness (plus the optional format reward); truncated responses get 0
-        t0 = time.perf_counter()
-        rewards, correct, grading = score(samples, batch, args, think_prefilled)
-        times["score"] = time.perf_counter() - t0
 
         # 3. advantages: group-relative, one value per response; which samples count and which are trained
         advantages = grpo.group_advantages(rewards, args.group_size, norm_std=bool(args.norm_std))
@@ -603,7 +716,7 @@ def main(argv=None, engine=None):
 
         # 6. log: the whole global batch's numbers, one console line
         metrics = step_metrics(step, samples, rewards, correct, grading, own, scored, trained, update, skipped,
-                               times, args, tp)
+                               sampling, times, args, tp)
 
         # 7. periodic evaluation and checkpoints
         done = step + 1

@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.sh") if not p.name.startswith("_"))
 
 
-def test_there_are_the_four_recipes():
-    assert RECIPES == ["acemath_rl.sh", "acereason.sh", "perplexity_llama.sh", "single_gpu_1p5b.sh"]
+def test_there_are_the_five_recipes():
+    assert RECIPES == ["acemath_rl.sh", "acereason.sh", "dapo.sh", "perplexity_llama.sh", "single_gpu_1p5b.sh"]
     acereason = (ROOT / "recipes" / "acereason.sh").read_text()   # math stages first, then code-only RL
     assert acereason.index("$MATH") < acereason.index("run train.py $CODE") and "--template code" in acereason
 

@@ -289,3 +289,27 @@ def test_a_new_run_refuses_another_runs_out_dir(tiny_model_path, tmp_path):
     with pytest.raises(SystemExit, match="holds another run"):
         sft.main(sft_args(tiny_model_path, tmp_path / "run", max_steps=1))
     assert [m["step"] for m in read_metrics(tmp_path / "run")] == [1]   # the first run's log is untouched
+
+
+def test_sft_refuses_to_guess_its_training_set(capsys):
+    """Defect 3: the default training set was gsm8k_test, a test split that eval.py --preset seed reports on."""
+    with pytest.raises(SystemExit):
+        sft.parse_args(["--device", "cpu", "--model", "Qwen/Qwen2.5-Math-1.5B"])
+    assert "--train_data" in capsys.readouterr().err
+
+
+def test_a_continued_sft_stage_gets_a_new_data_order(tmp_path):
+    """Defect 5: SFT from an SFT checkpoint (--model ckpt) is stage 2 with its own data seed, so it does not
+    replay stage 1's order; --data_seed still pins an order when asked."""
+    ckpt = tmp_path / "sft" / "ckpt-000010"
+    ckpt.mkdir(parents=True)
+    stage1 = sft.parse_args(["--device", "cpu", "--model", "Qwen/Qwen2.5-Math-1.5B", "--train_data", "x.jsonl",
+                             "--dry_run"])
+    (ckpt / "run.json").write_text(json.dumps({"flags": vars(stage1)}))
+    stage2 = sft.parse_args(["--device", "cpu", "--model", str(ckpt), "--train_data", "x.jsonl", "--dry_run"])
+    assert (stage1.stage, stage2.stage) == (1, 2) and stage1.data_seed != stage2.data_seed
+    orders = [next(data.PromptBatcher(list(range(64)), 8, seed=a.data_seed)) for a in (stage1, stage2)]
+    assert orders[0] != orders[1]
+    pinned = sft.parse_args(["--device", "cpu", "--model", str(ckpt), "--train_data", "x.jsonl", "--dry_run",
+                             "--data_seed", str(stage1.data_seed)])
+    assert pinned.data_seed == stage1.data_seed

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 import batching
+import data
 import distributed
 import eval as evaluation
+import grpo
 import runs
 import train
 from tiny_model import TOY_FLAGS  # noqa: E402
@@ -341,16 +343,15 @@ def test_resume_restores_the_runs_flags_and_refuses_changes(vllm_engine, warm_mo
     common = dict(save_every=1, keep_last=5, batch_size=8, group_size=4, lr=1e-3, kl_coef=0.01, temperature=0.9)
     straight = train.main(demo_args(warm_model_path, toy, tmp_path / "a", max_steps=3, **common), engine=vllm_engine)
     train.main(demo_args(warm_model_path, toy, tmp_path / "b", max_steps=2, **common), engine=vllm_engine)
-    resumed = train.main([*TOY_FLAGS, "--resume", str(tmp_path / "b"), "--max_steps", "3",
-                          "--eval_every", "0"], engine=vllm_engine)
+    resumed = train.main(["--resume", str(tmp_path / "b"), "--max_steps", "3", "--eval_every", "0"],
+                         engine=vllm_engine)
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), name
     assert comparable(read_metrics(tmp_path / "a")) == comparable(read_metrics(tmp_path / "b"))
     run = json.loads((tmp_path / "b" / "ckpt-000003" / "run.json").read_text())
     assert run["flags"]["lr"] == 1e-3 and run["flags"]["stage_start"] == warm_model_path
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match=r"--lr 0.005 \(the run has 0.001\)"):
         train.parse_args(["--resume", str(tmp_path / "b"), "--lr", "5e-3"])
-    assert "--lr 0.005 (the run has 0.001)" in capsys.readouterr().err
 
 
 def test_a_stage_resumes_toward_its_own_start_and_gets_a_new_data_order(vllm_engine, warm_model_path, toy, tmp_path):
@@ -477,3 +478,173 @@ def test_a_new_run_refuses_another_runs_out_dir(warm_model_path, toy, tmp_path):
         (out / leftover).mkdir() if leftover.startswith("ckpt") else (out / leftover).write_text('{"step": 1}\n')
         with pytest.raises(SystemExit, match=f"--out_dir {out} holds another run.*--resume {out}"):
             train.main(demo_args(warm_model_path, toy, out, max_steps=1))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 19: defects of the loop (each test fails on the code before it)
+# ------------------------------------------------------------------------------------------------------------
+def eval_args(model, task, out_dir, **flags):
+    return train.parse_args(demo_args(model, task, out_dir, eval_data=task, eval_temperature=0, **flags))
+
+
+def test_periodic_eval_never_reuses_samples_left_by_a_killed_run(vllm_engine, warm_model_path, toy, tmp_path):
+    """Defect 1: eval-<step>/ left by a run killed between its evaluation and its checkpoint holds samples of
+    other weights (or other eval flags). The resumed run must sample again: the planted records (every answer
+    correct) are not reported, and a lower --eval_limit than theirs does not crash."""
+    from transformers import AutoModelForCausalLM
+    vllm_engine.update_weights(AutoModelForCausalLM.from_pretrained(warm_model_path).state_dict().items())
+    args = eval_args(warm_model_path, toy, tmp_path, eval_limit=8)
+    stem = Path(toy).name.split(".")[0]
+    stale = tmp_path / "eval-000002" / stem / "samples.jsonl"
+    stale.parent.mkdir(parents=True)
+    problems = [json.loads(line) for line in Path(toy).read_text().splitlines()][:12]
+    stale.write_text("".join(json.dumps({"id": p["id"], "gold": "7", "prompt": "PLANTED", "response": "\\boxed{7}",
+                                         "extracted": "7", "correct": True, "finish_reason": "stop", "tokens": 3})
+                             + "\n" for p in problems))
+    metrics = evaluation.evaluate_during_training(vllm_engine, vllm_engine.tokenizer, args, 2, 0, 1, 1)
+    assert metrics[f"eval/{stem}_problems"] == 8
+    records = [json.loads(line) for line in stale.read_text().splitlines()]
+    assert len(records) == 8 and not any(r["prompt"] == "PLANTED" for r in records)
+    assert metrics[f"eval/{stem}"] == sum(r["correct"] for r in records) / 8
+
+
+def test_periodic_eval_says_how_many_problems_each_score_covers(vllm_engine, warm_model_path, tmp_path):
+    """Defect 2: prompts longer than the engine's context are skipped; the score says over how many problems it
+    was taken, and a benchmark with none left still reports that it covered 0 problems."""
+    from tiny_model import synthetic_task
+    long_rows = [{"id": f"long-{k}", "problem": "What is three plus four? " * 80, "answer": "7"} for k in range(3)]
+    mixed, only_long = tmp_path / "mixed.jsonl", tmp_path / "only_long.jsonl"
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in synthetic_task(5) + long_rows))
+    only_long.write_text("".join(json.dumps(r) + "\n" for r in long_rows))
+    args = eval_args(warm_model_path, f"{mixed},{only_long}", tmp_path)
+    metrics = evaluation.evaluate_during_training(vllm_engine, vllm_engine.tokenizer, args, 1, 0, 1, 1)
+    assert metrics["eval/mixed_problems"] == 5 and metrics["eval/mixed_skipped"] == 3 and "eval/mixed" in metrics
+    assert metrics["eval/only_long_problems"] == 0 and metrics["eval/only_long_skipped"] == 3
+    assert "eval/only_long" not in metrics, "no score for a benchmark with no problem scored"
+
+
+def test_metric_names_mean_one_thing(vllm_engine, warm_model_path, toy, tmp_path):
+    """Defect 4: train.py's throughput is generated tokens per generation second, and says so in its name."""
+    train.main(demo_args(warm_model_path, toy, tmp_path / "run", max_steps=1, batch_size=8, group_size=4),
+               engine=vllm_engine)
+    m = first_metrics(tmp_path / "run")
+    assert "perf/tokens_per_s" not in m and m["perf/generated_tokens_per_s"] > 0
+
+
+def test_samples_log_has_no_duplicates_after_a_resume(vllm_engine, warm_model_path, toy, tmp_path):
+    """Defect 6: a run killed after logging step 2 but before its checkpoint resumes from step 1 and logs step 2
+    again: samples.jsonl (like metrics.jsonl) must hold each step once."""
+    common = dict(batch_size=8, group_size=4, save_every=1, keep_last=5, eval_every=1, eval_data=toy, eval_limit=2,
+                  eval_temperature=0)
+    out = tmp_path / "run"
+    train.main(demo_args(warm_model_path, toy, out, max_steps=2, **common), engine=vllm_engine)
+    import shutil
+    shutil.rmtree(out / "ckpt-000002")  # the kill: step 2 logged, its checkpoint never written
+    train.main(demo_args(warm_model_path, toy, tmp_path / "ignored", max_steps=3, **common) + ["--resume", str(out)],
+               engine=vllm_engine)
+    steps = [json.loads(line)["step"] for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and steps.count(2) == steps.count(1) > 0 and 3 in steps
+    assert [m["step"] for m in read_metrics(out)] == [1, 2, 3]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 22: the 2026 toolbox in the loop
+# ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("combo", [{}, {"kl_coef": 0.1, "entropy_coef": 0.01, "loss_agg": "seq-mean-token-mean"},
+                                   {"ppo_epochs": 2, "mini_batches": 2, "tis_cap": 2.0},
+                                   {"mask_truncated": 1, "skip_equal_groups": 0, "loss_agg": "seq-mean-token-sum-norm"}])
+def test_with_every_new_flag_off_the_step_is_bit_identical_to_before(recorded_toy, warm_model_path, tmp_path, combo):
+    """The step of today's train.py (new flags at their defaults) equals the step of the code before issue 22
+    (tests/frozen_step.py, with the frozen grpo functions) on the same replayed batch: weights equal bit for bit."""
+    import contextlib
+
+    from frozen_step import frozen_update_policy
+    from test_grpo import frozen_group_advantages
+    from transformers import AutoTokenizer
+    task, replay = recorded_toy
+    flags = dict(max_steps=1, batch_size=8, group_size=4, micro_batch_tokens=64, lr=1e-3, kl_coef=0, **combo)
+    engine = ReplayEngine(replay)
+    policy = train.main(demo_args(warm_model_path, task, tmp_path / "run", **flags), engine=engine)
+
+    args = train.parse_args(demo_args(warm_model_path, task, tmp_path / "frozen", **flags))
+    tokenizer = AutoTokenizer.from_pretrained(warm_model_path)
+    batcher = data.PromptBatcher(data.load_dataset(task), args.batch_size, seed=args.data_seed)
+    problems, prompts, _ = train.next_prompts(batcher, tokenizer, args.template, 10**6)
+    assert prompts == engine.prompts_seen[0]
+    samples = ReplayEngine(replay).generate(prompts, n=args.group_size)
+    rewards, _, _ = train.score(samples, problems, args)
+    _, scored, trained = train.select_samples(samples, rewards, args, 0, 1)
+    torch.manual_seed(args.seed)
+    model = distributed.load_model(warm_model_path, torch.device("cpu"), torch.float32).train()
+    reference = None
+    if args.kl_coef > 0:
+        reference = distributed.load_model(warm_model_path, torch.device("cpu"), torch.float32).eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.999))
+    frozen_update_policy(model, reference, optimizer, samples, frozen_group_advantages(rewards, args.group_size),
+                         scored, trained, args, 0, torch.device("cpu"), contextlib.nullcontext(), tokenizer.pad_token_id)
+    for (name, a), (_, b) in zip(policy.state_dict().items(), model.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                     distributed.load_model(warm_model_path, "cpu", torch.float32).state_dict().values()))
+
+
+NEW_FLAGS = {
+    "dynamic_sampling": dict(dynamic_sampling=1, max_sampling_rounds=3),
+    "overlong": dict(overlong_buffer_len=4),
+    "gspo": dict(loss_type="gspo", clip_low=3e-4, clip_high=4e-4, loss_agg="seq-mean-token-mean"),
+    "cispo": dict(loss_type="cispo", clip_low=1.0, clip_high=4.0),
+    "icepop": dict(tis_cap=5.0, tis_mode="token_mask", tis_low=0.5),
+    "sequence_mask": dict(tis_cap=2.0, tis_mode="sequence_mask", tis_low=0.5),
+    "sequence_truncate": dict(tis_cap=2.0, tis_mode="sequence_truncate"),
+    "entropy_80_20": dict(top_entropy_quantile=0.2),
+}
+NEW_FLAGS["all"] = {k: v for flags in NEW_FLAGS.values() for k, v in flags.items() if k not in ("tis_cap", "tis_mode", "tis_low", "loss_type", "clip_low", "clip_high", "loss_agg")} | NEW_FLAGS["sequence_mask"] | NEW_FLAGS["gspo"]
+
+
+@pytest.mark.parametrize("name", list(NEW_FLAGS))
+def test_each_new_flag_runs_the_real_loop(vllm_engine, warm_model_path, toy, tmp_path, name):
+    """Every issue-22 flag (and all together) through train.main on the real vLLM engine: finite losses, the
+    mismatch metrics every step, and each flag's own signature in the metrics."""
+    flags = dict(max_steps=2, batch_size=8, group_size=4, max_response_len=8, **NEW_FLAGS[name])
+    train.main(demo_args(warm_model_path, toy, tmp_path / "run", **flags), engine=vllm_engine)
+    metrics = read_metrics(tmp_path / "run")
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert math.isfinite(m["policy/loss"]) and math.isfinite(m["policy/grad_norm"]) and not m["policy/skipped"]
+        for key in ("kl_k1", "kl_k3", "ratio_min", "ratio_max", "ratio_mean", "out_token_frac", "out_seq_frac"):
+            assert math.isfinite(m[f"rollout/{key}"]), key
+        assert m["rollout/ratio_min"] <= m["rollout/ratio_mean"] <= m["rollout/ratio_max"]
+        if "dynamic_sampling" in NEW_FLAGS[name]:
+            assert 1 <= m["data/rounds"] <= 3 and m["data/groups_kept"] <= 8 <= m["data/groups_generated"]
+            if "overlong_buffer_len" not in NEW_FLAGS[name]:  # (a length penalty can even out a mixed group)
+                assert m["reward/equal_group_frac"] == 0, "a kept group had all-equal rewards"
+        if "overlong_buffer_len" in NEW_FLAGS[name]:
+            assert m["reward/mean"] < m["reward/accuracy"] or m["response/length_mean"] <= 4
+
+
+def test_overlong_penalty_is_added_to_the_reward(handmade, warm_model_path, tmp_path):
+    """DAPO eq. 13 in the loop: the handmade batch's rewards are correctness plus the penalty of each length."""
+    task, rows = handmade
+    calls = []
+    real = grpo.group_advantages
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(grpo, "group_advantages", lambda r, *a, **k: calls.append(r.clone()) or real(r, *a, **k))
+        train.main(demo_args(warm_model_path, task, tmp_path / "run", max_steps=1, batch_size=4, group_size=4,
+                             max_response_len=16, overlong_buffer_len=8), engine=ReplayEngine(rows))
+    lengths = torch.tensor([len(r["response_ids"]) for r in rows], dtype=torch.float32)
+    correct = torch.tensor([0.0 if r["finish_reason"] == "length" else float(r["text"] == "\\boxed{7}") for r in rows])
+    expected = correct + (-(lengths - 8) / 8).clamp(-1, 0)
+    torch.testing.assert_close(calls[0], expected)
+
+
+def test_dynamic_sampling_resumes_exactly(vllm_engine, warm_model_path, toy, tmp_path):
+    """With dynamic sampling a step consumes several batches of the data order: a resumed run continues exactly
+    (same metrics, same weights) because the cursor saved with the checkpoint counts every round."""
+    common = dict(save_every=1, keep_last=5, batch_size=8, group_size=4, dynamic_sampling=1, max_sampling_rounds=3)
+    straight = train.main(demo_args(warm_model_path, toy, tmp_path / "a", max_steps=3, **common), engine=vllm_engine)
+    train.main(demo_args(warm_model_path, toy, tmp_path / "b", max_steps=2, **common), engine=vllm_engine)
+    resumed = train.main(["--resume", str(tmp_path / "b"), "--max_steps", "3"], engine=vllm_engine)
+    assert comparable(read_metrics(tmp_path / "a")) == comparable(read_metrics(tmp_path / "b"))
+    assert sum(m["data/rounds"] for m in read_metrics(tmp_path / "a")) > 3, "no step needed a second round"
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# DAPO (Yu et al. 2025, arXiv 2503.14476) on Qwen2.5-Math-7B, as its published configuration
+# (verl-recipe dapo/run_dapo_qwen2.5_32b.sh and the paper's sec. 4.1, scaled to one node):
+#   clip-higher 0.2 / 0.28, dynamic sampling (groups with all-equal accuracy dropped, up to 10 generation rounds),
+#   soft overlong punishment over the last 4,096 of 20,480 tokens (factor 1), token-mean loss, no KL,
+#   512 prompts x 16 responses per step, lr 1e-6, weight decay 0.1, temperature 1.0.
+# Qwen2.5-Math-7B's own context is 4K: like the DAPO authors we run it with a longer rope (its config's
+# max_position_embeddings raised); the prompt template is DAPO's "Answer:" format, here the boxed instruction.
+# A 7B model needs several GPUs: LAUNCHER="torchrun --nproc_per_node 8" bash recipes/dapo.sh
+# Usage: bash recipes/dapo.sh [--dry_run]      (PYTHON=... selects the interpreter)
+source "$(dirname "$0")/_common.sh"
+MODEL=Qwen/Qwen2.5-Math-7B
+OUT=out/dapo
+stages() {
+  run train.py --model $MODEL --template boxed --train_data math_train12k,aime_1983_2023 \
+    --batch_size 512 --group_size 16 --max_response_len 20480 --max_prompt_len 2048 --temperature 1.0 \
+    --lr 1e-6 --weight_decay 0.1 --grad_clip 1.0 --kl_coef 0 --clip_low 0.2 --clip_high 0.28 --loss_agg token-mean \
+    --dynamic_sampling 1 --max_sampling_rounds 10 --overlong_buffer_len 4096 --overlong_penalty 1.0 \
+    --eval_data aime2024 --eval_k 32 --eval_temperature 1.0 --eval_top_p 0.7 --eval_every 20 --save_every 20 \
+    --max_steps 400 --out_dir $OUT
+}
+validate_then_run stages "$@"
