@@ -171,14 +171,17 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
            same clipped surrogate on the sequence ratio s_b = exp( mean_t log r_t ) (geometric mean of the token
            ratios), made per token with a stop-gradient so its gradient is the sequence's:
                s_bt = sg[s_b] * pi_theta(y_t) / sg[pi_theta(y_t)]       value s_b,  grad s_b * grad log pi_theta(y_t)
-           log s_bt is clamped at 10 as verl does. Every token of a sequence carries the same value, so each
-           aggregation mode weighs whole sequences: seq-mean-token-mean is the paper's (1/G) sum_b (verl forces it;
-           TRL's importance_sampling_level="sequence" honours the mode, as we do). The paper clips at 3e-4 / 4e-4.
+           log s_bt is clamped at 10 as verl does. All tokens of a sequence carry the same value, and the
+           gradient equals that of s_b itself under every aggregation (tests/test_grpo.py): the mode only sets
+           how sequences weigh. seq-mean-token-mean is the paper's (1/G) sum_b, each sequence once (verl forces
+           it; TRL's importance_sampling_level="sequence" honours the mode, as we do); token-mean weighs by
+           length. The paper clips at 3e-4 / 4e-4.
     cispo  CISPO (MiniMax-M1 report 2025, arXiv 2506.13585; verl compute_policy_loss_cispo): the clipped IS weight,
            detached, times the log-probability, so no token loses its gradient:
                L_t = -sg[ clip(r_t, 1 - clip_low, 1 + clip_high) ] * A * logp_t
            (the paper bounds only from above: clip_low >= 1; TRL's epsilon_high = 1 + clip_high.)
-    [* w_t]: is_weights, optional [B, T] detached weights for the sampler/trainer mismatch (rollout_correction).
+    [* w_t]: is_weights, optional [B, T] detached weights: the sampler/trainer mismatch (rollout_correction),
+           times the high-entropy token selection when it is on (high_entropy_mask).
 
     logp [B, T] (requires grad), old_logp [B, T], advantages [B] or [B, T], mask [B, T]. Strictly on-policy
     (old_logp = logp.detach()) r_t = s_b = 1 and all three give the plain policy gradient -A * grad(logp).
