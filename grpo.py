@@ -291,6 +291,7 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
         n = max(int(n_tok.sum()), 1)
         align = torch.exp(diff.abs().sum(dim=-1) / n_tok.clamp(min=1))[has_tokens]
         seq_ratio = torch.exp(seq_log_ratio.squeeze(-1))[has_tokens]
+        token_ratio = ratio[mask]
         k3 = kl_penalty(-diff, torch.zeros_like(diff), "k3")  # log r = -diff; estimator evaluated as KL(sampler||trainer)
         stats = {
             "align_mean": align.mean().item() if align.numel() else 1.0,
@@ -298,9 +299,9 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
             "max_abs_diff": diff.abs().max().item() if diff.numel() else 0.0,
             "kl_k3": ((k3 * mask).sum() / mask.sum().clamp(min=1)).item(),
             "kl_k1": (-diff.sum() / n).item(),
-            "ratio_min": ratio[mask].min().item() if mask.any() else 1.0,
-            "ratio_max": ratio[mask].max().item() if mask.any() else 1.0,
-            "ratio_mean": (ratio[mask].sum() / n).item(),
+            "ratio_min": token_ratio.min().item() if token_ratio.numel() else 1.0,
+            "ratio_max": token_ratio.max().item() if token_ratio.numel() else 1.0,
+            "ratio_mean": (token_ratio.sum() / n).item(),
             "seq_ratio_min": seq_ratio.min().item() if seq_ratio.numel() else 1.0,
             "seq_ratio_max": seq_ratio.max().item() if seq_ratio.numel() else 1.0,
             "out_token_frac": outside.sum().item() / n,
