@@ -171,14 +171,17 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
            same clipped surrogate on the sequence ratio s_b = exp( mean_t log r_t ) (geometric mean of the token
            ratios), made per token with a stop-gradient so its gradient is the sequence's:
                s_bt = sg[s_b] * pi_theta(y_t) / sg[pi_theta(y_t)]       value s_b,  grad s_b * grad log pi_theta(y_t)
-           log s_bt is clamped at 10 as verl does. Every token of a sequence carries the same value, so each
-           aggregation mode weighs whole sequences: seq-mean-token-mean is the paper's (1/G) sum_b (verl forces it;
-           TRL's importance_sampling_level="sequence" honours the mode, as we do). The paper clips at 3e-4 / 4e-4.
+           log s_bt is clamped at 10 as verl does. All tokens of a sequence carry the same value, and the
+           gradient equals that of s_b itself under every aggregation (tests/test_grpo.py): the mode only sets
+           how sequences weigh. seq-mean-token-mean is the paper's (1/G) sum_b, each sequence once (verl forces
+           it; TRL's importance_sampling_level="sequence" honours the mode, as we do); token-mean weighs by
+           length. The paper clips at 3e-4 / 4e-4.
     cispo  CISPO (MiniMax-M1 report 2025, arXiv 2506.13585; verl compute_policy_loss_cispo): the clipped IS weight,
            detached, times the log-probability, so no token loses its gradient:
                L_t = -sg[ clip(r_t, 1 - clip_low, 1 + clip_high) ] * A * logp_t
            (the paper bounds only from above: clip_low >= 1; TRL's epsilon_high = 1 + clip_high.)
-    [* w_t]: is_weights, optional [B, T] detached weights for the sampler/trainer mismatch (rollout_correction).
+    [* w_t]: is_weights, optional [B, T] detached weights: the sampler/trainer mismatch (rollout_correction),
+           times the high-entropy token selection when it is on (high_entropy_mask).
 
     logp [B, T] (requires grad), old_logp [B, T], advantages [B] or [B, T], mask [B, T]. Strictly on-policy
     (old_logp = logp.detach()) r_t = s_b = 1 and all three give the plain policy gradient -A * grad(logp).
@@ -288,6 +291,7 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
         n = max(int(n_tok.sum()), 1)
         align = torch.exp(diff.abs().sum(dim=-1) / n_tok.clamp(min=1))[has_tokens]
         seq_ratio = torch.exp(seq_log_ratio.squeeze(-1))[has_tokens]
+        token_ratio = ratio[mask]
         k3 = kl_penalty(-diff, torch.zeros_like(diff), "k3")  # log r = -diff; estimator evaluated as KL(sampler||trainer)
         stats = {
             "align_mean": align.mean().item() if align.numel() else 1.0,
@@ -295,9 +299,9 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
             "max_abs_diff": diff.abs().max().item() if diff.numel() else 0.0,
             "kl_k3": ((k3 * mask).sum() / mask.sum().clamp(min=1)).item(),
             "kl_k1": (-diff.sum() / n).item(),
-            "ratio_min": ratio[mask].min().item() if mask.any() else 1.0,
-            "ratio_max": ratio[mask].max().item() if mask.any() else 1.0,
-            "ratio_mean": (ratio[mask].sum() / n).item(),
+            "ratio_min": token_ratio.min().item() if token_ratio.numel() else 1.0,
+            "ratio_max": token_ratio.max().item() if token_ratio.numel() else 1.0,
+            "ratio_mean": (token_ratio.sum() / n).item(),
             "seq_ratio_min": seq_ratio.min().item() if seq_ratio.numel() else 1.0,
             "seq_ratio_max": seq_ratio.max().item() if seq_ratio.numel() else 1.0,
             "out_token_frac": outside.sum().item() / n,

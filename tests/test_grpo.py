@@ -657,6 +657,32 @@ def test_gspo_matches_verl(kind):
         assert stats["ratio_max"] == pytest.approx(math.exp(10.0), rel=1e-6)
 
 
+def trl_gspo_loss(per_token_logps, old_per_token_logps, advantages, mask, epsilon_low, epsilon_high, loss_type):
+    """trl/trainer/grpo_trainer.py _compute_loss with importance_sampling_level="sequence" (TRL, Jul 2026): one
+    ratio per sequence ([B, 1], its gradient through the mean), broadcast by the loss type's normalisation."""
+    log_ratio = per_token_logps - old_per_token_logps
+    log_importance_weights = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+    coef_1 = torch.exp(log_importance_weights)
+    coef_2 = torch.clamp(coef_1, 1 - epsilon_low, 1 + epsilon_high)
+    per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
+    if loss_type == "grpo":
+        return ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)  # "dapo": the batch's token count
+
+
+@pytest.mark.parametrize("kind", ["plain", "far", "one_token", "poisoned"])
+def test_gspo_matches_trl_sequence_level_under_both_normalisations(kind):
+    """TRL differentiates the sequence ratio itself; we use verl's stop-gradient token form. Same values and
+    gradients, both under TRL's "grpo" (seq-mean-token-mean) and "dapo" (token-mean) normalisations."""
+    logp, old, adv, mask = edge_batch(kind, seed=34)
+    clean_logp, clean_old = torch.where(mask, logp, 0.0), torch.where(mask, old, 0.0)
+    for mode, trl_type in (("seq-mean-token-mean", "grpo"), ("token-mean", "dapo")):
+        ours = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, mode, loss_type="gspo")[0], logp)
+        trl = grads_of(lambda x: trl_gspo_loss(x, clean_old, adv[:, None], mask.float(), 0.2, 0.28, trl_type),
+                       clean_logp)
+        torch.testing.assert_close(ours, trl, rtol=1e-5, atol=1e-7)
+
+
 def test_gspo_on_one_token_responses_is_ppo():
     logp, old, adv, mask = edge_batch("one_token", seed=33)
     for mode in grpo.LOSS_AGG_MODES:
@@ -846,6 +872,11 @@ def test_rollout_correction_matches_trl_and_openrlhf(kind):
         ours, _ = grpo.rollout_correction(old, rollout, mask, cap=2.0, mode=mode, low=0.5)
         trl = trl_vllm_is_ratio(clean_old, clean_rollout, m, mode, 0.5, 2.0) * m
         torch.testing.assert_close(ours, trl, rtol=1e-6, atol=1e-7)
+    if kind == "one_token":  # one token: TRL's product ratio is the geometric mean, so its sequence modes agree
+        for mode in ("sequence_truncate", "sequence_mask"):
+            ours, _ = grpo.rollout_correction(old, rollout, mask, cap=2.0, mode=mode, low=0.5)
+            trl = trl_vllm_is_ratio(clean_old, clean_rollout, m, mode, 0.5, 2.0) * m
+            torch.testing.assert_close(ours, trl, rtol=1e-6, atol=1e-7)
     icepop, _ = grpo.rollout_correction(old, rollout, mask, cap=5.0, mode="token_mask", low=0.5)
     torch.testing.assert_close(icepop, openrlhf_is(clean_old, clean_rollout, m, "icepop", 0.5, 5.0) * m)
     # sequence_mask keeps exactly the sequences OpenRLHF's seq-mask-tis and verl's seq_mean_k1 keep
