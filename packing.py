@@ -24,6 +24,13 @@ varlen with cu_seqlens), OpenRLHF `packing_samples`, prime-rl, slime. The same h
 3. Micro-batches by a token budget: balanced_micro_batches(lengths, token_budget, world_size) puts whole sequences
    into micro-batches of at most token_budget real tokens (a longer sequence goes alone), the SAME number on every
    rank (FSDP: every forward/backward is a collective), loads spread so that ranks finish together.
+
+How a trainer pass uses it (the micro-batch loop keeps its padded [B, S] collate; only the backbone unpads):
+    model = packing.use_varlen_attention(model)          # once after loading, before FSDP (GPU: flash_attention_2)
+    count = all_reduce_max(len(packing.balanced_micro_batches(my_lengths, budget)[0]))
+    for mb in packing.balanced_micro_batches(my_lengths, budget, min_count=count)[0]:   # [] = zero-weight pass
+        ids, attention, mask, _ = collate(mb's samples)
+        logp = grpo.token_logprobs(model, ids, attention, ..., score_mask=mask, packed=True)   # [B, S-1] as before
 """
 import math
 from typing import NamedTuple
@@ -172,7 +179,8 @@ def balanced_micro_batches(lengths, token_budget, world_size=1, min_count=1):
     while (spread := _spread(lengths, order, count * world_size, token_budget)) is None:
         count += 1
     members, loads = spread
-    # heaviest micro-batch first, to the least-loaded rank that still has room: rank totals end up close
+    # heaviest micro-batch first, to the least-loaded rank that still has room: rank totals end up close, and each
+    # rank's list runs heaviest first, so the k-th micro-batches of the ranks (in lockstep under FSDP) are alike
     ranks, totals = [[] for _ in range(world_size)], [0] * world_size
     for k in sorted(range(len(members)), key=lambda k: -loads[k]):
         r = min((r for r in range(world_size) if len(ranks[r]) < count), key=totals.__getitem__)
