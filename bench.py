@@ -7,6 +7,8 @@
                                  (pip install math-verify==0.9.0); --math_verify_repo DIR adds its published cases
     python bench.py step         (GPU) one training step of a 1.5B-shaped model at 4K and 8K response tokens
     python bench.py rollout      tiny-model vLLM CPU generation tokens/s and seconds per update_weights
+    python bench.py pack         trainer tokens/s and padding share, packed vs padded micro-batches (CPU, small
+                                 Qwen2) for uniform, long-tailed and all-at-cap response lengths
     python bench.py code         code reward: MBPP reference programs graded/s (2 workers), p50/p99 per program,
                                  sandbox start-up cost per program (bwrap vs the rlimits fallback vs bare python)
     python bench.py all
@@ -148,6 +150,105 @@ def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, 
         del policy, reference, optimizer
         if cuda:
             torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Packed vs padded micro-batches (issue 23): trainer tokens/s and padding share at several length distributions
+# ------------------------------------------------------------------------------------------------------------
+def _pack_lengths(kind, n, cap, rng):
+    """(prompt, response) lengths of one step: prompts 8-64 tokens; responses 'uniform' in [cap/8, cap] (1-8K
+    scaled down), 'long-tailed' like real GRPO responses (exponential with mean cap/6, 10% truncated at the cap),
+    'all-at-cap' (nothing to pack: the control)."""
+    out = []
+    for _ in range(n):
+        if kind == "uniform":
+            response = rng.randint(cap // 8, cap)
+        elif kind == "long-tailed":
+            response = cap if rng.random() < 0.1 else min(cap, max(4, int(rng.expovariate(6 / cap))))
+        else:
+            response = cap
+        out.append((rng.randint(8, 64), response))
+    return out
+
+
+def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, repeats=2, threads=1):
+    """Forward + backward of the GRPO log-prob loss (grpo.token_logprobs with entropy as a metric, policy_loss;
+    fp32, no gradient checkpointing) over one step's samples, micro-batched two ways at the same token budget,
+    train.py's --micro_batch_tokens scaled like the responses (cap / 8192): the default 32768 -> 4 x cap, and
+    recipes/single_gpu_1p5b.sh's 16384 -> 2 x cap:
+      padded  train.micro_batches (length-sorted, count x longest <= budget), right-padded [B, S] rows
+      packed  packing.balanced_micro_batches (real tokens <= budget), one row each, attention per sequence
+              (packing's "sdpa_varlen"); also with transformers' sdpa and its block-diagonal mask, for reference.
+    The model is Qwen2-shaped, its output head kept near Qwen2.5-1.5B's share of the per-token FLOPs (here 21%,
+    there 15%): both paths already project only the scored tokens through the head, so a head-heavy toy would
+    hide the backbone's saving. Timed in CPU seconds of this process (time.process_time) on `threads` threads
+    (1: then CPU time is the compute itself, and other jobs on a shared machine barely move it, while wall time
+    there swings 3x), the minimum of `repeats` runs, the three ways interleaved. Useful FLOPs, the same for all three ways (per step):
+        6 * P_backbone * T_real + 6 * P_head * T_scored + 6 * layers * hidden * sum_i len_i^2
+    (the last term: causal attention, QK^T and AV at len^2 / 2 * hidden multiply-adds each, x3 for backward)."""
+    import random
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    import grpo
+    import packing
+    import train
+    from rollout import Sample
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers,
+                         num_attention_heads=hidden // 64, num_key_value_heads=2, head_dim=64,
+                         max_position_embeddings=4 * cap, tie_word_embeddings=False)
+    model = Qwen2ForCausalLM(config)
+    p_head = model.lm_head.weight.numel()
+    p_backbone = sum(p.numel() for p in model.parameters()) - p_head - model.get_input_embeddings().weight.numel()
+    print(f"== packed vs padded micro-batches: Qwen2 hidden {hidden}, {layers} layers, MLP {mlp}, vocab {vocab} "
+          f"({p_backbone / 1e6:.1f}M backbone + {p_head / 1e6:.1f}M head params), fp32 CPU, {torch.get_num_threads()} "
+          f"threads; {samples} samples/step, prompt 8-64 + response <= {cap} tokens")
+
+    def step(micro, seqs, advantages, packed):
+        """One step's forward + backward; micro: lists of sample indices."""
+        n_scored = sum(len(seqs[i].response_ids) for mb in micro for i in mb)
+        for mb in micro:
+            ids, attention, mask, _ = train.collate([seqs[i] for i in mb], 0, "cpu")
+            logp, _ = grpo.token_logprobs(model, ids, attention, with_entropy=True, score_mask=mask, packed=packed)
+            loss, _ = grpo.policy_loss(logp, logp.detach(), advantages[mb], mask, num_tokens=n_scored)
+            loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    for kind in ("uniform", "long-tailed", "all-at-cap"):
+        rng = random.Random(0)
+        seqs = []
+        for prompt, response in _pack_lengths(kind, samples, cap, rng):
+            ids = [rng.randrange(vocab) for _ in range(prompt + response)]
+            seqs.append(Sample(ids[:prompt], ids[prompt:], [0.0] * response, "stop", ""))
+        advantages = torch.randn(samples)
+        lengths = [len(s.prompt_ids) + len(s.response_ids) for s in seqs]
+        real, scored = sum(lengths), sum(len(s.response_ids) for s in seqs)
+        flops = 6 * p_backbone * real + 6 * p_head * scored + 6 * layers * hidden * sum(n * n for n in lengths)
+        print(f"{kind}: {real} real tokens ({scored} scored), lengths {min(lengths)}-{max(lengths)} "
+              f"(mean {real / samples:.0f})")
+        for budget in (4 * cap, 2 * cap):
+            padded_mb = train.micro_batches(list(range(samples)), lengths, budget)
+            packed_mb = [mb for mb in packing.balanced_micro_batches(lengths, budget)[0] if mb]
+            padded_tokens = sum(len(mb) * max(lengths[i] for i in mb) for mb in padded_mb)
+            ways = {"padded": (padded_mb, False, "sdpa"), "packed": (packed_mb, True, packing.VARLEN_ATTENTION),
+                    "packed, block-diagonal mask": (packed_mb, True, "sdpa")}
+            times = {name: [] for name in ways}
+            for _ in range(repeats):
+                for name, (micro, packed, attention) in ways.items():
+                    model.set_attn_implementation(attention)
+                    start = time.process_time()
+                    step(micro, seqs, advantages, packed)
+                    times[name].append(time.process_time() - start)
+            print(f"  token budget {budget}:")
+            for name, (micro, _, _) in ways.items():
+                seconds = min(times[name])
+                share = 1 - real / padded_tokens if name == "padded" else 0.0
+                print(f"    {name:28s} {len(micro):3d} micro-batches, padding {100 * share:4.1f}%: {seconds:6.2f} CPU s, "
+                      f"{real / seconds:5.0f} tokens/CPU s, {flops / seconds / 1e9:4.1f} useful GFLOP/CPU s")
+            print(f"    packed / padded tokens per CPU second: {min(times['padded']) / min(times['packed']):.2f}x")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -417,18 +518,21 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["logprobs", "step", "grader", "reward", "rollout", "code", "all"])
+    parser.add_argument("what", choices=["logprobs", "step", "pack", "grader", "reward", "rollout", "code", "all"])
     parser.add_argument("--dev", default=str(DEV_SET), help="grader: JSONL(.gz) of real responses with verdicts "
                         "(fields response, gold, label, benchmark)")
     parser.add_argument("--math_verify_repo", default=None, help="grader: a Math-Verify checkout; its published "
                         "test cases are graded too")
     parser.add_argument("--disagreements", action="store_true", help="grader: list every row where ours and the "
                         "verdict differ")
+    parser.add_argument("--threads", type=int, default=1, help="pack: torch CPU threads")
     args = parser.parse_args()
     if args.what in ("logprobs", "all"):
         bench_logprobs()
     if args.what == "step":
         bench_step()
+    if args.what in ("pack", "all"):
+        bench_pack(threads=args.threads)
     if args.what in ("grader", "reward", "all"):
         bench_grader(args.dev, args.math_verify_repo, args.disagreements)
     if args.what in ("rollout", "all"):

@@ -358,25 +358,35 @@ def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy, en
     return logp, entropy
 
 
-def final_hidden_states(model, input_ids, attention_mask):
+def final_hidden_states(model, input_ids, attention_mask, packed=None):
     """The decoder's last hidden states [B, S, H] (after its final norm), through the model's own __call__ (so
     that FSDP's hooks gather the root's parameters), without the logits of any position and without
     output_hidden_states=True, which would keep every layer's output alive (a no-grad pass of a 1.5B model at
     32K tokens: ~2.8 GB). A forward hook on the decoder (model.get_decoder(), the HF convention) catches its
-    output."""
-    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)   # correct positions under left padding
+    output.
+
+    packed: a packing.pack(attention_mask) layout. The real tokens then run as one row with no padding and
+    position ids restarting per sequence, attention kept within each sequence by the varlen kwargs (see
+    packing.py); returns [1, N, H], N = attention_mask.sum()."""
+    if packed is None:
+        position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)   # correct positions under left padding
+        inputs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    else:
+        cu, longest = packed.cu_seqlens, packed.max_len
+        inputs = dict(input_ids=input_ids.reshape(-1)[packed.flat_index][None], attention_mask=None,
+                      position_ids=packed.position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=longest,
+                      max_length_k=longest)
     caught = []
     hook = model.get_decoder().register_forward_hook(lambda module, args, output: caught.append(output[0]))
     try:
-        model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
-              logits_to_keep=torch.empty(0, dtype=torch.long, device=input_ids.device))
+        model(**inputs, use_cache=False, logits_to_keep=torch.empty(0, dtype=torch.long, device=input_ids.device))
     finally:
         hook.remove()
     return caught[-1]
 
 
 def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=256, with_entropy=False,
-                   score_mask=None, entropy_grad=False):
+                   score_mask=None, entropy_grad=False, packed=False):
     """log pi(x_{t+1} | x_<=t) for every position of `input_ids` under a Hugging Face causal LM, with the
     logits divided by the sampling temperature (vLLM's processed logprobs are of the tempered distribution).
 
@@ -387,6 +397,8 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     score_mask: optional [B, S-1], 1 where a value is wanted (the response tokens). Only those positions go
     through the output head; the others (prompt, padding) hold 0. Without it every position is scored and
     padding positions hold meaningless values: mask them.
+    packed: run the backbone on the real tokens only (packing.py: one row, no padding, attention within each
+    sequence). Same values as the padded path to float rounding; positions where token t or t+1 is padding hold 0.
 
     Memory: the full [B, S, V] logits are never materialised. The backbone runs once; then `chunk_size`
     positions at a time go through the output head, log-softmax in fp32, and only the gathered values are
@@ -395,15 +407,22 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     Measured (bench.py, 32,768 tokens, V = 151,936): chunk 256 -> 0.91 GB above the model, 1024 -> 3.1 GB;
     the naive way needs 18.5 GB for the fp32 logits alone.
     """
-    hidden = final_hidden_states(model, input_ids, attention_mask)      # [B, S, H]
     head = model.get_output_embeddings()
     batch, seq = input_ids.shape
-    hidden = hidden[:, :-1].reshape(-1, hidden.shape[-1])                  # [B*(S-1), H]
-    targets = input_ids[:, 1:].reshape(-1)
+    targets = input_ids[:, 1:].reshape(-1)                                 # [B*(S-1)]
     rows = None
-    if score_mask is not None:  # project only the scored positions: prompt and padding never reach the head
-        rows = score_mask.reshape(-1).bool().nonzero().squeeze(-1)
-        hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)
+    if packed:
+        import packing
+        layout = packing.pack(attention_mask)
+        source, rows = packing.packed_rows(layout, score_mask)            # packed position -> output row
+        hidden = final_hidden_states(model, input_ids, attention_mask, layout)[0]   # [N, H]
+        hidden, targets = hidden.index_select(0, source), targets.index_select(0, rows)
+    else:
+        hidden = final_hidden_states(model, input_ids, attention_mask)  # [B, S, H]
+        hidden = hidden[:, :-1].reshape(-1, hidden.shape[-1])              # [B*(S-1), H]
+        if score_mask is not None:  # project only the scored positions: prompt and padding never reach the head
+            rows = score_mask.reshape(-1).bool().nonzero().squeeze(-1)
+            hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)
     outputs = []
     for start in range(0, hidden.shape[0], chunk_size):
         args = (hidden[start:start + chunk_size], targets[start:start + chunk_size], head.weight, head.bias,
