@@ -46,6 +46,7 @@ vLLM engine receives the pushed weights; TP 2 on 2 ranks; periodic eval with TP 
 several GPUs or nodes, NCCL with several ranks, the memory figures in practice, TP on GPUs, --fsdp_cpu_offload 1,
 resuming on another number of ranks.
 """
+import math
 import os
 
 import torch
@@ -176,3 +177,19 @@ def full_weights(model, dtype=None, device=None):
             tensor = tensor.to(dtype)
         yield name, tensor.detach()
 
+
+def optimizer_step(policy, optimizer, loss, grad_clip, step):
+    """Clip and apply the accumulated gradient, unless the loss or the gradient is not finite (then nothing reaches
+    the weights, or through the push, vLLM). Returns (grad norm before clipping, skipped)."""
+    for p in policy.parameters():  # nothing trained anywhere: the gradient is 0, as with the flag off
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
+    grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
+    finite = all_reduce([float(math.isfinite(grad_norm) and math.isfinite(loss))], "min")[0] == 1.0
+    if finite:  # every rank decides the same
+        optimizer.step()
+    else:
+        print(f"WARNING: step {step}: non-finite loss {loss} or grad norm {grad_norm}; update skipped")
+    optimizer.zero_grad(set_to_none=True)  # free the gradients: they must not sit in memory through generation
+    return grad_norm, not finite

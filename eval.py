@@ -64,20 +64,6 @@ def majority_correct(answers, corrects):
     return bool(max(groups, key=lambda g: g[1])[2])
 
 
-def ends_in_loop(token_ids, min_repeats=4, max_period=64, min_span=32):
-    """True when the response ends in a block of tokens repeated at least min_repeats times (and spanning at
-    least min_span tokens): the self-repetition collapse the Perplexity study shows."""
-    n = len(token_ids)
-    for period in range(1, max_period + 1):
-        span = period * max(min_repeats, -(-min_span // period))
-        if span > n:
-            break
-        tail = token_ids[n - span:]
-        if tail == tail[:period] * (span // period):
-            return True
-    return False
-
-
 def summarize(records, k):
     """records: graded samples of one benchmark (k per problem). Returns the benchmark's summary dict.
 

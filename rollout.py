@@ -308,10 +308,13 @@ class HFEngine:
         pass
 
 
-def make_engine(kind, model, tokenizer=None, dtype="auto", seed=0, **vllm_kwargs):
+def make_engine(kind, model, tokenizer=None, dtype="auto", seed=0, world=1, **vllm_kwargs):
     """'vllm' (default; colocated in this process) or 'hf' (transformers fallback). vllm_kwargs go to VLLMEngine:
-    gpu_memory_utilization, max_model_len, enforce_eager, load_format, ..."""
+    gpu_memory_utilization, max_model_len, enforce_eager, load_format, tensor_parallel_size, ... world > 1 (under
+    torchrun): one vLLM engine per rank inside its process (external_launcher)."""
     if kind == "vllm":
+        if world > 1:
+            vllm_kwargs["distributed_executor_backend"] = "external_launcher"
         return VLLMEngine(model, dtype=dtype, seed=seed, **vllm_kwargs)
     if kind == "hf":
         torch_dtype = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16,

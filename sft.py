@@ -43,7 +43,7 @@ import data
 import eval as evaluation
 import grpo
 from batching import collate, same_count_micro_batches
-from distributed import all_reduce, full_weights, init_distributed, load_model
+from distributed import all_reduce, full_weights, init_distributed, load_model, optimizer_step
 from reward import last_boxed
 from rollout import Sample, make_engine
 from runs import Logger, latest_checkpoint, load_checkpoint, read_run_info, refuse_used_out_dir, resume_flags, \
@@ -266,7 +266,7 @@ def lr_at(step, args, total_steps):
 # ------------------------------------------------------------------------------------------------------------
 # One optimizer step
 # ------------------------------------------------------------------------------------------------------------
-def sft_step(model, optimizer, batch, args, device, autocast, pad_id):
+def sft_step(model, optimizer, batch, args, device, autocast, pad_id, step):
     """One optimizer step on this rank's share of the global batch (a list of Samples).
 
     loss = -(1 / N) * sum over the RESPONSE tokens of every example of log p(token | everything before it),
@@ -291,31 +291,21 @@ def sft_step(model, optimizer, batch, args, device, autocast, pad_id):
         # FSDP averages gradients over ranks; the loss is already normalised globally, so undo the mean
         (loss * world if world > 1 else loss).backward()
         loss_sum += loss.item()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-    grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
     loss_sum, tokens = all_reduce([loss_sum, sum(lengths)])
-    finite = all_reduce([float(math.isfinite(loss_sum) and math.isfinite(grad_norm))], "min")[0]
-    if finite == 1.0:  # every rank decides the same
-        optimizer.step()
-    else:
-        print(f"sft.py: WARNING: non-finite loss {loss_sum} or grad norm {grad_norm}; update skipped")
-    optimizer.zero_grad(set_to_none=True)
+    grad_norm, skipped = optimizer_step(model, optimizer, loss_sum, args.grad_clip, step)
     return {"loss": loss_sum, "grad_norm": grad_norm, "tokens": tokens, "response_tokens": num_tokens,
-            "skipped": finite != 1.0}
+            "skipped": skipped}
 
 
 def make_eval_engine(args, source, tokenizer, world):
     """The periodic eval's engine, started as train.py starts its own: dummy weights, the trainer pushes its own."""
-    kwargs = {} if args.engine == "hf" else dict(gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-                                                 enforce_eager=bool(args.enforce_eager), load_format="dummy")
-    if world > 1 and args.engine == "vllm":  # one engine per rank, inside this process
-        kwargs["distributed_executor_backend"] = "external_launcher"
     max_model_len = args.max_model_len
     if not max_model_len:  # prompt + response room, within the model's own context
         context = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
         max_model_len = min(args.max_len + args.max_response_len, context or 10 ** 9)
-    return make_engine(args.engine, source, tokenizer=tokenizer, dtype=args.dtype, seed=args.seed,
-                       max_model_len=max_model_len, **kwargs)
+    return make_engine(args.engine, source, tokenizer, args.dtype, args.seed, world, load_format="dummy",
+                       max_model_len=max_model_len, gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+                       enforce_eager=bool(args.enforce_eager))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -410,7 +400,7 @@ def main(argv=None, engine=None):
         lr = lr_at(step, args, total_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        out = sft_step(model, optimizer, next(batcher), args, device, autocast, pad_id)
+        out = sft_step(model, optimizer, next(batcher), args, device, autocast, pad_id, step)
         seconds = all_reduce([time.perf_counter() - start], "max")[0]
         trained_s += seconds
         done = step + 1

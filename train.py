@@ -18,7 +18,7 @@ Read top to bottom, this file is the algorithm (defaults: AceMath-RL stage 1). T
     torchrun --nproc_per_node 8 train.py ...          # FSDP2; one colocated vLLM engine per rank
 
 Ranks, FSDP2 and model loading live in distributed.py; checkpoints, resume and the metrics log in runs.py;
-micro-batches in batching.py; periodic evaluation in eval.py.
+micro-batches in batching.py; what a step logs in metrics.py; periodic evaluation in eval.py.
 """
 import argparse
 import contextlib
@@ -37,8 +37,9 @@ import data
 import eval as evaluation
 import grpo
 from batching import collate, pad_rows, same_count_micro_batches
-from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model
-from reward import CODE_STAT_KEYS, format_reward, score_problems
+from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model, optimizer_step
+from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
+from reward import format_reward, score_problems
 from rollout import Sample, make_engine
 from runs import Logger, latest_checkpoint, load_checkpoint, read_run_info, refuse_used_out_dir, resume_flags, \
     save_checkpoint
@@ -291,10 +292,10 @@ def sample_batch(engine, batcher, tokenizer, args, step, rank, tp, dp_world, max
     """Steps 1-2 for the next global batch: generate, then score. With --dynamic_sampling (DAPO, Yu et al. 2025,
     sec. 3.2) groups whose correctness is all equal (std 0: no learning signal) are dropped and further batches are
     drawn until batch_size informative groups are kept over all ranks, or --max_sampling_rounds rounds were
-    drawn (then the step trains on what there is, and says so). Groups are kept in one global order -- round,
-    then data-parallel rank, then position -- so every rank knows from the gathered counts which of its own to
-    keep, and every rank draws the same number of rounds: all ranks train the same steps, none waits for
-    another. A round consumes a whole batch of the data order, so the cursor a checkpoint saves stays exact.
+    drawn (then the step trains on what there is, and says so). Groups are kept in the order of the global batch
+    (round, then position), so every rank knows from the gathered flags which of its own to keep, any number of
+    ranks keeps the same groups as one, and every rank draws the same number of rounds: all ranks train the same
+    steps, none waits for another. A round consumes a whole batch of the data order, so the cursor a checkpoint saves stays exact.
     Returns (problems, samples, rewards [N], correct, grading stats, skipped prompt ids, sampling counts)."""
     G, dp_rank = args.group_size, rank // tp
     problems, samples, rewards, correct, grading, skipped = [], [], [], [], {}, []
@@ -312,13 +313,15 @@ def sample_batch(engine, batcher, tokenizer, args, step, rank, tp, dp_world, max
             # on correctness, as DAPO's recipe filters on accuracy: a group all right (or all wrong) whose lengths
             # differ only by the overlong penalty carries no signal about correctness
             informative = grpo.informative_groups(torch.tensor(new_correct), G).tolist()
-            gathered = all_gather_objects((sum(informative), len(batch)))   # (informative, drawn) groups per rank
-            found = [pair for r, pair in enumerate(gathered) if r % tp == 0]  # one per data-parallel rank
-            room = args.batch_size - counts["groups_kept"]
-            mine = max(0, min(found[dp_rank][0], room - sum(n for n, _ in found[:dp_rank])))
-            keep = [g for g, ok in enumerate(informative) if ok][:mine]
-            counts["groups_generated"] += sum(g for _, g in found)
-            counts["groups_kept"] += min(sum(n for n, _ in found), room)
+            # every data-parallel rank's flags (the ranks of a TP group hold the same ones); global position p of
+            # the round is group p // dp_world of rank p % dp_world (the batcher deals rank::dp_world)
+            flags = [f for r, f in enumerate(all_gather_objects(informative)) if r % tp == 0]
+            order = [(g, r) for g in range(max(map(len, flags))) for r in range(dp_world)
+                     if g < len(flags[r]) and flags[r][g]]
+            chosen = order[:args.batch_size - counts["groups_kept"]]
+            keep = [g for g, r in chosen if r == dp_rank]
+            counts["groups_generated"] += sum(map(len, flags))
+            counts["groups_kept"] += len(chosen)
         counts["rounds"] += 1
         rows = [g * G + j for g in keep for j in range(G)]
         problems += [batch[g] for g in keep]
@@ -351,22 +354,6 @@ def select_samples(samples, rewards, args, rank, tp):
     scored = [i for i in own if not (args.mask_truncated and samples[i].finish_reason == "length")]
     trained = [i for i in scored if not (args.skip_equal_groups and equal[i // G])]
     return own, scored, trained
-
-
-MISMATCH_MEANS = ("align_mean", "out_seq_frac", "kl_k1", "kl_k3", "ratio_mean", "out_token_frac")
-
-
-def record_mismatch(totals, mismatch, mask):
-    """Accumulate grpo.rollout_correction's sampler/trainer diagnostics of one micro-batch (mask [B, T])."""
-    seqs, tokens = int(mask.any(-1).sum()), int(mask.sum())
-    for key in MISMATCH_MEANS:
-        weight = seqs if key in ("align_mean", "out_seq_frac") else tokens
-        totals[f"sum_{key}"] += mismatch[key] * weight
-    totals["aligned"] += seqs
-    totals["mismatch_tokens"] += tokens
-    for key in ("align_max", "max_abs_diff", "ratio_max"):
-        totals[key] = max(totals[key], mismatch[key])
-    totals["ratio_min"] = min(totals["ratio_min"], mismatch["ratio_min"])
 
 
 def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, totals, old_policy):
@@ -504,102 +491,6 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
     return totals
 
 
-def optimizer_step(policy, optimizer, loss, grad_clip, step):
-    """Clip and apply the accumulated gradient, unless the loss or the gradient is not finite (then nothing reaches
-    the weights, or through the push, vLLM). Returns (grad norm before clipping, skipped)."""
-    for p in policy.parameters():  # nothing trained anywhere: the gradient is 0, as with the flag off
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
-    grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
-    finite = all_reduce([float(math.isfinite(grad_norm) and math.isfinite(loss))], "min")[0] == 1.0
-    if finite:  # every rank decides the same
-        optimizer.step()
-    else:
-        print(f"train.py: WARNING: step {step}: non-finite loss {loss} or grad norm {grad_norm}; update skipped")
-    optimizer.zero_grad(set_to_none=True)  # free the gradients: they must not sit in memory through generation
-    return grad_norm, not finite
-
-
-def step_metrics(step, samples, rewards, correct, grading, own, scored, trained, update, skipped_prompts, sampling,
-                 times, args, tp):
-    """Step 6: the step's numbers, over the whole global batch (sums and maxima over ranks). Namespaces:
-    reward/, response/ (all samples); policy/ (kl_ref, entropy, clip_frac, approx_kl_old: per-token means over the
-    TRAINED samples, the only ones forwarded; loss, pg_loss: the objective as optimised, mean over the step's
-    updates); rollout/ (vLLM vs trainer mismatch of the trained samples, once per batch: alignment, k1/k3 KL,
-    the ratio pi_old / pi_vllm, the fraction of tokens / sequences outside [--tis_low, --tis_cap]); data/ (with
-    --dynamic_sampling: rounds drawn, groups generated and kept), time/, perf/."""
-    G = args.group_size
-    resp = [len(samples[i].response_ids) for i in own]
-    grouped = rewards.view(-1, G)
-    equal = (grouped.max(1).values == grouped.min(1).values).float()
-    own_groups = sorted({i // G for i in own})
-    s = all_reduce({  # sums over ranks; counts that every rank of a TP group holds are divided by tp
-        "responses": len(own), "reward": sum(rewards[i].item() for i in own), "correct": sum(correct[i] for i in own),
-        "equal_groups": equal[own_groups].sum().item(), "groups": len(own_groups), "length": sum(resp),
-        "truncated": sum(samples[i].finish_reason == "length" for i in own),
-        "loops": sum(evaluation.ends_in_loop(samples[i].response_ids) for i in own), "scored": len(scored),
-        "trained": len(trained), "skipped_prompts": len(skipped_prompts) / tp,
-        **{key: update[key] for key in ("loss", "pg_loss", "kl", "entropy", "clip", "kl_old", "tokens", "aligned",
-                                        "mismatch_tokens")},
-        **{key: value for key, value in update.items() if key.startswith("sum_")},
-        **{key: grading.get(key, 0) / tp for key in ("timeouts", "invalid_gold") + CODE_STAT_KEYS}})
-    peak = all_reduce({"length": max(resp, default=0), "align": update["align_max"], "diff": update["max_abs_diff"],
-                       "ratio_max": update["ratio_max"], "ratio_min": -update["ratio_min"],
-                       **{f"time/{key}": times[key] for key in ("generate", "score", "update", "sync")}}, "max")
-    n, updates, tokens = max(s["responses"], 1), max(update["updates"], 1), max(s["tokens"], 1)
-    metrics = {
-        "step": step + 1,
-        "reward/mean": s["reward"] / n,
-        "reward/accuracy": s["correct"] / n,
-        "reward/equal_group_frac": s["equal_groups"] / max(s["groups"], 1),
-        "reward/grader_timeouts": int(s["timeouts"]),
-        "reward/invalid_gold": int(s["invalid_gold"]),
-        **{f"reward/{key}": int(s[key]) for key in CODE_STAT_KEYS},
-        "response/length_mean": s["length"] / n,
-        "response/length_max": int(peak["length"]),
-        "response/truncated_frac": s["truncated"] / n,
-        "response/repetition_frac": s["loops"] / n,
-        "policy/loss": s["loss"] / updates,
-        "policy/pg_loss": s["pg_loss"] / updates,
-        "policy/kl_ref": s["kl"] / tokens,
-        "policy/entropy": s["entropy"] / tokens,
-        "policy/clip_frac": s["clip"] / tokens,
-        "policy/approx_kl_old": s["kl_old"] / tokens,
-        "policy/grad_norm": update["grad_norm"],
-        "policy/skipped": int(update["skipped"]),
-        "policy/scored_frac": s["scored"] / n,
-        "policy/trained_frac": s["trained"] / n,
-        "rollout/align_mean": s["sum_align_mean"] / s["aligned"] if s["aligned"] else 1.0,
-        "rollout/align_max": peak["align"],
-        "rollout/max_abs_logp_diff": peak["diff"],
-        "rollout/kl_k1": s["sum_kl_k1"] / max(s["mismatch_tokens"], 1),
-        "rollout/kl_k3": s["sum_kl_k3"] / max(s["mismatch_tokens"], 1),
-        "rollout/ratio_mean": s["sum_ratio_mean"] / s["mismatch_tokens"] if s["mismatch_tokens"] else 1.0,
-        "rollout/ratio_min": -peak["ratio_min"],
-        "rollout/ratio_max": peak["ratio_max"],
-        "rollout/out_token_frac": s["sum_out_token_frac"] / max(s["mismatch_tokens"], 1),
-        "rollout/out_seq_frac": s["sum_out_seq_frac"] / max(s["aligned"], 1),
-        "data/skipped_prompts": int(s["skipped_prompts"]),
-        **({f"data/{key}": value for key, value in sampling.items()} if args.dynamic_sampling else {}),
-        **{key: value for key, value in peak.items() if key.startswith("time/")},
-        "time/step": time.perf_counter() - times["start"],
-        "perf/generated_tokens_per_s": s["length"] / max(peak["time/generate"], 1e-9),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        metrics["memory/peak_gb"] = all_reduce([torch.cuda.max_memory_allocated() / 2**30], "max")[0]
-        torch.cuda.reset_peak_memory_stats()
-    return metrics
-
-
-def progress_line(m, max_steps):
-    """One console line per step with the numbers to watch."""
-    return (f"step {m['step']}/{max_steps} | reward {m['reward/mean']:.3f} | len {m['response/length_mean']:.0f} "
-            f"trunc {m['response/truncated_frac']:.2f} | loss {m['policy/loss']:+.4f} kl {m['policy/kl_ref']:.4f} "
-            f"ent {m['policy/entropy']:.3f} grad {m['policy/grad_norm']:.3f} | align {m['rollout/align_mean']:.4f} | "
-            f"{m['time/step']:.1f}s (gen {m['time/generate']:.1f}s)")
-
-
 # ------------------------------------------------------------------------------------------------------------
 # The run
 # ------------------------------------------------------------------------------------------------------------
@@ -667,14 +558,11 @@ def main(argv=None, engine=None):
                     config=vars(args)) if is_main else None
 
     # ---- the engine: its first weights come from the trainer (no second read of the checkpoint) -------------
-    if engine is None:
-        max_model_len = args.max_model_len or args.max_prompt_len + args.max_response_len
-        kwargs = {} if args.engine == "hf" else dict(gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-                                                     enforce_eager=bool(args.enforce_eager), load_format="dummy")
-        if world > 1 and args.engine == "vllm":  # one engine per rank, inside this process
-            kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=args.tensor_parallel_size)
-        engine = make_engine(args.engine, source, tokenizer=tokenizer, dtype=args.dtype, seed=args.seed,
-                             max_model_len=max_model_len, **kwargs)
+    engine = engine or make_engine(
+        args.engine, source, tokenizer, args.dtype, args.seed, world, load_format="dummy",
+        max_model_len=args.max_model_len or args.max_prompt_len + args.max_response_len,
+        gpu_memory_utilization=args.vllm_gpu_memory_utilization, enforce_eager=bool(args.enforce_eager),
+        tensor_parallel_size=args.tensor_parallel_size)
     engine_dtype = getattr(engine, "dtype", None)   # push in the engine's dtype (bf16 on GPU)
     engine.update_weights(full_weights(policy, engine_dtype, device))
     max_prompt_tokens = min(args.max_prompt_len, getattr(engine, "max_model_len", 1 << 62) - 1)

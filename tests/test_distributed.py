@@ -128,3 +128,24 @@ def test_tensor_parallel_group_generates_together(toy_setup, warm_model_path):
     assert m[1]["rollout/align_max"] <= 1.001, m[1]["rollout/align_max"]
     assert m[0]["policy/trained_frac"] == 1.0  # every sample trained exactly once (skip_equal_groups 0)
     check_sharded_eval(out, m)
+
+
+def test_two_ranks_equal_one_rank_with_every_new_algorithm_flag(toy_setup, warm_model_path):
+    """Issue 22 under FSDP2 with 2 gloo ranks: dynamic sampling keeps the same groups as one rank (the batch is
+    global), the entropy quantile is the whole batch's, the sequence-level correction and GSPO are per sequence:
+    metrics and weights equal the one-rank run."""
+    tmp, task, replay = toy_setup
+    new = dict(dynamic_sampling=1, max_sampling_rounds=3, overlong_buffer_len=4, loss_type="gspo",
+               loss_agg="seq-mean-token-mean", tis_cap=2.0, tis_mode="sequence_mask", tis_low=0.5,
+               top_entropy_quantile=0.5, clip_low=0.01, clip_high=0.02)
+    launch(1, flags(warm_model_path, task, tmp / "new_one", 2, **new), replay=replay)
+    launch(2, flags(warm_model_path, task, tmp / "new_two", 2, **new), replay=replay)
+    one, two = metrics(tmp / "new_one"), metrics(tmp / "new_two")
+    assert [m["step"] for m in two] == [1, 2]
+    for a, b in zip(one, two):
+        for key in ("reward/mean", "policy/loss", "policy/grad_norm", "data/groups_kept", "data/rounds",
+                    "rollout/out_seq_frac", "policy/trained_frac"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    w1, w2 = weights(tmp / "new_one" / "ckpt-000002"), weights(tmp / "new_two" / "ckpt-000002")
+    for name in w1:
+        assert torch.allclose(w1[name], w2[name], rtol=1e-4, atol=1e-6), name

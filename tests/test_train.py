@@ -15,6 +15,7 @@ import data
 import distributed
 import eval as evaluation
 import grpo
+import metrics
 import runs
 import train
 from tiny_model import TOY_FLAGS  # noqa: E402
@@ -175,10 +176,10 @@ def test_cli_dry_run_and_gpu_default_without_gpu():
 
 
 def test_repetition_detector():
-    assert evaluation.ends_in_loop([5, 6, 7] + [1, 2] * 20)
-    assert evaluation.ends_in_loop([9] * 40)
-    assert not evaluation.ends_in_loop(list(range(100)))
-    assert not evaluation.ends_in_loop([1, 2] * 5)  # too short to call a loop
+    assert metrics.ends_in_loop([5, 6, 7] + [1, 2] * 20)
+    assert metrics.ends_in_loop([9] * 40)
+    assert not metrics.ends_in_loop(list(range(100)))
+    assert not metrics.ends_in_loop([1, 2] * 5)  # too short to call a loop
 
 
 # ---------------------------------------------------------------------------------------------- issue 15
