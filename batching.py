@@ -1,10 +1,14 @@
 """Micro-batches: which samples go through the model together, and the tensors they become.
 
-Padded today: a micro-batch is a [B, S] block right-padded to its longest sequence.
+A micro-batch is collated as a [B, S] block right-padded to its longest sequence. Packed (the trainers' default,
+--packing 1), the model then runs on the real tokens only (grpo.token_logprobs(packed=True), packing.py), so the
+token budget counts real tokens and micro-batches are filled by packing.balanced_micro_batches; padded, the budget
+counts count x longest and similar lengths are grouped to waste little.
 """
 import torch
 
 from distributed import all_reduce
+from packing import balanced_micro_batches
 
 
 def micro_batches(indices, lengths, token_budget):
@@ -23,12 +27,19 @@ def micro_batches(indices, lengths, token_budget):
     return batches
 
 
-def same_count_micro_batches(indices, lengths, token_budget):
-    """micro_batches(), padded with None to the largest count over ranks: under FSDP every forward/backward is a
-    collective, so every rank must run as many as the busiest one. None = a zero-weight micro-batch."""
-    batches = micro_batches(indices, lengths, token_budget)
-    most = int(all_reduce([len(batches)], "max")[0])
-    return batches + [None] * (most - len(batches))
+def same_count_micro_batches(indices, lengths, token_budget, packed=False):
+    """This rank's micro-batches (lists of sample indices), as many on every rank as on the busiest one: under FSDP
+    every forward/backward is a collective. None = a zero-weight micro-batch. packed: at most token_budget real
+    tokens each, work spread evenly over them (packing.balanced_micro_batches); else micro_batches()."""
+    if not packed:
+        batches = micro_batches(indices, lengths, token_budget)
+        most = int(all_reduce([len(batches)], "max")[0])
+        return batches + [None] * (most - len(batches))
+    mine = [lengths[i] for i in indices]
+    most = int(all_reduce([len(balanced_micro_batches(mine, token_budget)[0]) if mine else 0], "max")[0])
+    if not mine:
+        return [None] * most
+    return [[indices[k] for k in mb] or None for mb in balanced_micro_batches(mine, token_budget, min_count=most)[0]]
 
 
 def collate(samples, pad_id, device):

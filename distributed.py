@@ -55,6 +55,8 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_
 from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from packing import use_varlen_attention
+
 
 def init_distributed(device_type):
     """(rank, world_size). Under torchrun: a process group (nccl on GPU, gloo on CPU); else (0, 1)."""
@@ -119,7 +121,7 @@ def shard_model(model, cpu_offload=False):
     return model
 
 
-def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False):
+def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False):
     """A Hugging Face causal LM from `path` in `dtype` (fp32 for trained weights: at lr 3e-7 an update is ~1e-5 of
     a weight, below bf16's resolution), on `device`; with world > 1, FSDP2-sharded over the ranks.
 
@@ -128,18 +130,20 @@ def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpo
     (set_model_state_dict with broadcast_from_rank0), then the buffers that are not in the state dict (rotary
     inv_freq). So no GPU ever holds the full model (a 14B fp32 policy + bf16 reference would need 88 GB on each
     GPU otherwise); rank 0's host holds one full copy while loading. The same pattern as verl / TRL / accelerate.
+    packed: attention that can run packed rows without crossing sequences (packing.use_varlen_attention).
     """
     if world == 1:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        if gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-            model.config.use_cache = False
-        return model.to(device)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
+    else:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
+    if packed:
+        use_varlen_attention(model)
+    if world == 1:
+        return model.to(device)
     shard_model(model, cpu_offload)
     model.to_empty(device=device)  # every rank allocates its shard only (on the GPU: NCCL broadcasts need it there)
     full_state, buffers = {}, {}

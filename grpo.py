@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+import packing
+
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 LOG_RATIO_CLAMP = 20.0  # exp(20) ~ 5e8: big enough to never bind in a healthy run, small enough to never overflow
@@ -412,7 +414,6 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     targets = input_ids[:, 1:].reshape(-1)                                 # [B*(S-1)]
     rows = None
     if packed:
-        import packing
         layout = packing.pack(attention_mask)
         source, rows = packing.packed_rows(layout, score_mask)            # packed position -> output row
         hidden = final_hidden_states(model, input_ids, attention_mask, layout)[0]   # [N, H]

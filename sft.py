@@ -55,7 +55,7 @@ from runs import Logger, latest_checkpoint, load_checkpoint, read_run_info, refu
 MODEL = "Qwen/Qwen2.5-Math-1.5B"
 TEMPLATE = "chat"
 BATCH_SIZE = 64                 # worked examples per optimizer step
-MICRO_BATCH_TOKENS = 16384      # padded tokens per forward/backward (length-sorted micro-batches)
+MICRO_BATCH_TOKENS = 16384      # tokens per forward/backward
 MAX_LEN = 4096                  # prompt + response tokens; longer examples are skipped with a warning
 LR = 1e-5                       # AdamW peak learning rate
 WARMUP_STEPS = 20               # linear warmup from 0
@@ -106,7 +106,10 @@ def build_parser():
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
                    help="compute dtype (autocast; weights stay fp32): default bfloat16 on GPU, float32 on CPU")
-    g.add_argument("--micro_batch_tokens", type=int, default=MICRO_BATCH_TOKENS, help="padded tokens per micro-batch")
+    g.add_argument("--micro_batch_tokens", type=int, default=MICRO_BATCH_TOKENS,
+                   help="tokens per micro-batch (packed: real tokens; padded: count x longest)")
+    g.add_argument("--packing", type=int, default=1, help="1: run on real tokens only, sequences packed into one row "
+                   "(batching.py, packing.py); 0: padded micro-batches")
     g.add_argument("--logprob_chunk", type=int, default=256, help="positions per chunk of the output head (memory ~ chunk x vocab)")
     g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
     g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: FSDP2 parameters/grads/optimizer state on CPU")
@@ -280,13 +283,13 @@ def sft_step(model, optimizer, batch, args, device, autocast, pad_id, step):
     num_tokens = all_reduce([sum(len(s.response_ids) for s in batch)])[0]
     dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
     loss_sum = 0.0
-    for mb in same_count_micro_batches(list(range(len(batch))), lengths, args.micro_batch_tokens):
+    for mb in same_count_micro_batches(list(range(len(batch))), lengths, args.micro_batch_tokens, args.packing):
         ids, attention, mask, _ = collate([dummy] if mb is None else [batch[i] for i in mb], pad_id, device)
         if mb is None:
             mask.zero_()
         with autocast:
             logp = grpo.token_logprobs(model, ids, attention, chunk_size=args.logprob_chunk,
-                                       score_mask=mask if mb else None)
+                                       score_mask=mask if mb else None, packed=args.packing)
         loss = -(logp * mask).sum() / num_tokens
         # FSDP averages gradients over ranks; the loss is already normalised globally, so undo the mean
         (loss * world if world > 1 else loss).backward()
@@ -364,7 +367,7 @@ def main(argv=None, engine=None):
     total_steps = args.max_steps or max(1, math.ceil(args.epochs * (len(samples) // args.batch_size)))
     # fp32 master weights; compute runs in --dtype under autocast
     model = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
-                             bool(args.gradient_checkpointing)).train()
+                       bool(args.gradient_checkpointing), bool(args.packing)).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=args.weight_decay)
     start_step = 0
     if resume_ckpt:

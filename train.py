@@ -59,7 +59,7 @@ KL_COEF = 0.001             # k3 estimator; the reference model is loaded only w
 CLIP_LOW, CLIP_HIGH = 0.2, 0.2
 LOSS_AGG = "token-mean"
 GRAD_CLIP = 1.0
-MICRO_BATCH_TOKENS = 32768  # padded tokens per forward/backward
+MICRO_BATCH_TOKENS = 32768  # tokens per forward/backward
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95   # periodic eval (AceMath-RL: 0.6 / 0.95; the Perplexity study: 0.7 / 0.95)
 
 # Flags a resumed run may change: when to stop, save, evaluate and log, and memory knobs that leave the maths alone.
@@ -147,7 +147,10 @@ def build_parser():
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="default: bfloat16 on GPU, float32 on CPU")
     g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine")
-    g.add_argument("--micro_batch_tokens", type=int, default=MICRO_BATCH_TOKENS, help="padded tokens per micro-batch")
+    g.add_argument("--micro_batch_tokens", type=int, default=MICRO_BATCH_TOKENS,
+                   help="tokens per micro-batch (packed: real tokens; padded: count x longest)")
+    g.add_argument("--packing", type=int, default=1, help="1: the trainer's passes run on real tokens only, sequences "
+                   "packed into one row (batching.py, packing.py); 0: padded micro-batches")
     g.add_argument("--logprob_chunk", type=int, default=256, help="positions per chunk in grpo.token_logprobs (memory ~ chunk x vocab)")
     g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
     g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="vLLM's share of the GPU while awake")
@@ -366,12 +369,12 @@ def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, tota
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
     with torch.no_grad():
-        for mb in same_count_micro_batches(trained, lengths, args.micro_batch_tokens):
+        for mb in same_count_micro_batches(trained, lengths, args.micro_batch_tokens, args.packing):
             ids, attention, mask, rollout_logp = collate([dummy] if mb is None else [samples[i] for i in mb],
                                                          pad_id, device)
             with autocast:
                 logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
-                                                    with_entropy=True, score_mask=mask)
+                                                    with_entropy=True, score_mask=mask, packed=args.packing)
             if mb and args.top_entropy_quantile < 1:
                 entropies.append(entropy[mask.bool()].float().cpu())
             if not old_policy:
@@ -435,7 +438,8 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
             num_tokens, num_seqs = all_reduce([sum(len(samples[i].response_ids) for i in mini), len(mini)])
             norm = dict(num_tokens=num_tokens, num_seqs=num_seqs, max_len=args.max_response_len)
             update_loss = 0.0
-            for mb in same_count_micro_batches([i for i in mini if i in trained_set], lengths, args.micro_batch_tokens):
+            for mb in same_count_micro_batches([i for i in mini if i in trained_set], lengths, args.micro_batch_tokens,
+                                                 args.packing):
                 ids, attention, mask, rollout_logp = collate([dummy] if mb is None else [samples[i] for i in mb],
                                                              pad_id, device)
                 if mb is None:
@@ -443,7 +447,7 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                 with autocast:
                     logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
                                                         with_entropy=True, score_mask=mask if mb else None,
-                                                        entropy_grad=args.entropy_coef > 0)
+                                                        entropy_grad=args.entropy_coef > 0, packed=args.packing)
                 if on_policy:
                     old = logp.detach()
                     weights, mismatch = grpo.rollout_correction(old, rollout_logp, mask, cap=args.tis_cap or math.inf,
@@ -465,7 +469,8 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                 if reference is not None:
                     with torch.no_grad(), autocast:
                         ref_logp = grpo.token_logprobs(reference, ids, attention, args.temperature,
-                                                       args.logprob_chunk, score_mask=mask if mb else None)
+                                                       args.logprob_chunk, score_mask=mask if mb else None,
+                                                       packed=args.packing)
                     if hasattr(reference, "reshard"):  # FSDP2: do not keep its gathered embeddings/head around
                         reference.reshard()
                     kl_tok = grpo.kl_penalty(logp, ref_logp, args.kl_estimator)
@@ -540,10 +545,11 @@ def main(argv=None, engine=None):
     think_prefilled = data.prompt_opens_think(tokenizer, args.template)  # R1-distill chat templates end in <think>
     # fp32 master weights; compute runs in --dtype under autocast
     policy = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
-                        bool(args.gradient_checkpointing)).train()
+                        bool(args.gradient_checkpointing), bool(args.packing)).train()
     reference = None
     if args.kl_coef > 0:  # frozen copy of the stage's starting policy (also when resuming)
-        reference = load_model(args.stage_start, device, dtype, world, bool(args.fsdp_cpu_offload))
+        reference = load_model(args.stage_start, device, dtype, world, bool(args.fsdp_cpu_offload),
+                               packed=bool(args.packing))
         reference.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.999))
     start_step = 0

@@ -563,7 +563,7 @@ def test_with_every_new_flag_off_the_step_is_bit_identical_to_before(recorded_to
     from test_grpo import frozen_group_advantages
     from transformers import AutoTokenizer
     task, replay = recorded_toy
-    flags = dict(max_steps=1, batch_size=8, group_size=4, micro_batch_tokens=64, lr=1e-3, kl_coef=0, **combo)
+    flags = dict(max_steps=1, batch_size=8, group_size=4, micro_batch_tokens=64, lr=1e-3, kl_coef=0, packing=0, **combo)
     engine = ReplayEngine(replay)
     policy = train.main(demo_args(warm_model_path, task, tmp_path / "run", **flags), engine=engine)
 
@@ -649,3 +649,26 @@ def test_dynamic_sampling_resumes_exactly(vllm_engine, warm_model_path, toy, tmp
     assert sum(m["data/rounds"] for m in read_metrics(tmp_path / "a")) > 3, "no step needed a second round"
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 23: packed micro-batches in the loop
+# ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("combo", [{}, {"kl_coef": 0.1, "ppo_epochs": 2, "mini_batches": 2, "tis_cap": 2.0}])
+def test_packed_step_equals_padded_step(recorded_toy, warm_model_path, tmp_path, combo):
+    """--packing 1 (default) and --packing 0 on the same replayed batch: the same losses, gradient norm and
+    weights after the step (fp32 on CPU: to float rounding), whatever the micro-batch budget."""
+    task, replay = recorded_toy
+    runs = {}
+    for name, extra in (("padded", dict(packing=0, micro_batch_tokens=64)),
+                        ("packed", dict(packing=1, micro_batch_tokens=40)), ("packed_big", dict(packing=1))):
+        flags = dict(max_steps=1, batch_size=8, group_size=4, lr=1e-3, kl_coef=0, grad_clip=1e9, **combo, **extra)
+        runs[name] = (train.main(demo_args(warm_model_path, task, tmp_path / name, **flags), engine=ReplayEngine(replay)),
+                      first_metrics(tmp_path / name))
+    (padded, m0) = runs["padded"]
+    for name in ("packed", "packed_big"):
+        policy, m = runs[name]
+        for key in ("policy/loss", "policy/pg_loss", "policy/grad_norm", "policy/kl_ref", "policy/entropy"):
+            assert m[key] == pytest.approx(m0[key], rel=1e-5, abs=1e-7), (name, key)
+        for (n, a), (_, b) in zip(padded.state_dict().items(), policy.state_dict().items()):
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-7), (name, n)
