@@ -50,6 +50,19 @@ def resume_flags(args, build_parser, argv, ckpt, run_control, script):
                  f"--init_from {ckpt}. Flags a resume may change: {', '.join(sorted(run_control))}")
 
 
+def start_stage(args, init_from):
+    """A new run, or a new stage from a checkpoint (`init_from`; train.py's --init_from, sft.py's --model): sets
+    args.stage (1, or the checkpoint's stage + 1), args.stage_start (the weights it starts from: its KL reference)
+    and, unless given, args.data_seed = seed + stage - 1, so a new stage does not replay the last one's order."""
+    args.stage, args.stage_start = 1, args.model
+    if init_from:
+        previous = read_run_info(init_from) if Path(init_from, "run.json").exists() else None
+        args.stage = previous["flags"].get("stage", 1) + 1 if previous else 2
+        args.stage_start = str(Path(init_from) / "model") if Path(init_from, "model").is_dir() else init_from
+    if args.data_seed is None:
+        args.data_seed = args.seed + args.stage - 1
+
+
 def latest_checkpoint(out_dir):
     ckpts = sorted(Path(out_dir).glob("ckpt-[0-9]*[0-9]"))
     return ckpts[-1] if ckpts else None

@@ -46,8 +46,8 @@ from batching import collate, same_count_micro_batches
 from distributed import all_reduce, full_weights, init_distributed, load_model, optimizer_step
 from reward import last_boxed
 from rollout import Sample, make_engine
-from runs import Logger, latest_checkpoint, load_checkpoint, read_run_info, refuse_used_out_dir, resume_flags, \
-    save_checkpoint
+from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
+    start_stage
 
 # ------------------------------------------------------------------------------------------------------------
 # Defaults (a 1.5B model on one GPU; the recipes and the CPU demo pass their own)
@@ -172,11 +172,8 @@ def parse_args(argv=None):
         parser.error("\n  ".join(errors))
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
-    if ckpt is None:  # a fresh stage: a model saved by this project carries its stage number in run.json
-        previous = read_run_info(args.model) if Path(args.model, "run.json").exists() else None
-        args.stage = previous["flags"].get("stage", 1) + 1 if previous else 1
-        if args.data_seed is None:
-            args.data_seed = args.seed + args.stage - 1
+    if ckpt is None:  # a fresh stage: a checkpoint of this project as --model makes it the next stage
+        start_stage(args, args.model if Path(args.model, "run.json").exists() else None)
     return args
 
 

@@ -41,8 +41,8 @@ from distributed import all_gather_objects, all_reduce, full_weights, init_distr
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
 from reward import format_reward, score_problems
 from rollout import Sample, make_engine
-from runs import Logger, latest_checkpoint, load_checkpoint, read_run_info, refuse_used_out_dir, resume_flags, \
-    save_checkpoint
+from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
+    start_stage
 
 # ------------------------------------------------------------------------------------------------------------
 # Defaults (AceMath-RL stage 1; DeepSeek-R1-Distill-Qwen-1.5B)
@@ -75,12 +75,10 @@ def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default=MODEL, help="hub id or local HF directory of the starting policy")
-    g.add_argument("--init_from", default=None,
-                   help="start a new stage from a checkpoint dir's weights (fresh optimizer; KL reference = these "
-                        "weights; a new data order unless --data_seed says otherwise)")
-    g.add_argument("--resume", default=None,
-                   help="continue the run in this out_dir from its latest checkpoint, exactly: its flags, data "
-                        "order and KL reference come from the checkpoint; only run-control flags may change")
+    g.add_argument("--init_from", default=None, help="start a new stage from a checkpoint's weights (fresh "
+                   "optimizer, these weights as KL reference, a new data order)")
+    g.add_argument("--resume", default=None, help="continue the run in this out_dir exactly (its flags, data order "
+                   "and KL reference come from its latest checkpoint; only run-control flags may change)")
     g.add_argument("--train_data", default=TRAIN_DATA, help="shipped name(s), file(s) or hub:org/name[:split], comma-separated")
     g.add_argument("--problem_field", default="problem", help="column holding the problem (files / hub sets)")
     g.add_argument("--answer_field", default="answer", help="column holding the gold answer")
@@ -89,18 +87,16 @@ def build_parser():
     g.add_argument("--max_prompt_len", type=int, default=1024,
                    help="prompts longer than this (tokens), or than the engine's context, are skipped with a warning")
     g.add_argument("--contamination_check", type=int, default=1, help="1: warn about training problems found in eval sets")
-    g.add_argument("--data_seed", type=int, default=None,
-                   help="seed of this stage's data order and sampling (default: --seed in a first stage, "
-                        "--seed + stage - 1 after --init_from, so a new stage does not replay the last one's order)")
+    g.add_argument("--data_seed", type=int, default=None, help="seed of this stage's data order and sampling "
+                   "(default --seed + stage - 1: a new stage does not replay the last one's order)")
     g = p.add_argument_group("GRPO")
     g.add_argument("--batch_size", type=int, default=BATCH_SIZE, help="prompts per step")
     g.add_argument("--group_size", type=int, default=GROUP_SIZE, help="responses per prompt")
     g.add_argument("--max_response_len", type=int, default=MAX_RESPONSE_LEN,
                    help="max generated tokens per response; a response cut off here (truncated) gets reward 0")
     g.add_argument("--temperature", type=float, default=TEMPERATURE, help="sampling temperature (the trainer uses the same)")
-    g.add_argument("--top_p", type=float, default=1.0,
-                   help="nucleus sampling of training rollouts: must be 1 (the trainer's log-probs are those of the "
-                        "full distribution); --eval_top_p is free")
+    g.add_argument("--top_p", type=float, default=1.0, help="must be 1 in training (the trainer's log-probs are "
+                   "those of the full distribution); --eval_top_p is free")
     g.add_argument("--lr", type=float, default=LR, help="AdamW learning rate (constant)")
     g.add_argument("--weight_decay", type=float, default=0.0, help="AdamW weight decay")
     g.add_argument("--kl_coef", type=float, default=KL_COEF, help="weight of KL(pi || pi_ref); 0 loads no reference model")
@@ -113,32 +109,24 @@ def build_parser():
     g.add_argument("--norm_std", type=int, default=1, help="1: divide advantages by the group std (GRPO); 0: Dr. GRPO")
     g.add_argument("--grad_clip", type=float, default=GRAD_CLIP, help="max gradient norm")
     g.add_argument("--entropy_coef", type=float, default=0.0, help="entropy bonus weight")
-    g.add_argument("--mask_truncated", type=int, default=0,
-                   help="1: truncated responses leave the loss, the KL/entropy terms and the normalisers (TRL's "
-                        "mask_truncated_completions); they still count (reward 0) in their group's advantages")
-    g.add_argument("--skip_equal_groups", type=int, default=1,
-                   help="1: do not forward groups whose rewards are all equal (advantage 0): saves compute, same "
-                        "policy gradient; their tokens still count in the normalisers, and they add no KL/entropy term")
-    g.add_argument("--tis_cap", type=float, default=0.0,
-                   help=">0: correct the sampler/trainer mismatch with importance weights from r = pi_old / pi_vllm, "
-                        "bounded above by this (grpo.rollout_correction)")
-    g.add_argument("--tis_mode", default="token_truncate", choices=grpo.ROLLOUT_CORRECTION_MODES,
-                   help="with --tis_cap: truncate or mask r into [--tis_low, --tis_cap], per token (TIS; IcePop: "
-                        "token_mask) or per sequence on the geometric-mean ratio (TRL's default: sequence_mask)")
+    g.add_argument("--mask_truncated", type=int, default=0, help="1: truncated responses leave the loss and its "
+                   "normalisers (TRL's mask_truncated_completions); they still count (reward 0) in advantages")
+    g.add_argument("--skip_equal_groups", type=int, default=1, help="1: do not forward groups whose rewards are "
+                   "all equal (advantage 0): same policy gradient, less compute (no KL/entropy term from them)")
+    g.add_argument("--tis_cap", type=float, default=0.0, help=">0: correct the sampler/trainer mismatch with "
+                   "weights from r = pi_old / pi_vllm, bounded above by this (grpo.rollout_correction)")
+    g.add_argument("--tis_mode", default="token_truncate", choices=grpo.ROLLOUT_CORRECTION_MODES, help="truncate or "
+                   "mask r to [--tis_low, --tis_cap] per token (TIS, IcePop) or per sequence (geometric mean)")
     g.add_argument("--tis_low", type=float, default=0.0, help="lower bound of the ratio band (IcePop: 0.5)")
-    g.add_argument("--loss_type", default="ppo", choices=grpo.LOSS_TYPES,
-                   help="ppo: token-level clipped ratio; gspo: sequence-level ratio (GSPO); cispo: clipped IS weight "
-                        "x log-prob (CISPO; set --clip_high, its upper bound) (grpo.policy_loss)")
-    g.add_argument("--top_entropy_quantile", type=float, default=1.0,
-                   help="<1: train only on this top fraction of the batch's tokens by entropy (80/20, "
-                        "grpo.high_entropy_mask; costs one no-grad pass over the batch)")
-    g.add_argument("--dynamic_sampling", type=int, default=0,
-                   help="1: DAPO dynamic sampling: drop groups whose rewards are all equal and sample more prompts "
-                        "until --batch_size informative groups, in at most --max_sampling_rounds rounds")
+    g.add_argument("--loss_type", default="ppo", choices=grpo.LOSS_TYPES, help="ppo: token ratio, clipped; gspo: "
+                   "sequence ratio (GSPO); cispo: clipped IS weight x log-prob (CISPO) (grpo.policy_loss)")
+    g.add_argument("--top_entropy_quantile", type=float, default=1.0, help="<1: train only on this top fraction of "
+                   "the batch's tokens by entropy (80/20; grpo.high_entropy_mask; one extra no-grad pass)")
+    g.add_argument("--dynamic_sampling", type=int, default=0, help="1: DAPO: drop groups whose correctness is all "
+                   "equal, sample more until --batch_size groups (at most --max_sampling_rounds rounds)")
     g.add_argument("--max_sampling_rounds", type=int, default=3, help="cap on generation rounds per step")
-    g.add_argument("--overlong_buffer_len", type=int, default=0,
-                   help=">0: DAPO soft overlong punishment: a penalty growing linearly to --overlong_penalty over "
-                        "the last N tokens before --max_response_len (grpo.overlong_penalty)")
+    g.add_argument("--overlong_buffer_len", type=int, default=0, help=">0: DAPO's soft overlong punishment, "
+                   "growing to --overlong_penalty over the last N tokens before --max_response_len")
     g.add_argument("--overlong_penalty", type=float, default=1.0, help="the largest overlong penalty")
     g.add_argument("--ppo_epochs", type=int, default=1, help="passes over each batch (>1 is off-policy)")
     g.add_argument("--mini_batches", type=int, default=1, help="optimizer steps per pass (>1 is off-policy)")
@@ -196,28 +184,24 @@ def parse_args(argv=None):
         (later if args.dry_run else errors).append(f"--resume {args.resume}: no checkpoint found there")
     if ckpt:
         resume_flags(args, build_parser, argv, ckpt, RUN_CONTROL_FLAGS, "train.py")
-    if args.batch_size < 1 or args.group_size < 2:
-        errors.append(f"--batch_size {args.batch_size} must be >= 1 and --group_size {args.group_size} >= 2 (a group "
-                      f"of one response has advantage 0)")
-    if args.max_response_len < 1 or args.max_steps < 0 or args.micro_batch_tokens < 1:
-        errors.append("--max_response_len, --micro_batch_tokens must be >= 1 and --max_steps >= 0")
-    if args.clip_low < 0 or (args.clip_low >= 1 and args.loss_type != "cispo") or args.clip_high < 0:
-        errors.append("--clip_low must be in [0, 1) (CISPO: >= 1 removes the lower bound) and --clip_high >= 0")
-    if not 0 < args.top_entropy_quantile <= 1 or args.max_sampling_rounds < 1 or args.tis_low < 0:
-        errors.append("--top_entropy_quantile must be in (0, 1], --max_sampling_rounds >= 1, --tis_low >= 0")
-    if not 0 <= args.overlong_buffer_len <= args.max_response_len:
-        errors.append("--overlong_buffer_len must be in [0, --max_response_len]")
-    if args.kl_coef < 0 or args.entropy_coef < 0 or args.lr <= 0:
-        errors.append("--kl_coef and --entropy_coef must be >= 0, --lr > 0")
-    if args.temperature <= 0 or args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1:
-        errors.append("--temperature must be > 0, --eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1]")
-    if args.top_p != 1.0:
-        errors.append(f"--top_p {args.top_p}: training rollouts must sample the full distribution (--top_p 1). "
-                      f"With a nucleus, vLLM's log-probs are those of the renormalised top-p set, which the trainer "
-                      f"does not compute, so the PPO ratio, the IS weights and the alignment check would all be "
-                      f"wrong. Use --eval_top_p for evaluation")
-    if args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches:
-        errors.append("--ppo_epochs and --mini_batches must be >= 1 and divide the batch")
+    errors += [message for bad, message in [
+        (args.batch_size < 1 or args.group_size < 2, f"--batch_size {args.batch_size} must be >= 1 and --group_size "
+         f"{args.group_size} >= 2 (a group of one response has advantage 0)"),
+        (args.max_response_len < 1 or args.max_steps < 0 or args.micro_batch_tokens < 1,
+         "--max_response_len, --micro_batch_tokens must be >= 1 and --max_steps >= 0"),
+        (args.clip_low < 0 or (args.clip_low >= 1 and args.loss_type != "cispo") or args.clip_high < 0,
+         "--clip_low must be in [0, 1) (CISPO: >= 1 removes the lower bound) and --clip_high >= 0"),
+        (not 0 < args.top_entropy_quantile <= 1 or args.max_sampling_rounds < 1 or args.tis_low < 0,
+         "--top_entropy_quantile must be in (0, 1], --max_sampling_rounds >= 1, --tis_low >= 0"),
+        (not 0 <= args.overlong_buffer_len <= args.max_response_len, "--overlong_buffer_len must be in [0, --max_response_len]"),
+        (args.kl_coef < 0 or args.entropy_coef < 0 or args.lr <= 0, "--kl_coef and --entropy_coef must be >= 0, --lr > 0"),
+        (args.temperature <= 0 or args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1,
+         "--temperature must be > 0, --eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1]"),
+        (args.top_p != 1.0, f"--top_p {args.top_p}: training rollouts must sample the full distribution (--top_p 1): "
+         f"with a nucleus, vLLM's log-probs are those of the renormalised top-p set, which the trainer does not "
+         f"compute, so the PPO ratio, the IS weights and the alignment check would be wrong. Use --eval_top_p"),
+        (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
+         "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad]
     if args.init_from and not ckpt and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
     for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
@@ -229,14 +213,7 @@ def parse_args(argv=None):
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
     if ckpt is None:  # a fresh run or stage: where this stage starts (its KL reference) and its data seed
-        args.stage, args.stage_start = 1, args.model
-        if args.init_from:
-            previous = read_run_info(args.init_from)
-            args.stage = previous["flags"].get("stage", 1) + 1 if previous else 2
-            args.stage_start = (str(Path(args.init_from) / "model") if Path(args.init_from, "model").is_dir()
-                                else args.init_from)
-        if args.data_seed is None:
-            args.data_seed = args.seed + args.stage - 1
+        start_stage(args, args.init_from)
     return args
 
 
@@ -267,12 +244,10 @@ def generate(engine, prompts, args, step, dp_rank, dp_world, round=0):
 
 
 def score(samples, problems, args, think_prefilled=False):
-    """Step 2: rewards [N] float32: 1 for a correct final answer (reward.py; a code problem: every test passes in
-    the sandbox), plus the optional format reward. Answers must be explicit (--strict_answers 1: a box, an answer
-    phrase, ...; reward.py's free-text fallback is for eval). A truncated response (cut off at --max_response_len)
-    has no final answer and gets 0 -- also when it holds an early \\boxed{} that would grade as correct (DeepScaleR,
-    DAPO; the Perplexity study's end-of-sequence collapse analysis assumes it); so does one whose prompt opened a
-    <think> block it never closed (think_prefilled). Returns (rewards, correct: list of 0/1 per sample, stats)."""
+    """Step 2: rewards [N] float32: 1 for a correct final answer (reward.py; code: every test passes in the
+    sandbox), plus the optional format and overlong terms. Answers must be explicit (--strict_answers 1). A
+    truncated response gets 0 even with an early \\boxed{} (DeepScaleR, DAPO), and so does one that never closes a
+    <think> its prompt opened (think_prefilled). Returns (rewards, correct: list of 0/1 per sample, stats)."""
     stats = {}
     correct = score_problems([s.text for s in samples], [p for p in problems for _ in range(args.group_size)],
                              workers=args.reward_workers, timeout_s=args.reward_timeout_s,
@@ -292,13 +267,11 @@ def score(samples, problems, args, think_prefilled=False):
 
 def sample_batch(engine, batcher, tokenizer, args, step, rank, tp, dp_world, max_prompt_tokens, think_prefilled,
                  times):
-    """Steps 1-2 for the next global batch: generate, then score. With --dynamic_sampling (DAPO, Yu et al. 2025,
-    sec. 3.2) groups whose correctness is all equal (std 0: no learning signal) are dropped and further batches are
-    drawn until batch_size informative groups are kept over all ranks, or --max_sampling_rounds rounds were
-    drawn (then the step trains on what there is, and says so). Groups are kept in the order of the global batch
-    (round, then position), so every rank knows from the gathered flags which of its own to keep, any number of
-    ranks keeps the same groups as one, and every rank draws the same number of rounds: all ranks train the same
-    steps, none waits for another. A round consumes a whole batch of the data order, so the cursor a checkpoint saves stays exact.
+    """Steps 1-2 for the next global batch: generate, then score. With --dynamic_sampling (DAPO sec. 3.2) groups
+    whose correctness is all equal (std 0: no signal) are dropped and more batches drawn until batch_size groups
+    are kept over all ranks, or --max_sampling_rounds (then it trains on what there is, and says so). Groups are
+    kept in global batch order, so any number of ranks keeps the same groups as one and all draw the same rounds
+    (none waits); a round consumes a whole batch of the data order, so the checkpointed cursor stays exact.
     Returns (problems, samples, rewards [N], correct, grading stats, skipped prompt ids, sampling counts)."""
     G, dp_rank = args.group_size, rank // tp
     problems, samples, rewards, correct, grading, skipped = [], [], [], [], {}, []
@@ -344,12 +317,10 @@ def sample_batch(engine, batcher, tokenizer, args, step, rank, tp, dp_world, max
 
 def select_samples(samples, rewards, args, rank, tp):
     """Which samples this rank counts and trains on (lists of indices into samples):
-        own      this rank's samples (with vLLM TP > 1 the ranks of a group hold identical samples: each takes its
-                 share of the groups, so nothing counts twice)
+        own      this rank's share (the ranks of a vLLM TP group hold identical samples: nothing counts twice)
         scored   own, minus truncated ones under --mask_truncated: the samples the loss is normalised over
-        trained  scored, minus groups whose rewards are all equal under --skip_equal_groups: their advantage is 0,
-                 so their policy-gradient term is exactly 0 and skipping their forward/backward changes nothing
-                 but compute (they add no KL/entropy term; their tokens still count in the normalisers)"""
+        trained  scored, minus all-equal groups under --skip_equal_groups: advantage 0, so skipping their
+                 forward/backward changes only compute (no KL/entropy term; still in the normalisers)"""
     G = args.group_size
     grouped = rewards.view(-1, G)
     equal = (grouped.max(1).values == grouped.min(1).values).tolist()
@@ -397,22 +368,13 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
     """Step 4: one optimizer step on the batch (or ppo_epochs x mini_batches steps: off-policy experiments).
 
     The loss of a mini-batch (grpo.py) is  policy_loss + kl_coef * KL(pi || pi_ref) - entropy_coef * H,  each
-    term aggregated with --loss_agg and NORMALISED OVER EVERY SCORED RESPONSE of the mini-batch on all ranks,
-    forwarded or not (verl and TRL normalise over every response token of the batch). So micro-batch losses sum
-    to the mini-batch loss, the per-token weight does not depend on how many groups were all-equal, and
-    --skip_equal_groups saves compute only: its gradient equals the one with the flag off when KL and entropy
-    are off (tests/test_train.py). Per-token weights multiply the policy loss: the sampler correction
-    (--tis_cap) and the high-entropy selection (--top_entropy_quantile: unselected tokens weigh 0 but stay in
-    the normalisers, as in TRL).
-
-    On-policy pi_old = pi_theta.detach() (ratio 1: the plain policy gradient) and the correction weights come
-    from the same forward; off-policy they come from batch_prepass and the PPO ratio pi_theta / pi_old does the
-    rest.
-
-    Returns sums for step_metrics: loss / pg_loss summed over updates (`updates` of them), kl / entropy / clip /
-    kl_old summed over trained tokens (`tokens`), sampler/trainer mismatch over trained sequences and tokens
-    (once per batch), grad_norm of the last update (before clipping), skipped (a non-finite update was not
-    applied)."""
+    term aggregated with --loss_agg and NORMALISED OVER EVERY SCORED RESPONSE of the mini-batch on all ranks
+    (as verl and TRL): micro-batch losses sum to the mini-batch loss, and --skip_equal_groups saves compute only.
+    Per-token weights multiply the policy loss: the sampler correction (--tis_cap) and the high-entropy selection
+    (--top_entropy_quantile; unselected tokens weigh 0 but stay in the normalisers, as in TRL). On-policy
+    pi_old = pi_theta.detach() (ratio 1: the plain policy gradient); off-policy it comes from batch_prepass.
+    Returns sums for step_metrics (metrics.py): losses over updates, kl / entropy / clip / kl_old over trained
+    tokens, the mismatch once per batch, the last grad_norm (before clipping), skipped (a non-finite update)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     on_policy = args.ppo_epochs == 1 and args.mini_batches == 1

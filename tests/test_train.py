@@ -563,7 +563,7 @@ def test_with_every_new_flag_off_the_step_is_bit_identical_to_before(recorded_to
     from test_grpo import frozen_group_advantages
     from transformers import AutoTokenizer
     task, replay = recorded_toy
-    flags = dict(max_steps=1, batch_size=8, group_size=4, micro_batch_tokens=64, lr=1e-3, kl_coef=0, packing=0, **combo)
+    flags = {**dict(max_steps=1, batch_size=8, group_size=4, micro_batch_tokens=64, lr=1e-3, kl_coef=0, packing=0), **combo}
     engine = ReplayEngine(replay)
     policy = train.main(demo_args(warm_model_path, task, tmp_path / "run", **flags), engine=engine)
 
@@ -662,7 +662,7 @@ def test_packed_step_equals_padded_step(recorded_toy, warm_model_path, tmp_path,
     runs = {}
     for name, extra in (("padded", dict(packing=0, micro_batch_tokens=64)),
                         ("packed", dict(packing=1, micro_batch_tokens=40)), ("packed_big", dict(packing=1))):
-        flags = dict(max_steps=1, batch_size=8, group_size=4, lr=1e-3, kl_coef=0, grad_clip=1e9, **combo, **extra)
+        flags = {**dict(max_steps=1, batch_size=8, group_size=4, lr=1e-3, kl_coef=0, grad_clip=1e9), **combo, **extra}
         runs[name] = (train.main(demo_args(warm_model_path, task, tmp_path / name, **flags), engine=ReplayEngine(replay)),
                       first_metrics(tmp_path / name))
     (padded, m0) = runs["padded"]
