@@ -337,7 +337,7 @@ def sft_response(example, template, think_prefilled=False):
     thought = thought.strip().removeprefix("<think>").strip() if closed else solution
     if answer is None and (template == "think_answer" or think_prefilled):
         import reward
-        answer = reward._last_boxed(solution)   # the solution's own boxed answer
+        answer = reward.last_boxed(solution)   # the solution's own boxed answer
         if answer is None:
             raise DatasetError(f"example {example['id']}: no 'answer' and no \\boxed answer in the solution: "
                                f"the {'think_answer template' if template == 'think_answer' else 'opened <think>'} "

@@ -19,7 +19,8 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
      "**Final Answer:**" ... up to the end of the sentence
   6. (default mode only; `strict=True` skips it) the conclusion: the last sentence that contains a number or a
      formula, when it names one answer (a single candidate, or the one after a final `=` / "is").
-  train.py and eval.py both use the default mode.
+  Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded);
+  eval.py uses the default mode (`--strict_answers 0`).
 
 Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test_reward.py:
 - Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
@@ -27,9 +28,8 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
   `0.\\overline{3}` = `1/3`.
 - A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
-  measurement (Minerva-style physics). ROUNDED_GOLD decides what it accepts; the default "exact" accepts the
-  same number written any way (`1.70e4` = `1.70 \\times 10^4` = `17000`), and nothing else: `20.385` is not `20.39`.
-  ("half_ulp": anything strictly within half a unit of the gold's last digit; see its comment.)
+  measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
+  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53).
 - Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
   without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
   `0.5\\%` != `0.5`.
@@ -49,7 +49,7 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix` are matrices compared entry by entry.
 - A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
 
-Safety: untrusted text is never evaluated. `_Parser` builds the sympy tree itself (no `eval`, `sympify` or
+Safety: untrusted text is never evaluated. latex.py's parser builds the sympy tree itself (no `eval`, `sympify` or
 `parse_expr`, which run Python), and refuses numbers too large to compute (power towers, huge factorials,
 `\\sin(e^{e^{e^5}})`). Every check is bounded in time: `score_batch` grades in worker processes killed at a hard
 timeout (SIGKILL also stops C-level big-integer work); in-process calls (`math_reward`, `is_equiv`) run under an
@@ -58,7 +58,6 @@ Measured agreement with real model outputs: README "Grader accuracy" (`python be
 """
 import argparse
 import json
-import math
 import os
 import random
 import re
@@ -73,21 +72,17 @@ from functools import lru_cache
 
 import sympy
 
+from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
+from code_reward import STAT_KEYS as CODE_STAT_KEYS  # noqa: F401  (re-exported for train.py)
+from code_reward import code_reward, score_code_batch  # noqa: F401  (re-exported)
+from latex import is_english, is_infinite, parse_math
+
 MAX_ANSWER_CHARS = 1000      # longer "answers" are not answers
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
-MAX_INT_DIGITS = 400         # integer literals longer than this are refused
-MAX_RESULT_BITS = 20_000     # refuse to compute b**e (and n!) past ~6000 decimal digits
-MAX_FUNCTION_ARG = 1e6       # sin(x), exp(x), ... of a constant |x| beyond this are refused (sin(10^100))
-MAX_DEPTH = 60               # nesting depth of the expression parser
-MAX_SYMBOLIC_POWER = 1000    # x^{1001}, 2^{1001 x}: refused (evaluating them at sample points is unbounded work)
 DEFAULT_TIMEOUT_S = 5.0      # hard limit per graded item (worker processes and in-process alarm)
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
 DECIMAL_DIGITS = 6           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
-# What a gold written as a decimal accepts (see the docstring): "exact" = the same number, written any way;
-# "half_ulp" = anything strictly within half a unit of the gold's last stated digit (0.533 for 0.53). Careful
-# graders of Minerva-style answers (the verdicts of the dev set) reject 0.533 for 0.53, so "exact" is the default.
-ROUNDED_GOLD = "exact"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -170,7 +165,7 @@ def _connective(between):
     return "or" if any(w.lower() in ("or", "maybe", "perhaps", "possibly") for w in words) else "and"
 
 
-def _last_boxed(text):
+def last_boxed(text):
     """The last non-empty box; boxes joined to it only by and/or/commas are one list answer (deduplicated)."""
     boxes = [(start, end, _inner_box(content)) for start, end, content in _boxes(text) if content]
     if not boxes:
@@ -251,7 +246,7 @@ def _inner_answer(text):
     text = text.strip()
     if not text:
         return None
-    return _last_boxed(text) or _phrase_answer(text) or text
+    return last_boxed(text) or _phrase_answer(text) or text
 
 
 _PHRASE = re.compile(
@@ -420,7 +415,7 @@ def extract_answer(response, strict=False, think_prefilled=False):
     if found is None and "<answer>" in text:
         found = _inner_answer(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
     if found is None:
-        found = _last_boxed(text)
+        found = last_boxed(text)
         if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
             phrases = list(_PHRASE.finditer(text))
             last = phrases[-1] if phrases else None
@@ -590,430 +585,22 @@ def _mixed_number(s):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# A small LaTeX -> sympy parser that builds the tree itself (never evaluates text as code)
-# ------------------------------------------------------------------------------------------------------------
-class ParseError(Exception):
-    pass
-
-
-_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[A-Za-z]|[-+*/^_!()\[\]{}|,'])")
-_FUNCS = {"arccot": sympy.acot, "arcsec": sympy.asec, "arccsc": sympy.acsc, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
-          "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh,
-          "cosh": sympy.cosh, "tanh": sympy.tanh, "ln": sympy.log, "exp": sympy.exp}
-_INVERSE = {"sin": sympy.asin, "cos": sympy.acos, "tan": sympy.atan, "cot": sympy.acot, "sec": sympy.asec,
-            "csc": sympy.acsc}
-_GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota",
-          "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi",
-          "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega", "ell", "hbar")
-_ACCENTS = ("bar", "hat", "vec", "dot", "ddot", "tilde", "overline", "widehat", "widetilde", "overrightarrow")
-_KNOWN_COMMANDS = set(_FUNCS) | set(_GREEK) | set(_ACCENTS) | {
-    "frac", "sqrt", "binom", "pi", "infty", "log", "cdot", "times", "div", "lfloor", "rfloor", "lceil", "rceil",
-    "angle", "triangle", "{", "}", "|"}
-
-
-_STRUCTURAL = {"begin", "end", "approx", "sim", "simeq", "cong", "equiv", "to", "rightarrow", "Rightarrow",
-               "implies", "iff", "cup", "cap", "in", "notin", "subset", "subseteq", "mid", "pm", "mp", "le", "ge",
-               "ne", "dots", "ldots", "cdots", "quad", "qquad", "text", "choose", "over", "mod", "pmod", "bmod"}
-
-
-def _tokenize(s):
-    tokens, pos = [], 0
-    s = s.rstrip()
-    while pos < len(s):
-        match = _TOKEN.match(s, pos)
-        if not match:
-            raise ParseError(f"unexpected character {s[pos]!r}")
-        token = match.group(1)
-        if token.startswith("\\") and token[1:] not in _KNOWN_COMMANDS:
-            # a Greek letter run into the next symbol (`\omegat` for `\omega t`), else an unknown command
-            head = next((g for g in sorted(_GREEK, key=len, reverse=True) if token[1:].startswith(g)), None)
-            if head is None:
-                if token[1:] in _STRUCTURAL:
-                    raise ParseError(f"unsupported command {token!r}")
-                tokens.append(token)  # an unknown command (\odot, \star) is an opaque name: see atom()
-            else:
-                tokens.append("\\" + head)
-                tokens.extend(token[1 + len(head):])
-        else:
-            tokens.append(token)
-        pos = match.end()
-    return tokens
-
-
-def _magnitude_bits(expr):
-    """log2 |expr| of a constant (None when it cannot be estimated cheaply)."""
-    try:
-        value = complex(expr.evalf(15))
-    except (TypeError, ValueError, OverflowError, ZeroDivisionError, AttributeError):
-        return None
-    if not all(math.isfinite(x) for x in (value.real, value.imag)):
-        return None
-    return math.log2(abs(value)) if value else -math.inf
-
-
-def _is_infinite(x):
-    return x.has(sympy.oo, -sympy.oo, sympy.zoo)
-
-
-def _safe_pow(base, exp):
-    """base**exp, refusing what is undefined (0^0, inf^0) or too large to compute (9^{9^{9^9}}, e^{e^{e^5}})."""
-    if _is_infinite(base) or _is_infinite(exp):
-        raise ParseError("power of infinity")
-    if base == 0 and (exp == 0 or (exp.is_number and exp.is_negative)):
-        raise ParseError("0^0 or 1/0")
-    if base.is_number and exp.is_number:
-        if exp.is_Rational and base.is_Rational and base != 0:
-            size = max(abs(base.p), abs(base.q))
-            if size > 1 and abs(exp) * math.log2(size) > MAX_RESULT_BITS:
-                raise ParseError("number too large")
-        else:
-            bits = _magnitude_bits(base)
-            exp_bits = _magnitude_bits(exp)
-            if bits is None or exp_bits is None or (exp_bits > 0 and 2.0 ** min(exp_bits, 1e4) * max(abs(bits), 1) > MAX_RESULT_BITS):
-                raise ParseError("number too large")
-    elif exp.is_number and exp.is_Rational and abs(exp) > MAX_RESULT_BITS:
-        raise ParseError("exponent too large")
-    return sympy.Pow(base, exp)
-
-
-def _small_linear(expr):
-    """d, d - k, 2n + 1: a linear polynomial in symbols with small integer coefficients (a factorial of it is safe to
-    evaluate at the sample points)."""
-    if not expr.free_symbols or expr.is_number:
-        return False
-    try:
-        poly = sympy.Poly(expr, *sorted(expr.free_symbols, key=str))
-    except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
-        return False
-    return poly.total_degree() <= 1 and all(c.is_Integer and abs(c) <= 100 for c in poly.coeffs())
-
-
-def _checked(value):
-    """Refuse undefined results (1/oo, oo - oo, nan), and powers of symbols too large to evaluate at sample points."""
-    if value.has(sympy.nan, sympy.zoo):
-        raise ParseError("undefined")
-    if value.free_symbols:
-        for power in value.atoms(sympy.Pow):
-            if power.exp.free_symbols:     # 10^{10^9 x}: every number in the exponent (and the base) stays small
-                numbers = [abs(n) for n in power.exp.atoms(sympy.Number)]
-                base_bits = _magnitude_bits(power.base) if power.base.is_number else 0
-                if max(numbers, default=0) > MAX_SYMBOLIC_POWER or base_bits is None or base_bits > 64:
-                    raise ParseError("symbolic exponent too large")
-            elif power.exp.is_number and abs(power.exp) > MAX_SYMBOLIC_POWER:
-                raise ParseError("power of a symbol too large")
-    return value
-
-
-class _Parser:
-    """Recursive descent over the token list. Grammar (loosest binding first):
-        expr   := ['+'|'-'] term (('+'|'-') term)*
-        term   := unary (('*' | '/' | \\cdot | \\times | \\div | implicit) unary)*
-        unary  := '-' unary | power
-        power  := postfix ['^' unary]            (right-associative)
-        postfix:= atom ['!' | "'"]*  [_ subscript]
-        atom   := number | letter | \\greek | \\pi | \\infty | \\frac{}{} | \\sqrt[n]{} | \\binom{}{} | \\accent{x}
-                  | \\func[^p] arg | (expr) | {expr} | [expr] | |expr| | \\lfloor expr \\rfloor | \\lceil expr \\rceil
-    `decimal_tolerances` collects, for every decimal literal, the relative rounding it stands for (ROUNDED_GOLD).
-    Infinity is allowed only alone or negated: any arithmetic with it is refused (1/oo, oo-oo, oo^0).
-    """
-
-    def __init__(self, text):
-        self.tokens = _tokenize(text)
-        self.pos = 0
-        self.depth = 0
-        self.decimal_tolerances = []
-        self.symbols_seen = False
-        self.infinity_seen = False
-
-    def parse(self):
-        if not self.tokens:
-            raise ParseError("empty")
-        value = self.expr()
-        if self.pos != len(self.tokens):
-            raise ParseError(f"unexpected {self.tokens[self.pos]!r}")
-        if self.infinity_seen and value not in (sympy.oo, -sympy.oo):
-            raise ParseError("arithmetic with infinity")
-        return _checked(value)  # also catches x^{1000} * x^{1000}
-
-    def peek(self):
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def take(self, expected=None):
-        token = self.peek()
-        if token is None or (expected is not None and token != expected):
-            raise ParseError(f"expected {expected!r}, got {token!r}")
-        self.pos += 1
-        return token
-
-    def nested(self, fn):
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise ParseError("too deeply nested")
-        try:
-            return fn()
-        finally:
-            self.depth -= 1
-
-    def expr(self):
-        sign = 1
-        if self.peek() in ("+", "-"):
-            sign = -1 if self.take() == "-" else 1
-        value = sign * self.term()
-        while self.peek() in ("+", "-"):
-            op = self.take()
-            rhs = self.term()
-            value = value + rhs if op == "+" else value - rhs
-        return value
-
-    _ATOM_START = re.compile(r"\d|\.\d|[A-Za-z]$|\\(?!cdot$|times$|div$|rfloor$|rceil$)[a-zA-Z]+|[({\[]|\\\{")
-
-    def term(self):
-        value = self.unary()
-        while True:
-            token = self.peek()
-            if token in ("*", "\\cdot", "\\times"):
-                self.take()
-                value = value * self.unary()
-            elif token in ("/", "\\div"):
-                self.take()
-                divisor = self.unary()
-                if divisor == 0:
-                    raise ParseError("division by zero")
-                value = value / divisor
-            elif token is not None and self._ATOM_START.match(token):
-                value = value * self.power()  # implicit multiplication: 2x, 2\pi, x(y+1)
-            else:
-                return value
-
-    def unary(self):
-        if self.peek() == "-":
-            self.take()
-            return -self.nested(self.unary)
-        if self.peek() == "+":
-            self.take()
-            return self.nested(self.unary)
-        return self.power()
-
-    def power(self):
-        base = self.postfix()
-        if self.peek() == "^":
-            self.take()
-            exponent = self.nested(self.unary) if self.peek() != "{" else self.group()
-            return _checked(_safe_pow(base, exponent))
-        return base
-
-    def postfix(self):
-        value = self.nested(self.atom)
-        while self.peek() in ("!", "'"):
-            if self.take() == "'":
-                if not value.is_Symbol:
-                    raise ParseError("prime of a non-symbol")
-                value = sympy.Symbol(value.name + "'")
-                continue
-            if not ((value.is_Integer and 0 <= value <= 500) or _small_linear(value)):
-                raise ParseError("factorial argument too large or not a small integer")
-            value = sympy.factorial(value)
-        return value
-
-    def group(self):
-        """A {...} group, or a single token argument as in \\frac12 or x^2."""
-        if self.peek() == "{":
-            self.take("{")
-            value = self.nested(self.expr)
-            self.take("}")
-            return value
-        token = self.peek()
-        if token is not None and re.fullmatch(r"\d+", token) and len(token) > 1:
-            self.tokens[self.pos] = token[1:]  # \frac12 -> 1 then 2
-            return sympy.Integer(token[0])
-        return self.nested(self.atom)
-
-    def number(self, token):
-        if "." in token:
-            integer, _, frac = token.partition(".")
-            if len((integer + frac).lstrip("0")) > MAX_INT_DIGITS:
-                raise ParseError("number too long")
-            value = sympy.Rational(int(integer or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
-            if frac.strip("0") and value != 0:  # a non-integer decimal: remember its rounding
-                self.decimal_tolerances.append(0.5 * 10 ** -len(frac) / abs(float(value)))
-            return value
-        if len(token) > MAX_INT_DIGITS:
-            raise ParseError("number too long")
-        return sympy.Integer(token)
-
-    def delimited(self, closer):
-        value = self.nested(self.expr)
-        self.take(closer)
-        return value
-
-    def atom(self):
-        token = self.take()
-        if re.fullmatch(r"\d+\.?\d*|\.\d+", token):
-            return self.number(token)
-        if re.fullmatch(r"[A-Za-z]", token):
-            return self.symbol(token)
-        if token in ("(", "[", "{"):
-            return self.delimited({"(": ")", "[": "]", "{": "}"}[token])
-        if token == "|":
-            return sympy.Abs(self.delimited("|"))
-        name = token[1:] if token.startswith("\\") else None
-        if name == "lfloor":
-            return sympy.floor(self.delimited("\\rfloor"))
-        if name == "lceil":
-            return sympy.ceiling(self.delimited("\\rceil"))
-        if name == "frac":
-            num = self.group()
-            den = self.group()
-            if den == 0:
-                raise ParseError("division by zero")
-            return _checked(num / den)
-        if name == "sqrt":
-            index = sympy.Integer(2)
-            if self.peek() == "[":
-                self.take("[")
-                index = self.delimited("]")
-            if index == 0:
-                raise ParseError("zeroth root")
-            return _safe_pow(self.group(), 1 / index)
-        if name == "binom":
-            n, k = self.group(), self.group()
-            if k.is_Integer and 0 <= k <= 20 and n.free_symbols and not n.is_number:
-                return sympy.expand_func(sympy.binomial(n, k))          # \binom{n}{2} = n(n-1)/2
-            if not (n.is_Integer and k.is_Integer and 0 <= n <= 10_000):
-                raise ParseError("binomial arguments")
-            return sympy.binomial(n, k)
-        if name == "pi":
-            return sympy.pi
-        if name == "infty":
-            self.infinity_seen = True
-            return sympy.oo
-        if name in _GREEK:
-            return self.symbol(name)
-        if name in _ACCENTS:  # \bar{x}, \dot{x}_0, \vec{v}, \overline{AB}: a name of its own
-            inner = self.group()
-            return self.symbol(f"{name}({inner})")
-        if name == "angle":
-            return self.symbol("angle" + str(self.nested(self.power)))
-        if name == "log":
-            base = None
-            if self.peek() == "_":
-                self.take()
-                base = self.group()
-            arg = self.func_arg()
-            if arg == 0 or (base is not None and base in (0, 1)):
-                raise ParseError("log of 0 or to base 0/1")
-            return _checked(sympy.log(arg, base) if base is not None else sympy.log(arg))
-        if name is not None and name not in _KNOWN_COMMANDS:
-            return self.symbol(name)
-        if name in _FUNCS:
-            exponent = None
-            if self.peek() == "^":  # \sin^2 x
-                self.take()
-                exponent = self.group()
-            function = _FUNCS[name]
-            if exponent == -1 and name in _INVERSE:  # \sin^{-1} x is arcsin x, not 1/sin x
-                function, exponent = _INVERSE[name], None
-            arg = self.func_arg()
-            if arg.is_number:
-                bits = _magnitude_bits(arg)
-                if bits is None or bits > math.log2(MAX_FUNCTION_ARG):
-                    raise ParseError("function of a huge argument")
-            value = _checked(function(arg))
-            return _safe_pow(value, exponent) if exponent is not None else value
-        raise ParseError(f"unsupported token {token!r}")
-
-    def func_arg(self):
-        """\\sin(x+1), \\sin x, and by convention \\sin 2x = sin(2x): without brackets the argument is the implicit
-        product of the atoms that follow, up to an operator or the next function (\\sin x \\cos x)."""
-        if self.peek() in ("(", "{", "["):
-            return self.nested(self.atom)
-        value = self.nested(self.power)
-        while True:
-            token = self.peek()
-            if token is None or not self._ATOM_START.match(token) or token in ("(", "[") \
-                    or (token.startswith("\\") and (token[1:] in _FUNCS or token[1:] in ("log", "frac", "sqrt"))):
-                return value
-            value = value * self.nested(self.power)
-
-    def symbol(self, name):
-        if name == "e" and self.peek() != "_":
-            return sympy.E
-        if name == "i" and self.peek() != "_":
-            return sympy.I
-        if self.peek() == "_":
-            self.take()
-            sub = self.peek()
-            if sub == "{":
-                self.take()
-                parts = []
-                while self.peek() not in (None, "}"):
-                    parts.append(self.take())
-                self.take("}")
-                sub = "".join(parts)
-            else:
-                self.take()
-            name = f"{name}_{sub}"
-        self.symbols_seen = True
-        return sympy.Symbol(name)
-
-
-_COMMON_WORDS = set("""the and not are was but for has had its may can one two six ten yes all any who why how see
-set say use way get got let lot off old our out own per put too top try yet you she her him his man men new now day
-end far few odd sum max min mod gcd lcm arc deg rad sec cis""".split())
-
-
-def _is_english(run):
-    """A run of letters that is a word rather than a product of variables: 4+ lowercase letters, or a common
-    3-letter word (`LCs`, `abc`, `xyz` stay products)."""
-    word = run[0].lower() + run[1:]  # "Answer" is a word too
-    return word.islower() and (len(run) >= 4 or word in _COMMON_WORDS)
-
-
-@lru_cache(maxsize=8192)
-def parse_math(text):
-    """Cleaned text -> (sympy expression, relative rounding of its decimals) or None when it is not a formula we
-    read. Words (3+ letters in a row outside a command) are not formulas: `is not` must not become i*s*n*o*t."""
-    if any(_is_english(w) for w in re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", text)):
-        return None
-    try:
-        parser = _Parser(text)
-        value = parser.parse()
-    except (ParseError, RecursionError, ValueError, TypeError, ZeroDivisionError, OverflowError, AttributeError):
-        return None
-    if parser.symbols_seen and not value.free_symbols:
-        return None  # letters that vanished: `I(0)` read as I*0 = 0 is a function value, not the number 0
-    return value, max(parser.decimal_tolerances, default=0.0)
-
-
-# ------------------------------------------------------------------------------------------------------------
 # Comparing values
 # ------------------------------------------------------------------------------------------------------------
 _SIMPLE_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
 _INTEGRATION_CONSTANTS = ("C", "c", "C_1", "c_1", "C_0", "c_0")
 
 
-def _decimal_rel(text):
-    """Relative half-unit of the last digit of a gold written as a decimal (for ROUNDED_GOLD = 'half_ulp')."""
-    if ROUNDED_GOLD != "half_ulp":
-        return 0.0
-    parsed = parse_math(text)
-    return parsed[1] if parsed and not parsed[0].free_symbols else 0.0
-
-
-def _numbers_equal(p, g, rel=0.0):
+def _numbers_equal(p, g):
     """Two constants: exactly equal (rationals); for irrationals, their difference evaluates to zero: sympy's
     adaptive evalf either finds a nonzero digit of p - g (then they differ, however tiny: pi + 10^{-60} is not pi)
-    or exhausts ZERO_TEST_BITS of precision without one (then they are equal: sqrt2 + sqrt3 = sqrt(5 + 2 sqrt6));
-    or, for rounded golds, strictly within rel * |g|."""
+    or exhausts ZERO_TEST_BITS of precision without one (then they are equal: sqrt2 + sqrt3 = sqrt(5 + 2 sqrt6))."""
     if p == g:
         return True
-    if _is_infinite(p) or _is_infinite(g):
+    if is_infinite(p) or is_infinite(g):
         return False
-    if p.is_Rational and g.is_Rational and not rel:
+    if p.is_Rational and g.is_Rational:
         return False
-    if rel:
-        pv, gv = sympy.N(p, 30), sympy.N(g, 30)
-        return bool(pv.is_number and gv.is_number and abs(pv - gv) < sympy.Float(rel, 30) * abs(gv))
     diff = sympy.N(p - g, EXACT_DIGITS, maxn=ZERO_TEST_BITS)
     if diff == 0:
         return True
@@ -1033,11 +620,11 @@ def _unify_constants(p, g):
     return p
 
 
-def _exprs_equal(p, g, rel=0.0):
+def _exprs_equal(p, g):
     """Parsed answers: constants by _numbers_equal, formulas by agreement at random rational points (exact
     arithmetic), which decides polynomial and rational identities with negligible error."""
     if not p.free_symbols and not g.free_symbols:
-        return _numbers_equal(p, g, rel)
+        return _numbers_equal(p, g)
     p = _unify_constants(p, g)
     if p.free_symbols != g.free_symbols:
         return False
@@ -1060,7 +647,7 @@ def _exprs_equal(p, g, rel=0.0):
 def _values_equal(p, g):
     """Single values (cleaned text, no units, lists or relations)."""
     p, g = _mixed_number(p), _mixed_number(g)
-    if _SIMPLE_NUMBER.fullmatch(p) and _SIMPLE_NUMBER.fullmatch(g) and ROUNDED_GOLD == "exact":
+    if _SIMPLE_NUMBER.fullmatch(p) and _SIMPLE_NUMBER.fullmatch(g):
         return Fraction(p) == Fraction(g)  # the common case, without sympy
     if re.fullmatch(r"[A-Za-z]{2,}", p) and re.fullmatch(r"[A-Za-z]{2,}", g):
         return p.lower() == g.lower()  # a word's letters are not commuting variables: NO is not ON
@@ -1069,13 +656,14 @@ def _values_equal(p, g):
         return False
     try:
         decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", p)
-        if decimal and not gp[0].free_symbols and not gp[1] and not gp[0].is_Rational or (
-                decimal and gp[0].is_Rational and gp[0].q not in (1, 2, 4, 5, 8, 10)):
+        gold_has_decimal = re.search(r"\.\d*[1-9]", g) is not None
+        if decimal and not gp.free_symbols and not gold_has_decimal and not gp.is_Rational or (
+                decimal and gp.is_Rational and gp.q not in (1, 2, 4, 5, 8, 10)):
             digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
             if digits >= DECIMAL_DIGITS and len(decimal.group(2)) >= 4:  # 0.0833333333 for 1/12, 3.14159 for pi
                 half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
-                return bool(abs(sympy.N(gp[0] - pp[0], 30)) <= half_unit)
-        return _exprs_equal(pp[0], gp[0], _decimal_rel(g))
+                return bool(abs(sympy.N(gp - pp, 30)) <= half_unit)
+        return _exprs_equal(pp, gp)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
         return False
 
@@ -1183,11 +771,11 @@ def _percent_equal(p, pu, g, gu):
     if (pu if pu != "%" else gu) not in (None,):
         return False  # a percent against another unit
     value = parse_math(pct)
-    if value is None or value[0].free_symbols:
+    if value is None or value.free_symbols:
         return False
-    if _equiv(_as_text(value[0] / 100), other):
+    if _equiv(_as_text(value / 100), other):
         return True
-    return bool(abs(value[0]) >= 1) and _equiv(pct, other)
+    return bool(abs(value) >= 1) and _equiv(pct, other)
 
 
 def _as_text(expr):
@@ -1253,7 +841,7 @@ _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}
 
 def _is_label(side):
     """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y)."""
-    if any(w.islower() and (w in _NOT_UNITS or _is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
+    if any(w.islower() and (w in _NOT_UNITS or is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
         return False
     return _LABEL.fullmatch(side) is not None and not re.fullmatch(r"\s*\\(?:pi|infty|e)\s*", side) \
         and not re.search(r"\\(?:sqrt|sin|cos|tan|log|ln)\b|\\frac\s*\{\s*\d", side)
@@ -1263,10 +851,10 @@ def _is_quantity_name(side):
     """m+n, a+2z, xy: a polynomial in letters with no constant term and no powers -- the quantity a problem asks
     for, restated before its value (`m+n = 29`); `x^2-4` or `2x+3` are not."""
     parsed = parse_math(side)
-    if parsed is None or not parsed[0].free_symbols:
+    if parsed is None or not parsed.free_symbols:
         return False
     try:
-        poly = sympy.Poly(parsed[0], *sorted(parsed[0].free_symbols, key=str))
+        poly = sympy.Poly(parsed, *sorted(parsed.free_symbols, key=str))
     except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
         return False
     coeffs = poly.coeffs()
@@ -1426,9 +1014,9 @@ def _equations_equal(p_sides, g_sides):
     g = [parse_math(x) for x in g_sides]
     if None in p or None in g:
         return False
-    if _exprs_equal(p[0][0], g[0][0]) and _exprs_equal(p[1][0], g[1][0]):
+    if _exprs_equal(p[0], g[0]) and _exprs_equal(p[1], g[1]):
         return True
-    dp, dg = p[0][0] - p[1][0], g[0][0] - g[1][0]
+    dp, dg = p[0] - p[1], g[0] - g[1]
     if dp.free_symbols != dg.free_symbols or not dg.free_symbols:
         return False
     rng = random.Random(1)
@@ -1448,7 +1036,8 @@ def _canon_label(side):
 
 def _relations_equal(p_sides, g_sides):
     """At least one side has '='. Labels are stripped; every remaining side of the prediction must be the answer."""
-    g_constant = len(g_sides) == 1 and (parse_math(g_sides[0]) or (sympy.Symbol("x"),))[0].free_symbols == set()
+    g_value = parse_math(g_sides[0]) if len(g_sides) == 1 else None
+    g_constant = g_value is not None and not g_value.free_symbols
     if len(g_sides) == 1 or (len(g_sides) == 2 and _is_label(g_sides[0])):
         gold = g_sides[-1]
         if len(p_sides) == 1:
@@ -1494,15 +1083,15 @@ def _determinant_text(kind_rows):
     entries = [[parse_math(c) for c in r] for r in rows]
     if any(e is None for r in entries for e in r):
         return None
-    det = sympy.Matrix([[e[0] for e in r] for r in entries]).det()
+    det = sympy.Matrix(entries).det()
     return det
 
 
 def _matrices_equal(p, g):
     pm, gm = _matrix(p), _matrix(g)
     if (pm and pm[0] in ("vmatrix", "Vmatrix")) or (gm and gm[0] in ("vmatrix", "Vmatrix")):
-        pv = _determinant_text(pm) if pm and pm[0].lower() == "vmatrix" else (parse_math(p) or (None,))[0]
-        gv = _determinant_text(gm) if gm and gm[0].lower() == "vmatrix" else (parse_math(g) or (None,))[0]
+        pv = _determinant_text(pm) if pm and pm[0].lower() == "vmatrix" else parse_math(p)
+        gv = _determinant_text(gm) if gm and gm[0].lower() == "vmatrix" else parse_math(g)
         return pv is not None and gv is not None and _exprs_equal(pv, gv)
     if pm is None or gm is None:
         # a column or row vector against a tuple of the same entries
@@ -1868,9 +1457,6 @@ def main():
 # Code problems (rows with `tests`): the sandboxed code reward lives in code_reward.py and is re-exported here so
 # that the loop imports one module; score_problems picks the reward by each row's data.
 # ------------------------------------------------------------------------------------------------------------
-from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S  # noqa: E402
-from code_reward import STAT_KEYS as CODE_STAT_KEYS  # noqa: E402,F401
-from code_reward import code_reward, score_code_batch  # noqa: E402,F401
 
 
 def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, code_timeout_s=None, stats=None,
