@@ -15,6 +15,7 @@ Guards (each refuses with ParseError, so the text does not parse; every step sta
   integer literals longer than MAX_INT_DIGITS; b^e and n! whose result would exceed MAX_RESULT_BITS (power towers,
   1000000!); functions of constants beyond MAX_FUNCTION_ARG (`\sin(10^{100})`); nesting deeper than MAX_DEPTH;
   symbolic powers above MAX_SYMBOLIC_POWER (`x^{10^6}`); undefined values (0^0, 1/0, oo - oo, 1/oo, nan).
+  Two numbers side by side (`1 2`, what `1 \quad 2` cleans to) are two values, never a product.
 """
 import math
 import re
@@ -32,6 +33,7 @@ class ParseError(Exception):
     pass
 
 
+_NUMERAL = re.compile(r"\d+\.?\d*|\.\d+")
 _TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[A-Za-z]|[-+*/^_!()\[\]{}|,'])")
 _FUNCS = {"arccot": sympy.acot, "arcsec": sympy.asec, "arccsc": sympy.acsc, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
           "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh,
@@ -215,6 +217,8 @@ class _Parser:
                     raise ParseError("division by zero")
                 value = value / divisor
             elif token is not None and self._ATOM_START.match(token):
+                if _NUMERAL.fullmatch(token) and _NUMERAL.fullmatch(self.tokens[self.pos - 1]):
+                    raise ParseError("two numbers side by side")  # `1 \quad 2` lists two values; it is not 1*2
                 value = value * self.power()  # implicit multiplication: 2x, 2\pi, x(y+1)
             else:
                 return value

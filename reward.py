@@ -115,6 +115,22 @@ def final_text(response, think_prefilled=False):
     return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
 
 
+_EMPTY_BOX = re.compile(r"\\boxed\s*\{\s*\}")
+_INSTRUCTION_WORDS = re.compile(r"\b(?:put|place|write|enclose|present|give|mark|box|within|inside)\b", re.IGNORECASE)
+
+
+def _drop_echoed_instructions(text):
+    """A prompt's instruction echoed by the model ("Please reason step by step, and put your final answer within
+    \\boxed{}."): its empty box and its "final answer" are not the response's answer, so its sentence is dropped."""
+    for match in reversed(list(_EMPTY_BOX.finditer(text))):
+        start = max(text.rfind(stop, 0, match.start()) for stop in (". ", "! ", "? ", "\n")) + 1
+        if match.start() - start > 300 or not _INSTRUCTION_WORDS.search(text, start, match.start()):
+            continue
+        end = min((k for k in (text.find(stop, match.end()) for stop in (". ", "\n")) if k >= 0), default=len(text))
+        text = text[:start] + " " + text[end + 1:]
+    return text
+
+
 def _braced(text, start, limit=MAX_ANSWER_CHARS + 2):
     """(content, end) of the brace group opening at text[start] == '{', or None if it does not close within
     `limit` characters (so that a response of a million `\\boxed{` costs linear time, not quadratic)."""
@@ -257,7 +273,9 @@ _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if
 
 
 def _phrase_answer(text):
-    """The answer after the last answer phrase ("The final answer is $5$. I hope it is correct." -> `5`)."""
+    """The answer after the last answer phrase ("The final answer is $5$. I hope it is correct." -> `5`). An answer
+    sentence that doubts or conditions its value ("3, but I'm not sure", "5 if n is even, else 6") is kept whole,
+    so it fails to compare."""
     matches = list(_PHRASE.finditer(text))
     if not matches:
         return None
@@ -266,9 +284,58 @@ def _phrase_answer(text):
     line, _, after = rest.partition("\n")
     if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
         block = after.strip()
-        return _display_math(block) or (_reduce(_sentence_head(block)) if "\n" not in block
+        return _display_math(block) or (_reduce(_sentence_head(_strip_currency(block))) if "\n" not in block
                                         else _conclusion_answer(block, finished=False))
-    return _display_math(rest.lstrip()) or _reduce(_sentence_head(line)) or None
+    display = _display_math(rest.lstrip())
+    if display:
+        return display
+    line = _strip_currency(line)
+    sentence = _first_sentence(line)
+    if _UNSURE.search(sentence) or _conditional(sentence):
+        return sentence
+    return _reduce(_sentence_head(line)) or None
+
+
+# An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
+_UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
+                     r"I'?m\s+guessing|probably|maybe|perhaps|possibly|might\s+be|could\s+be|if\s+I'?m\s+not\s+mistaken)\b",
+                     re.IGNORECASE)
+# ...nor one that holds only under a condition right after it ("5 if n is even, else 6", "5 when n is even and 6
+# when n is odd"); a unit word or two and a comma may come between
+_CONDITION = re.compile(r"(?:\s*[A-Za-z.]+){0,2}?\s*[,;]?\s*(?:\(\s*)?(?:if|unless|provided|depending|otherwise|else|whenever|"
+                        r"when\b.*\b(?:when|otherwise|else|if))\b", re.IGNORECASE)
+
+
+def _conditional(sentence):
+    """The sentence starts with a value that a condition follows."""
+    lead = _LEADING_VALUE.match(sentence)
+    return lead is not None and _CONDITION.match(sentence, lead.end()) is not None
+
+
+def _first_sentence(line):
+    """The text up to the first sentence end (a period, ! or ? before a space or the end), outside math."""
+    depth, in_math = 0, False
+    for k, ch in enumerate(line):
+        if ch == "$":
+            in_math = not in_math
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch in ".!?" and depth <= 0 and not in_math and (k + 1 == len(line) or line[k + 1].isspace()) \
+                and not re.search(r"\b[ap]\.m$", line[:k], re.I):
+            return line[:k]
+    return line
+
+
+def _strip_currency(text):
+    """Currency signs are not math delimiters: `$64 for 16 glasses` is 64 and a count, not the formula `64 for 16...`.
+    A `$` before a number that is followed by a word, punctuation or the end is a dollar sign; when the `$`s left
+    over do not pair up, every `$` before a digit is one."""
+    stripped = re.sub(r"\$(?=\d[\d,]*(?:\.\d+)?(?:\s+[A-Za-z]|[.,;!?)](?:\s|$)|\s*$))", "", text)
+    if stripped.count("$") % 2:
+        stripped = re.sub(r"\$(?=\d)", "", stripped)
+    return stripped
 
 
 def _display_math(text):
@@ -319,8 +386,9 @@ def _reduce(span):
 
 
 def _sentence_head(line):
-    """A line cut at the end of its first sentence, or before a comma/word that starts an explanation; math
-    ($...$, braces) is never cut."""
+    """A line cut at the end of its first sentence, or where an explanation starts: at a word like "because" once a
+    value has been named, at a comma when the line starts with its value ("18, since ..."); math ($...$, braces) is
+    never cut. ("After selling 9 eggs, Janet makes 18 dollars" stays whole: its answer is chosen as a sentence's.)"""
     depth, in_math, k = 0, False, 0
     while k < len(line):
         ch = line[k]
@@ -336,11 +404,11 @@ def _sentence_head(line):
         elif depth <= 0 and not in_math:
             if ch == "." and (k + 1 == len(line) or line[k + 1].isspace()) and not re.search(r"\b[ap]\.m$", line[:k], re.I):
                 return line[:k].strip()
-            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]):
+            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]) and _LEADING_VALUE.match(line):
                 return line[:k].strip()
             if ch.isspace():
                 cut = _CUT_WORDS.match(line, k)
-                if cut and k > 0:
+                if cut and k > 0 and _candidates(line[:k]):
                     return line[:k].strip()
         k += 1
     return line.strip().rstrip(".").strip()
@@ -361,33 +429,57 @@ def _candidates(sentence):
 
 
 def _conclusion_answer(text, finished=True):
-    """Free text: the answer is the one number or formula of the conclusion (the last sentence that has any),
-    or the last one when it follows a final `=` or "is". Several candidates otherwise: no answer (a hedge)."""
-    tail = text.strip()[-4000:].replace("\\$", "")
-    if tail.count("$") % 2:  # an odd number of $: some are currency signs
-        tail = re.sub(r"\$(?=\d)", "", tail)
+    """Free text: the answer is the one number or formula of the conclusion (the last sentence that has any), or
+    the one that sentence asserts (see _asserted). Several candidates otherwise: no answer (a hedge)."""
+    tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
     if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])\s*$", sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
     for sentence in reversed(sentences[-3:]):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
         if _candidates(sentence):
-            return None if _HEDGE_WORDS.search(sentence) else _one_candidate(sentence)
+            return None if _HEDGE_WORDS.search(sentence) or _UNSURE.search(sentence) else _one_candidate(sentence)
     return None
 
 
+# Words that put the number after them in a modifier of the sentence, not in its assertion ("for 16 glasses",
+# "by selling 9 eggs", "after 3 days", "out of 5")
+_MODIFIER_START = re.compile(r"\b(?:for|by|in|of|per|each|after|before|from|with|without|at|on|over|within|every|among|"
+                             r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
+
+
+def _asserted(sentence, candidates):
+    """The candidate a sentence with several asserts as its quantity: the last one after a final `=` or "is", or
+    else the only one not inside a modifier phrase (`Kylar needs to pay 64 for 16 glasses` -> 64; `The total for
+    3 shirts is 45` -> 45). None when no single one stands out (`5 apples and 3 oranges`)."""
+    position, value = candidates[-1]
+    before = sentence[:position].rstrip()
+    if re.search(r"(?<![!<>=])=$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)$",
+                                                         before, re.I):
+        return candidates[-1]
+    asserted, previous_end = [], 0
+    for position, value in candidates:
+        lead_in = sentence[previous_end:position].split()[-3:]
+        if not _MODIFIER_START.search(" ".join(lead_in)):
+            asserted.append((position, value))
+        previous_end = position + len(value)
+    return asserted[0] if len(asserted) == 1 else None
+
+
 def _one_candidate(sentence):
-    """The sentence's answer: its only candidate, or the last one when it follows `=` or "is"; None when an
-    operator, a relation or a number-changing word touches it (`x = y - 5`, `x > 5`, "negative 5")."""
+    """The sentence's answer: its only candidate, or the one it asserts (_asserted); None when an operator, a
+    relation, a number-changing word or a condition touches it (`x = y - 5`, `x > 5`, "negative 5", "5 if n is even")."""
     candidates = _candidates(sentence)
     if not candidates:
         return None
-    position, value = candidates[-1]
+    chosen = candidates[0] if len(candidates) == 1 else _asserted(sentence, candidates)
+    if chosen is None:
+        return None
+    position, value = chosen
     before, after = sentence[:position].rstrip(), sentence[position + len(value):]
     if sentence[position] == "$":  # a math segment: skip its closing delimiter
         after = sentence[sentence.find("$", position + 1 + len(value)) + 1:] if "$" in sentence[position + 1:] else ""
-    if len(candidates) > 1 and not (re.search(r"(?<![!<>=])=$", before) or
-                                    re.search(r"\b(?:is|be|are|was|equals?|gives?|get|obtain|total)$", before, re.I)):
+    if _CONDITION.match(after):
         return None
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
@@ -406,9 +498,13 @@ def extract_answer(response, strict=False, think_prefilled=False):
     text = final_text(response, think_prefilled)
     if text is None or not text.strip():
         return None
+    text = _drop_echoed_instructions(text)
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and _braced(text, last_box + len("\\boxed")) is None:
         return None  # the last box never closes: the answer was cut off while being written
+    boxes = _boxes(text)
+    if boxes and not boxes[-1][2] and text.count('"answer"') == 0:
+        return None  # the last box is empty (`\boxed{5} \boxed{}`): the response ends on no answer
     found = _json_answer(text)
     if found is None and re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and not re.search(r"\}\s*(?:```)?\s*$", text):
         return None  # a JSON object opened and never closed: cut off before its answer field
@@ -1048,8 +1144,10 @@ def _relations_equal(p_sides, g_sides):
             return _equiv(p_sides[1], gold)
         if len(g_sides) == 2 and len(p_sides) == 2 and not _is_label(p_sides[0]):
             return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
-        values = [s for s in p_sides if not (_is_label(s) or (g_constant and _is_quantity_name(s)))]
-        return bool(values) and all(_equiv(v, gold) for v in values)
+        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()):
+            return False                                              # 3 = 3, 5 = 2 + 3: an identity, not an answer
+        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)))]
+        return all(_equiv(v, gold) for v in values + p_sides[-1:])  # the last side is the value (`c = I(0)`)
     if len(p_sides) != len(g_sides):
         return False
     if len(g_sides) == 2:
@@ -1156,6 +1254,8 @@ def _equiv(p, g):
     if _matrix(g) or _matrix(p):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)
+    if g_shape.kind == "single" and re.search(r"\\(?:pm|mp)", p) and not re.search(r"\\(?:pm|mp)", g):
+        return False  # `\pm 0`, `3 \pm 0`: a plus-or-minus answer names two values, even when they coincide
     if p_shape.kind != "single" or g_shape.kind != "single":
         return _shapes_equal(p_shape, g_shape)
     return _item_equal(p, g)
