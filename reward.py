@@ -57,6 +57,7 @@ alarm in the main thread and in a worker process elsewhere.
 Measured agreement with real model outputs: README "Grader accuracy" (`python bench.py grader`).
 """
 import argparse
+import itertools
 import json
 import os
 import random
@@ -435,6 +436,10 @@ def _conclusion_answer(text, finished=True):
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
     if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])\s*$", sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    if sentences and not _candidates(sentences[-1]):
+        last = sentences[-1].strip().rstrip(".!")
+        if _COPULA.match(last) and re.fullmatch(r"[A-Za-z\s-]{1,30}", _COPULA.sub("", last, count=1)):
+            return last  # "The function is even.": a word answer (it equals only a word gold)
     for sentence in reversed(sentences[-3:]):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
         if _candidates(sentence):
@@ -644,6 +649,7 @@ def clean(s):
         s = re.sub(rf"(?:{degree})\s*(?:[CF]\b)?\s*$", " deg", s)
     s = re.sub(rf"(\d+(?:\.\d+)?|[A-Za-z])\s*(?:{degree})", r"(\1\\cdot\\frac{\\pi}{180})", s)
     s = re.sub(degree, " ", s)
+    s = re.sub(r"^(?:[a-z]\s*\\in\s*)?(?:\\mathbb\s*\{?\s*R\s*\}?|\\R)$", r"(-\\infty, \\infty)", s)   # \mathbb{R}
     s = _unwrap_commands(s)
     s = re.sub(r"(\d)\s*\^\s*\{?\s*(?:st|nd|rd|th)\s*\}?", r"\1", s)           # 12^{th} -> 12
     s = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", s)                             # 12th -> 12
@@ -666,6 +672,13 @@ def clean(s):
     s = _NUMBER_WORDS.sub(_number_words, s)
     s = _FRACTION_WORDS.sub(lambda m: f"\\frac{{{m.group(1) or 1}}}{{{_DENOMINATORS[m.group(2).lower()]}}}", s)
     s = re.sub(r"\s*(?:,\s*)?(?:for all|for every|for any|\\forall)\b.*$", "", s)            # f(x) = x for all x
+    # a domain exclusion after the answer: `\frac{1}{x-2}, x \ne 2`, `A = ..., for \omega^2 \ne 4`
+    s = re.sub(r"(?:\s*,\s*(?:(?:for|where|with|provided(?: that)?)\s+)?|\s+(?:for|where|with|provided(?: that)?)\s+)"
+               r"(?:\\?[A-Za-z]+)(?:\^\{?\d+\}?)?\s*\\ne\s*[-+\w.\\{}]+\s*$", "", s)
+    s = re.sub(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}", r"\\emptyset", s)                   # {} is the empty set
+    # every real number is the interval (-oo, oo)
+    s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*real\s+(?:numbers?|values?)(?:\s+[a-z])?$",
+               r"(-\\infty, \\infty)", s, flags=re.I)
     s = re.sub(r"\s*,?\s*(?:where\s+)?[a-z]\s*\\in\s*(?:\\mathbb\s*)?\{?\s*[ZN]\s*\}?\s*$", "", s)  # ..., k \in Z
     return s or None
 
@@ -684,7 +697,8 @@ def _mixed_number(s):
 # Comparing values
 # ------------------------------------------------------------------------------------------------------------
 _SIMPLE_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
-_INTEGRATION_CONSTANTS = ("C", "c", "C_1", "c_1", "C_0", "c_0")
+_CONSTANT_NAME = re.compile(r"[CcKk](?:_\{?\w+\}?)?")   # the gold's arbitrary constants: C, c, C_1, c_2, K
+_RENAMABLE_NAME = re.compile(r"(?:[A-Za-z]|\\?[a-z]+)(?:_\{?\w+\}?)?")  # the prediction's own names for them: A, B, c_1
 
 
 def _numbers_equal(p, g):
@@ -706,14 +720,17 @@ def _numbers_equal(p, g):
     return all(part == 0 or (isinstance(part, sympy.Float) and part._prec <= 10) for part in diff.as_real_imag())
 
 
-def _unify_constants(p, g):
-    """An arbitrary constant written C in one answer and c in the other (Minerva's ODE answers) is one symbol."""
-    extra_p, extra_g = p.free_symbols - g.free_symbols, g.free_symbols - p.free_symbols
-    if len(extra_p) == 1 and len(extra_g) == 1:
-        (a,), (b,) = extra_p, extra_g
-        if a.name in _INTEGRATION_CONSTANTS and b.name in _INTEGRATION_CONSTANTS:
-            return p.subs(a, b)
-    return p
+def _renamed_constants(p, g):
+    """The prediction with its arbitrary constants renamed to the gold's, every way that fits: a general solution
+    may name them as it likes (`c_1 e^t + c_2 e^{-t}`, `A e^t + B e^{-t}` for `C_1 e^t + C_2 e^{-t}`). Only when
+    every symbol the gold alone has is named like a constant (C, c, K, C_1, ...), as many as the prediction's own."""
+    extra_p = sorted(p.free_symbols - g.free_symbols, key=str)
+    extra_g = sorted(g.free_symbols - p.free_symbols, key=str)
+    if not extra_g or len(extra_p) != len(extra_g) or len(extra_g) > 4 \
+            or not all(_CONSTANT_NAME.fullmatch(s.name) for s in extra_g) \
+            or not all(_RENAMABLE_NAME.fullmatch(s.name) for s in extra_p):
+        return [p]
+    return [p.subs(dict(zip(extra_p, names)), simultaneous=True) for names in itertools.permutations(extra_g)]
 
 
 def _exprs_equal(p, g):
@@ -721,7 +738,11 @@ def _exprs_equal(p, g):
     arithmetic), which decides polynomial and rational identities with negligible error."""
     if not p.free_symbols and not g.free_symbols:
         return _numbers_equal(p, g)
-    p = _unify_constants(p, g)
+    return any(_same_function(q, g) for q in _renamed_constants(p, g))
+
+
+def _same_function(p, g):
+    """Agreement at random rational points (see _exprs_equal)."""
     if p.free_symbols != g.free_symbols:
         return False
     rng = random.Random(0)
@@ -779,7 +800,8 @@ _UNIT_SYNONYMS = {
     "W": "watt watts", "N": "newton newtons", "K": "kelvin", "Hz": "hz hertz", "eV": "ev", "erg": "ergs",
     "Å": "angstrom angstroms", "AU": "au", "pc": "parsec parsecs", "ly": "", "V": "volt volts", "A": "amp amps ampere",
     "Pa": "pascal pascals", "cal": "calorie calories", "kcal": "kilocalories", "mol": "mole moles", "T": "tesla",
-    "sq": "square", "cu": "cubic",
+    "sq": "square", "cu": "cubic", "cup": "cups", "tbsp": "tablespoon tablespoons", "tsp": "teaspoon teaspoons",
+    "qt": "quart quarts", "pint": "pints", "ml": "",
 }
 _UNITS = {}
 for _canonical, _names in _UNIT_SYNONYMS.items():
@@ -929,7 +951,7 @@ def _balanced(s):
 
 
 _NAME = r"(?:\\(?:angle|measuredangle|triangle|overline|widehat|overarc|arc)\s*\{?\s*[A-Za-z]+\s*\}?|(?:\\[a-zA-Z]+|[A-Za-z]+)" \
-        r"(?:_\{?[\w,]+\}?)?'*(?:\([^()=]*\))?)"
+        r"(?:_\{?[\w,]+\}?)?(?:\^\s*\{?\s*(?:-1|[A-Za-z*])\s*\}?)?'*(?:\([^()=]*\))?)"  # f^{-1}(x), y^s, x^*: names too
 _NAMES = rf"(?:m\s*)?{_NAME}(?:\s*{_NAME}){{0,3}}"
 _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}|\\frac\s*\{{\s*{_NAMES}\s*\}}\s*\{{\s*{_NAMES}\s*\}}"
                     rf"|\(\s*{_NAME}(?:\s*,\s*{_NAME})+\s*\))\s*")
@@ -1076,12 +1098,42 @@ def _as_interval(s):
         upper = (op in ("<", "\\le")) == is_var[0]                 # x < b  or  b > x: an upper bound
         closed = op in ("\\le", "\\ge")
         return ("-\\infty", bound, False, closed) if upper else (bound, "\\infty", closed, False)
+    if len(parts) == 2 and not any(is_var):
+        return _solved_inequality(parts, ops[0])
     if len(parts) == 3 and is_var[1] and not is_var[0] and not is_var[2] and len(set(ops)) <= 2:
         if all(op in ("<", "\\le") for op in ops):
             return parts[0], parts[2], ops[0] == "\\le", ops[1] == "\\le"
         if all(op in (">", "\\ge") for op in ops):
             return parts[2], parts[0], ops[1] == "\\ge", ops[0] == "\\ge"
     return None
+
+
+def _linear_root(lhs, rhs):
+    """(a, root) when lhs - rhs = a*(x - root) for a single symbol x and numbers a != 0, root; else None."""
+    sides = [parse_math(x) for x in (lhs, rhs)]
+    if any(x is None for x in sides):
+        return None
+    diff = sympy.expand(sides[0] - sides[1])
+    if len(diff.free_symbols) != 1:
+        return None
+    (x,) = diff.free_symbols
+    slope = diff.diff(x)
+    if slope.free_symbols or slope == 0 or not slope.is_real:
+        return None
+    root = -diff.subs(x, 0) / slope
+    return (slope, root) if root.is_Rational else None
+
+
+def _solved_inequality(parts, op):
+    """`-x > -1` is `x < 1`: a linear inequality in one variable, solved (dividing by a negative flips it)."""
+    solved = _linear_root(*parts)
+    if solved is None:
+        return None
+    slope, root = solved
+    upper = (op in ("<", "\\le")) == bool(slope > 0)
+    closed = op in ("\\le", "\\ge")
+    bound = _as_text(root)
+    return ("-\\infty", bound, False, closed) if upper else (bound, "\\infty", closed, False)
 
 
 def _intervals_equal(p, g):
@@ -1115,6 +1167,8 @@ def _equations_equal(p_sides, g_sides):
     dp, dg = p[0] - p[1], g[0] - g[1]
     if dp.free_symbols != dg.free_symbols or not dg.free_symbols:
         return False
+    if _same_solution(dp, dg):
+        return True
     rng = random.Random(1)
     ratios = []
     for _ in range(8):
@@ -1124,6 +1178,23 @@ def _equations_equal(p_sides, g_sides):
             continue
         ratios.append(a / b)
     return len(ratios) >= 3 and ratios[0] != 0 and all(_numbers_equal(r, ratios[0]) for r in ratios)
+
+
+def _same_solution(dp, dg):
+    """The equations dp = 0 and dg = 0 both state one symbol linearly, and solved for it they are the same formula
+    (`I \\frac{d\\omega}{dt} + 2B\\omega = T` and `\\frac{d\\omega}{dt} = \\frac{T}{I} - \\frac{2B}{I}\\omega`, both
+    T = ...). An equation multiplied by a factor that can vanish (`x(x-1) = 0` vs `x - 1 = 0`) is not linear in it."""
+    for x in sorted(dg.free_symbols, key=str)[:6]:
+        try:
+            slopes = [d.diff(x) for d in (dp, dg)]
+            if any(s == 0 or x in s.free_symbols for s in slopes):
+                continue
+            solutions = [sympy.cancel(-d.subs(x, 0) / s) for d, s in zip((dp, dg), slopes)]
+        except (TypeError, ValueError, ZeroDivisionError, sympy.PolynomialError):
+            continue
+        if solutions[0].free_symbols == solutions[1].free_symbols and _same_function(*solutions):
+            return True
+    return False
 
 
 def _canon_label(side):
@@ -1156,7 +1227,7 @@ def _relations_equal(p_sides, g_sides):
 
 
 # ---- matrices ------------------------------------------------------------------------------------------------
-_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", re.DOTALL)
+_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", re.DOTALL)
 
 
 def _matrix(s):
@@ -1220,6 +1291,9 @@ def _is_words(s):
     return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
 
 
+_COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?[\w\s()'^{}-]{0,60}?\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)
+
+
 def _words(s):
     return " ".join(s.lower().replace("-", " ").split())
 
@@ -1236,6 +1310,9 @@ def _choice_equal(p, letter):
     return found == letter
 
 
+_NOT_EQUAL = re.compile(r"^([A-Za-z])\s*\\ne\s*([^,;=<>]+)$")   # x \ne 2: every real but 2
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or _canon(p) == _canon(g):
@@ -1243,8 +1320,10 @@ def _equiv(p, g):
     choice = _CHOICE.fullmatch(g)
     if choice:
         return _choice_equal(p, choice.group(1))
-    if _is_words(g):
-        return _is_words(p) and _words(p) == _words(g)
+    if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
+        predicate = _COPULA.sub("", p, count=1)
+        return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))
+    p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
     if _interval_like(g) or _interval_like(p):
         same = _intervals_equal(p, g)
         if same is not None:
@@ -1270,19 +1349,39 @@ def _item_equal(p, g):
         return False
     if (pu or gu) and _equiv(pv, gv):
         return True
-    if ":" in g and "=" not in g:  # ratios and times: ordered parts (3:1 is not 1:3)
-        g_parts, p_parts = _split_top(g, [":"]), _split_top(p, [":"])
-        return len(g_parts) == len(p_parts) and all(_equiv(a, b) for a, b in zip(p_parts, g_parts))
+    if "deg" in (pu, gu) and {pu, gu} <= {"deg", "rad", None}:  # 60^\circ = \frac{\pi}{3} (an angle in either unit)
+        (degrees, _), (other, _) = ((pv, pu), (gv, gu)) if pu == "deg" else ((gv, gu), (pv, pu))
+        if "\\pi" in other and "\\pi" not in degrees:
+            return _equiv(f"({degrees})\\cdot\\frac{{\\pi}}{{180}}", other)
+    ratio = [_split_top(x, [":"]) for x in (p, g)]
+    if (len(ratio[1]) > 1 or len(ratio[0]) > 1) and "=" not in p + g:  # ratios and times: ordered parts (3:1 is not 1:3)
+        if len(ratio[0]) == len(ratio[1]):
+            return all(_equiv(a, b) for a, b in zip(*ratio))
+        fraction = p if len(ratio[0]) == 1 else g   # a:b against a fraction written out: 3:1 = \frac{3}{1}
+        parts = ratio[1] if len(ratio[0]) == 1 else ratio[0]
+        return len(parts) == 2 and re.fullmatch(r"\\frac.*|[^/]+/[^/]+", fraction) is not None \
+            and _equiv(fraction, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
     p_sides, g_sides = _split_top(p, ["="]), _split_top(g, ["="])
     if "\\approx" in p:  # x = 1/3 \approx 0.33: the approximation is a remark when an exact value is given
         exact = [_split_top(side, ["\\approx"])[0] for side in p_sides]
         exact = [x for x in exact if x]
-        p_sides = exact if any(not _is_label(x) for x in exact) else _split_top(p, ["=", "\\approx"])
+        symbol_named = re.fullmatch(r"\\?[A-Za-z]+(?:_\{?\w+\}?)?", exact[-1]) and exact[-1] != "\\pi" or (
+            exact[-1] == "\\pi" and "\\pi" not in g)  # `\pi \approx 3 \times 10^{-3}` where \pi names a parallax
+        if symbol_named:
+            p_sides = _split_top(p, ["=", "\\approx"])[-1:]
+        elif any(not _is_label(x) for x in exact):
+            p_sides = exact
+        else:
+            p_sides = _split_top(p, ["=", "\\approx"])
     if len(p_sides) > 1 or len(g_sides) > 1:
         return _relations_equal(p_sides, g_sides)
-    base = re.fullmatch(r"([-+]?\d+)_\d+", _canon(g))
-    if base:  # 52_8: a numeral in another base compares as written (the base may be left out)
-        return _canon(p) == base.group(1)
+    p = p_sides[0]
+    numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", _canon(x)) for x in (p, g)]
+    if numerals[1] and numerals[1].group(2) or numerals[0] and numerals[0].group(2) and numerals[1]:
+        # a numeral in another base compares digit by digit: 1011_2 = (1011)_2 = 1011_{(2)}; either side may leave
+        # the base out, but two bases must agree
+        (pd, pb), (gd, gb) = numerals[0].groups() if numerals[0] else (None, None), numerals[1].groups()
+        return pd is not None and pd.upper() == gd.upper() and (pb is None or gb is None or int(pb) == int(gb))
     return _values_equal(p, g)
 
 

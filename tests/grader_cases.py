@@ -31,7 +31,7 @@ EQUIV = {
         ("99\\pi", "99\\pi \\text{ square inches}", True), ("99\\pi \\text{ in}^2", "99\\pi", True),
         ("\\text{9 a.m.}", "9\\text{ a.m.}", True), ("9\\text{ a.m.}", "9", True), ("5 \\text{ meters}", "5 \\text{ m}", True),
         ("12 \\text{ feet}", "12 \\text{ ft}", True), ("12 square feet", "12", True), ("6\\text{ cm}^2", "6", True),
-        ("10^\\circ", "10", True), ("90^{\\circ}", "90", True), ("45^\\circ", "\\frac{\\pi}{4}", False),
+        ("10^\\circ", "10", True), ("90^{\\circ}", "90", True), ("45^\\circ", "\\frac{\\pi}{4}", True), ("45^\\circ", "\\frac{\\pi}{3}", False),
         ("\\$18.00", "18", True), ("18 \\text{ dollars}", "\\$18", True), ("\\$5", "5", True),
         ("12^{\\text{th}} \\text{ grade}", "12", True), ("3 \\text{ hours}", "3", True), ("4 \\text{ hours and } 30 \\text{ minutes}", "4", False),
         ("15,000 \\, \\text{kcal m}^{-2} \\text{ yr}^{-1}", "15000", True), ("\\frac{600}{7} \\mathrm{~km} / \\mathrm{h}", "\\frac{600}{7}", True),
