@@ -116,8 +116,9 @@ def final_text(response, think_prefilled=False):
     return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
 
 
-_EMPTY_BOX = re.compile(r"\\boxed\s*\{\s*\}")
-_INSTRUCTION_WORDS = re.compile(r"\b(?:put|place|write|enclose|present|give|mark|box|within|inside)\b", re.IGNORECASE)
+_EMPTY_BOX = re.compile(r"\\boxed\s*\{\s*(?:<[^<>{}]{0,30}>|\.\.\.|\\ldots|\\dots)?\s*\}")  # or a placeholder
+_INSTRUCTION_WORDS = re.compile(r"\b(?:put|place|write|enclose|present|give|mark|box|within|inside|return|format|"
+                                r"response)\b", re.IGNORECASE)
 
 
 def _drop_echoed_instructions(text):
@@ -195,7 +196,12 @@ def last_boxed(text):
         if content not in seen:
             answers.append(content)
             seen.add(content)
-        kind = _connective(text[boxes[k - 1][1]:start]) if k else None
+        between = text[boxes[k - 1][1]:start] if k else ""
+        if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
+                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b", between, re.I) \
+                and content != boxes[k - 1][2]:
+            return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions
+        kind = _connective(between) if k else None
         if kind is None:
             break
         if kind == "or":
@@ -292,7 +298,7 @@ def _phrase_answer(text):
         return display
     line = _strip_currency(line)
     sentence = _first_sentence(line)
-    if _UNSURE.search(sentence) or _conditional(sentence):
+    if _UNSURE.search(sentence) or _conditional(sentence) or re.search(r"\b(?:otherwise|else)\b", sentence, re.I):
         return sentence
     return _reduce(_sentence_head(line)) or None
 
@@ -304,6 +310,7 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertai
 # ...nor one that holds only under a condition right after it ("5 if n is even, else 6", "5 when n is even and 6
 # when n is odd"); a unit word or two and a comma may come between
 _CONDITION = re.compile(r"(?:\s*[A-Za-z.]+){0,2}?\s*[,;]?\s*(?:\(\s*)?(?:if|unless|provided|depending|otherwise|else|whenever|"
+                        r"assuming|supposing|"
                         r"when\b.*\b(?:when|otherwise|else|if))\b", re.IGNORECASE)
 
 
@@ -333,7 +340,7 @@ def _strip_currency(text):
     """Currency signs are not math delimiters: `$64 for 16 glasses` is 64 and a count, not the formula `64 for 16...`.
     A `$` before a number that is followed by a word, punctuation or the end is a dollar sign; when the `$`s left
     over do not pair up, every `$` before a digit is one."""
-    stripped = re.sub(r"\$(?=\d[\d,]*(?:\.\d+)?(?:\s+[A-Za-z]|[.,;!?)](?:\s|$)|\s*$))", "", text)
+    stripped = re.sub(r"\\?\$(?=\d[\d,]*(?:\.\d+)?(?:\s+[A-Za-z]|[.,;!?)*](?:\s|$)|\s*$))", "", text)
     if stripped.count("$") % 2:
         stripped = re.sub(r"\$(?=\d)", "", stripped)
     return stripped
@@ -350,12 +357,12 @@ def _display_math(text):
 
 
 # Words that make a sentence something other than a plain statement of its number: hedges, negations, bounds
-_HEDGE_WORDS = re.compile(r"\b(?:or|not|no|never|cannot|can't|isn't|aren't|wasn't|won't|either|neither|maybe|perhaps|"
-                          r"possibly|approximately|approx|about|around|roughly|nearly|almost|least|most|between|than|"
-                          r"more|less|fewer|over|under|estimate|guess)\b|n't\b", re.IGNORECASE)
+_HEDGE_WORDS = re.compile(r"(?<!\\)\b(?:or|not|no|never|cannot|can't|isn't|aren't|wasn't|won't|either|neither|maybe|"
+                          r"perhaps|possibly|approximately|approx|about|around|roughly|nearly|almost|least|most|between|"
+                          r"than|over|under|estimate|guess)\b|n't\b", re.IGNORECASE)  # (`\approx` is a rounded value)
 # Words that change the number next to them ("negative 5", "5 squared", "half of 10", "x plus 5")
 _MODIFIER_WORDS = re.compile(r"\b(?:negative|minus|plus|times|half|halves|third|thirds|quarter|quarters|double|twice|"
-                             r"triple|square|squared|cube|cubed|root|roots|sqrt|reciprocal|inverse|factorial|divided|"
+                             r"triple|square|squared|cube|cubed|roots?\s+of|sqrt|reciprocal|inverse|factorial|divided|"
                              r"multiplied|power|percent|opposite|log|exp)\b", re.IGNORECASE)
 # Where an explanation starts after a leading answer ("3 (since 8 - 3 = 5)", "18 miles in six hours")
 _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|when|given|for|in|on|from|by|using|"
@@ -419,14 +426,19 @@ _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$
 _NUMBER = re.compile(r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?(?![\w^/])")
 
 
+_PLAIN_VALUE = re.compile(r"(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
+                          r"|" + _NUMBER.pattern[:-len(r"(?:/\d+)?(?![\w^/])")] + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
+
+
 def _candidates(sentence):
-    """[(position, text)] of the math segments and the bare numbers outside them, in order."""
+    """[(position, text)] of the math segments and, outside them, the bare numbers, mixed numbers (`2 1/2`) and
+    plain-text relations (`x >= 2`), in order."""
     candidates, last_end = [], 0
     for match in _MATH_SEGMENT.finditer(sentence):
-        candidates += [(m.start(), m.group(0)) for m in _NUMBER.finditer(sentence, last_end, match.start())]
+        candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end, match.start())]
         candidates.append((match.start(), next(g for g in match.groups() if g is not None)))
         last_end = match.end()
-    return candidates + [(m.start(), m.group(0)) for m in _NUMBER.finditer(sentence, last_end)]
+    return candidates + [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
 
 
 def _conclusion_answer(text, finished=True):
@@ -434,22 +446,35 @@ def _conclusion_answer(text, finished=True):
     the one that sentence asserts (see _asserted). Several candidates otherwise: no answer (a hedge)."""
     tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
-    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])\s*$", sentences[-1]):
+    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])[\s*_]*$", sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
-    if sentences and not _candidates(sentences[-1]):
-        last = sentences[-1].strip().rstrip(".!")
-        if _COPULA.match(last) and re.fullmatch(r"[A-Za-z\s-]{1,30}", _COPULA.sub("", last, count=1)):
-            return last  # "The function is even.": a word answer (it equals only a word gold)
+    if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]):
+        return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
     for sentence in reversed(sentences[-3:]):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+        # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
+        sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
+        cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)
+        if cut and _candidates(sentence[:cut.start()]):
+            sentence = sentence[:cut.start()]
+        if not _candidates(sentence) and _word_predicate(sentence):
+            return _word_predicate(sentence)  # "..., so the solution set is empty."
         if _candidates(sentence):
             return None if _HEDGE_WORDS.search(sentence) or _UNSURE.search(sentence) else _one_candidate(sentence)
     return None
 
 
+def _word_predicate(sentence):
+    """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words."""
+    sentence = sentence.strip().rstrip(".!")
+    if _COPULA.match(sentence) and re.fullmatch(r"[A-Za-z\s-]{1,30}", _COPULA.sub("", sentence, count=1)):
+        return sentence
+    return None
+
+
 # Words that put the number after them in a modifier of the sentence, not in its assertion ("for 16 glasses",
 # "by selling 9 eggs", "after 3 days", "out of 5")
-_MODIFIER_START = re.compile(r"\b(?:for|by|in|of|per|each|after|before|from|with|without|at|on|over|within|every|among|"
+_MODIFIER_START = re.compile(r"\b(?:for|by|in|(?<!total )(?<!sum )of|per|after|before|from|with|without|at|on|over|within|among|"
                              r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
 
 
@@ -462,12 +487,19 @@ def _asserted(sentence, candidates):
     if re.search(r"(?<![!<>=])=$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)$",
                                                          before, re.I):
         return candidates[-1]
-    asserted, previous_end = [], 0
+    bold = [c for c in candidates if re.search(r"\*\*[^*]*$", sentence[:c[0]]) and "**" in sentence[c[0]:]]
+    if len(bold) == 1:
+        return bold[0]  # "Sarah runs a total of **27 miles** in a week, 12 of them on the weekend."
+    asserted, previous_end, previous_asserted = [], 0, True
     for position, value in candidates:
-        lead_in = sentence[previous_end:position].split()[-3:]
-        if not _MODIFIER_START.search(" ".join(lead_in)):
+        lead_in = sentence[previous_end:position].split()
+        if previous_end and len(lead_in) <= 2 and lead_in and lead_in[-1].lower() in ("and", "or", ","):
+            is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
+        else:
+            is_asserted = not _MODIFIER_START.search(" ".join(lead_in[-3:]))
+        if is_asserted:
             asserted.append((position, value))
-        previous_end = position + len(value)
+        previous_end, previous_asserted = position + len(value), is_asserted
     return asserted[0] if len(asserted) == 1 else None
 
 
@@ -491,9 +523,13 @@ def _one_candidate(sentence):
     if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after):
         return None  # 5x, 5 + y, 5(1+x), 5 = ...
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
+    before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
     nearby = " ".join(before.split()[-4:] + after.split()[:2])
     if _MODIFIER_WORDS.search(nearby):
         return None
+    unit = re.match(r"\s*([A-Za-z]+)", after)
+    if unit and _unit_key(unit.group(1)) and sentence[position] != "$":
+        return f"{value.strip()} {unit.group(1)}"  # "the angle is 60 degrees": the unit is part of the answer
     return value.strip()
 
 
@@ -527,6 +563,8 @@ def extract_answer(response, strict=False, think_prefilled=False):
     if found is None:
         hashes = re.findall(r"####\s*([^\n]+)", text)
         found = hashes[-1].strip() if hashes else None
+        if found and re.search(r"[A-Za-z]{3}", found):  # "#### Natalia sold 72 clips in April and May."
+            found = _reduce(_sentence_head(_strip_currency(found)))
     if found is None:
         found = _phrase_answer(text)
     if found is None and not strict:
@@ -630,6 +668,11 @@ def clean(s):
     s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(?=\()", r"\\sqrt", s)                        # sqrt(2)
     s = re.sub(r"(?<![\\a-zA-Z])pi(?![a-zA-Z])", r"\\pi ", s)                          # 2pi
     s = s.replace("\\AA", "Å")
+    s = re.sub(r"\\colon(?![a-zA-Z])", ":", s)
+    # a time derivative written as a fraction is the dotted name: \frac{d\omega}{dt} = \dot{\omega}
+    s = re.sub(r"\\frac\s*\{\s*d\s*\^\s*\{?2\}?\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\^\s*\{?2\}?\s*\}",
+               r"\\ddot{\1}\2", s)
+    s = re.sub(r"\\frac\s*\{\s*d\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\}", r"\\dot{\1}\2", s)
     s = re.sub(r"(\d*)\.(\d*)\s*\\overline\s*\{(\d+)\}", _repeating_decimal, s)
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
     s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])", "", s)
@@ -676,6 +719,8 @@ def clean(s):
     s = re.sub(r"(?:\s*,\s*(?:(?:for|where|with|provided(?: that)?)\s+)?|\s+(?:for|where|with|provided(?: that)?)\s+)"
                r"(?:\\?[A-Za-z]+)(?:\^\{?\d+\}?)?\s*\\ne\s*[-+\w.\\{}]+\s*$", "", s)
     s = re.sub(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}", r"\\emptyset", s)                   # {} is the empty set
+    s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:the\s+)?(?:empty(?:\s+set)?|no\s+(?:real\s+)?solutions?)$",
+               r"\\emptyset", s, flags=re.I)                                          # "the solution set is empty"
     # every real number is the interval (-oo, oo)
     s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*real\s+(?:numbers?|values?)(?:\s+[a-z])?$",
                r"(-\\infty, \\infty)", s, flags=re.I)
@@ -685,7 +730,8 @@ def clean(s):
 
 def _mixed_number(s):
     """A mixed number alone is its value: 2\frac{1}{2} is 5/2, not 2 * 1/2."""
-    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac\s*(?:\{(\d+)\}|(\d))\s*(?:\{(\d+)\}|(\d))", s)
+    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac\s*(?:\{(\d+)\}|(\d))\s*(?:\{(\d+)\}|(\d))", s) \
+        or re.fullmatch(r"([-+]?)(\d+)\s+(?:(\d+)|(\d))/(?:(\d+)|(\d))", s)                   # 2 1/2
     if not mixed:
         return s
     sign, whole = mixed.group(1), mixed.group(2)
@@ -801,7 +847,7 @@ _UNIT_SYNONYMS = {
     "Å": "angstrom angstroms", "AU": "au", "pc": "parsec parsecs", "ly": "", "V": "volt volts", "A": "amp amps ampere",
     "Pa": "pascal pascals", "cal": "calorie calories", "kcal": "kilocalories", "mol": "mole moles", "T": "tesla",
     "sq": "square", "cu": "cubic", "cup": "cups", "tbsp": "tablespoon tablespoons", "tsp": "teaspoon teaspoons",
-    "qt": "quart quarts", "pint": "pints", "ml": "",
+    "qt": "quart quarts", "pint": "pints", "ml": "", "arcsec": "arcsecond arcseconds", "arcmin": "arcminute arcminutes",
 }
 _UNITS = {}
 for _canonical, _names in _UNIT_SYNONYMS.items():
@@ -1210,12 +1256,12 @@ def _relations_equal(p_sides, g_sides):
         if len(p_sides) == 1:
             return _equiv(p_sides[0], gold)
         if len(g_sides) == 2 and len(p_sides) == 2 and _is_label(p_sides[0]):
-            if _canon_label(p_sides[0]) != _canon_label(g_sides[0]):
-                return False                                          # x = 3 is not y = 3
+            if _canon_label(p_sides[0]) != _canon_label(g_sides[0]):  # x = 3 is not y = 3; but `P = 100 - 0.8X_d`
+                return _equations_equal(p_sides, g_sides)              # is `X_d = 125 - 1.25P` solved for P
             return _equiv(p_sides[1], gold)
         if len(g_sides) == 2 and len(p_sides) == 2 and not _is_label(p_sides[0]):
             return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
-        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()):
+        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({_canon(x) for x in p_sides}) == 1:
             return False                                              # 3 = 3, 5 = 2 + 3: an identity, not an answer
         values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)))]
         return all(_equiv(v, gold) for v in values + p_sides[-1:])  # the last side is the value (`c = I(0)`)
@@ -1282,7 +1328,8 @@ _CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?")
 
 
 def _canon(s):
-    s = re.sub(r"\s+", "", s)
+    s = re.sub(r"(?<=\d)\s+(?=\d)", " ", s)   # `1 2` (from `1 \quad 2`) stays two numbers, never 12
+    s = re.sub(r"(?<!\d)\s+|\s+(?!\d)", "", s)
     return re.sub(r"([_^])\{(\w)\}", r"\1\2", s)
 
 
@@ -1317,6 +1364,8 @@ def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or _canon(p) == _canon(g):
         return True
+    if "\\emptyset" in (p, g):
+        return False  # the empty set is only itself (`\{\emptyset\}` is not empty)
     choice = _CHOICE.fullmatch(g)
     if choice:
         return _choice_equal(p, choice.group(1))
@@ -1330,6 +1379,9 @@ def _equiv(p, g):
             return same
         if _interval_like(g) and "=" not in g:
             return False
+    labelled = _split_top(p, ["="])
+    if len(labelled) == 2 and _is_label(labelled[0]) and _matrix(labelled[1]):
+        p = labelled[1]  # A^{-1} = \begin{bmatrix}...\end{bmatrix}
     if _matrix(g) or _matrix(p):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)
@@ -1345,22 +1397,26 @@ def _item_equal(p, g):
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
     if pu == "%" or gu == "%":
         return _percent_equal(pv, pu, gv, gu)
-    if _units_conflict(pu, gu):
-        return False
-    if (pu or gu) and _equiv(pv, gv):
-        return True
     if "deg" in (pu, gu) and {pu, gu} <= {"deg", "rad", None}:  # 60^\circ = \frac{\pi}{3} (an angle in either unit)
         (degrees, _), (other, _) = ((pv, pu), (gv, gu)) if pu == "deg" else ((gv, gu), (pv, pu))
         if "\\pi" in other and "\\pi" not in degrees:
             return _equiv(f"({degrees})\\cdot\\frac{{\\pi}}{{180}}", other)
+    if _units_conflict(pu, gu):
+        return False
+    if (pu or gu) and _equiv(pv, gv):
+        return True
     ratio = [_split_top(x, [":"]) for x in (p, g)]
     if (len(ratio[1]) > 1 or len(ratio[0]) > 1) and "=" not in p + g:  # ratios and times: ordered parts (3:1 is not 1:3)
         if len(ratio[0]) == len(ratio[1]):
-            return all(_equiv(a, b) for a, b in zip(*ratio))
-        fraction = p if len(ratio[0]) == 1 else g   # a:b against a fraction written out: 3:1 = \frac{3}{1}
+            if all(_equiv(a, b) for a, b in zip(*ratio)):
+                return True
+            values = [[parse_math(x) for x in r] for r in ratio]  # 6:4 = 3:2, numbers in proportion
+            if any(v is None or v.free_symbols or v == 0 for r in values for v in r):
+                return False
+            return all(_numbers_equal(a * values[1][0], b * values[0][0]) for a, b in zip(*values))
+        number = p if len(ratio[0]) == 1 else g   # a:b against the number a/b: 3:1 = \frac{3}{1} = 3
         parts = ratio[1] if len(ratio[0]) == 1 else ratio[0]
-        return len(parts) == 2 and re.fullmatch(r"\\frac.*|[^/]+/[^/]+", fraction) is not None \
-            and _equiv(fraction, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
+        return len(parts) == 2 and _equiv(number, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
     p_sides, g_sides = _split_top(p, ["="]), _split_top(g, ["="])
     if "\\approx" in p:  # x = 1/3 \approx 0.33: the approximation is a remark when an exact value is given
         exact = [_split_top(side, ["\\approx"])[0] for side in p_sides]
