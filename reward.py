@@ -553,6 +553,10 @@ def extract_answer(response, strict=False, think_prefilled=False):
         found = _inner_answer(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
     if found is None:
         found = last_boxed(text)
+        if found is not None and boxes:  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even": no answer
+            rest = _first_sentence(text[boxes[-1][1]:].split("\n", 1)[0].lstrip("$ )\\]"))
+            if _UNSURE.search(rest) or _CONDITION.match(rest):
+                return None
         if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
             phrases = list(_PHRASE.finditer(text))
             last = phrases[-1] if phrases else None
@@ -1434,10 +1438,10 @@ def _item_equal(p, g):
     p = p_sides[0]
     numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", _canon(x)) for x in (p, g)]
     if numerals[1] and numerals[1].group(2) or numerals[0] and numerals[0].group(2) and numerals[1]:
-        # a numeral in another base compares digit by digit: 1011_2 = (1011)_2 = 1011_{(2)}; either side may leave
-        # the base out, but two bases must agree
+        # a numeral in another base compares digit by digit: 1011_2 = (1011)_2 = 1011_{(2)}; the prediction may leave
+        # the base out, and two bases must agree (a plain gold is base 10: 1011_2 is not 1011)
         (pd, pb), (gd, gb) = numerals[0].groups() if numerals[0] else (None, None), numerals[1].groups()
-        return pd is not None and pd.upper() == gd.upper() and (pb is None or gb is None or int(pb) == int(gb))
+        return pd is not None and pd.upper() == gd.upper() and (pb is None or int(pb) == int(gb or 10))
     return _values_equal(p, g)
 
 
