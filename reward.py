@@ -11,14 +11,26 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
      cut off mid-thought) has NO final answer, whatever tentative \\boxed{} it contains.
   1. a JSON object's "answer" field (ZeroEval-style `{"reasoning": ..., "answer": ...}`)
   2. <answer>...</answer>                      (the answer inside is extracted again: boxed, phrase, or all of it)
-  3. \\boxed{...} / \\fbox{...}                 (empty boxes, e.g. an echoed "put your answer within \\boxed{}", are
-                                               skipped; boxes joined only by "and"/","/"or" are ONE list answer, so
-                                               `\\boxed{3} or \\boxed{5}` is a hedge, not a 5)
-  4. `#### 18`                                 (GSM8K)
+  3. \\boxed{...} / \\fbox{...}                 (boxes joined only by "and"/","/"or" are ONE list answer, so
+                                               `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
+                                               condition between them are no answer: "if ... \\boxed{10}; if not,
+                                               \\boxed{5}"; a LAST box that is empty is no answer: `\\boxed{5} \\boxed{}`)
+  4. `#### 18`                                 (GSM8K; `#### She sold 72 clips.` is read as an answer sentence)
   5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:" (line start),
-     "**Final Answer:**" ... up to the end of the sentence
+     "**Final Answer:**", `Answer $ 9 $` ... up to the end of the sentence
   6. (default mode only; `strict=True` skips it) the conclusion: the last sentence that contains a number or a
-     formula, when it names one answer (a single candidate, or the one after a final `=` / "is").
+     formula (after a last ", so"/"hence" and before a "because"/"which"), when it names one answer; or a
+     sentence that says what something is in plain words ("The function is even.", "the solution set is empty").
+  An instruction of the prompt echoed by the model ("Please ... put your final answer within \\boxed{}", a template
+  with `\\boxed{<answer>}`) is removed first: its box and its "final answer" are not the response's.
+  An answer sentence states ONE value (phrases 5 and 6):
+  - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is"; else one
+    in bold; else the only one not inside a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64;
+    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none). A `$` before a number followed by a
+    word or punctuation is a dollar sign, not math. Plain-text `x >= 2` and `2 1/2` are single values; a unit word
+    after the number stays with it ("60 degrees").
+  - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes conditional ("5 if n is
+    even, else 6", "5 (assuming n is even; otherwise 6)", `\\boxed{5} if n is even`) is no answer.
   Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded);
   eval.py uses the default mode (`--strict_answers 0`).
 
@@ -40,13 +52,37 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an interval whose
   brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`. A prediction with more or fewer
   answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`, `B`, `5`.
-- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `AB = 5`, `m+n = 29` for 29); every other side of a chain
-  must equal the gold (`x = 2+3 = 5` is 5; `x = 3 = 5` is nothing); an equation is compared as an equation
-  (`2y = 4x+2` = `y = 2x+1`), an inequality as a set (`1 \\le n \\le 5` is not `5`; `x > 5` = `(5, \\infty)`).
+- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `AB = 5`, `m+n = 29` for
+  29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
+  relation is its value (`c = I(0)`), and every other side of a chain must equal the gold (`x = 2+3 = 5` is 5;
+  `x = 3 = 5` is nothing). An identity is no answer (`3 = 3`, `\\frac12 = \\frac12`). A trailing domain
+  exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`).
+- Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
+  solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
+  \\frac{T}{I} - \\frac{2B}{I}\\omega`, `P = 100 - 0.8X_d` = `X_d = 125 - 1.25P`; never `x(x-1) = 0` vs `x - 1 = 0`);
+  `\\frac{dx}{dt}` is `\\dot{x}`. Arbitrary constants may be named as the writer likes when the gold's are named like
+  constants (C, c, K, C_1, k): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` = `C_1 e^t + C_2 e^{-t}`.
+- Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
+  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it); `x \\ne 2` is
+  `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", `\\mathbb{R}`, `x \\in \\mathbb{R}` are `(-\\infty, \\infty)`.
+- The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
+  itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
+- `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}`, and against a one-value gold it is wrong even when the two
+  coincide (`\\pm 0`, `3 \\pm 0`). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
+  `\\boxed{1 \\quad 2}` holds) is neither 2 nor 12.
+- Angles: a value in degrees (`60^\\circ`, "60 degrees") equals the same angle in radians when the other side is
+  written with pi (`\\frac{\\pi}{3}`); `60^\\circ` = `60`, but a bare `60` is not `\\frac{\\pi}{3}`.
+- Ratios: `3:1` = `3 \\colon 1` = `6:2` (numbers in proportion) = `\\frac31` = `3`; order matters (`1:3` != `3:1`).
+- Numerals in a base compare digit by digit: `1011_2` = `(1011)_2` = `1011_{(2)}` = `1011` (the prediction may leave
+  the base out); two bases must agree, and a plain gold is base 10 (`(11)_2` != `11`).
+- Mixed numbers: `2\\frac12`, `2 \\frac{1}{2}`, `2 1/2` are 5/2, also with a unit (`2\\frac12 \\text{ cups}`).
 - Letters: `e` is Euler's number, `i` the imaginary unit; a run of letters alone is a word compared in order
   (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
+  A word gold also matches a sentence whose predicate is that word ("the function is even" for `\\text{even}`;
+  "not even" and "neither even nor odd" are not `even`).
 - Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
-- `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix` are matrices compared entry by entry.
+- `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
+  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry.
 - A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
 
 Safety: untrusted text is never evaluated. latex.py's parser builds the sympy tree itself (no `eval`, `sympify` or
@@ -513,7 +549,7 @@ def _one_candidate(sentence):
     if chosen is None:
         return None
     position, value = chosen
-    before, after = sentence[:position].rstrip(), sentence[position + len(value):]
+    before, after = sentence[:position].rstrip(" *_"), sentence[position + len(value):].lstrip("*_")  # **27** is 27
     if sentence[position] == "$":  # a math segment: skip its closing delimiter
         after = sentence[sentence.find("$", position + 1 + len(value)) + 1:] if "$" in sentence[position + 1:] else ""
     if _CONDITION.match(after):
