@@ -341,7 +341,8 @@ def _phrase_answer(text):
 
 # An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
 _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
-                     r"I'?m\s+guessing|probably|maybe|perhaps|possibly|might\s+be|could\s+be|if\s+I'?m\s+not\s+mistaken)\b",
+                     r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
+                     r"if\s+I'?m\s+not\s+mistaken)\b",
                      re.IGNORECASE)
 # ...nor one that holds only under a condition right after it ("5 if n is even, else 6", "5 when n is even and 6
 # when n is odd"); a unit word or two and a comma may come between
@@ -374,9 +375,22 @@ def _first_sentence(line):
 
 def _strip_currency(text):
     """Currency signs are not math delimiters: `$64 for 16 glasses` is 64 and a count, not the formula `64 for 16...`.
-    A `$` before a number that is followed by a word, punctuation or the end is a dollar sign; when the `$`s left
-    over do not pair up, every `$` before a digit is one."""
-    stripped = re.sub(r"\\?\$(?=\d[\d,]*(?:\.\d+)?(?:\s+[A-Za-z]|[.,;!?)*](?:\s|$)|\s*$))", "", text)
+    A `$` before a number is a dollar sign when no `$` closes it on its line, or when plain words (outside
+    `\\text{}`) come before the next `$` ("$45 on food and $30"); `$19, 46, \\text{ and } 82$` stays math."""
+    out, pos = [], 0
+    for match in re.finditer(r"\\?\$(?=\d)", text):
+        if match.start() < pos:
+            continue
+        line_end = text.find("\n", match.end())
+        close = text.find("$", match.end(), line_end if line_end >= 0 else len(text))
+        inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():close if close >= 0 else len(text)])
+        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])[A-Za-z]{3,}", inside):
+            out.append(text[pos:match.start()])
+            pos = match.end()
+        else:
+            out.append(text[pos:close + 1])
+            pos = close + 1
+    stripped = "".join(out) + text[pos:]
     if stripped.count("$") % 2:
         stripped = re.sub(r"\$(?=\d)", "", stripped)
     return stripped
@@ -1378,7 +1392,8 @@ def _is_words(s):
     return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
 
 
-_COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?[\w\s()'^{}-]{0,60}?\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)
+_COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?the\s+[\w\s()'^{}-]{0,60}?\b(?:is|are)\s+(?:an?\s+)?",
+                     re.IGNORECASE)  # "the function is even" (not "I hope it is correct")
 
 
 def _words(s):
