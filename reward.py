@@ -334,7 +334,7 @@ def _phrase_answer(text):
         return display
     line = _strip_currency(line)
     sentence = _first_sentence(line)
-    if _UNSURE.search(sentence) or _conditional(sentence) or re.search(r"\b(?:otherwise|else)\b", sentence, re.I):
+    if _UNSURE.search(sentence) or _conditional(sentence):
         return sentence
     return _reduce(_sentence_head(line)) or None
 
@@ -344,17 +344,24 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertai
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
                      r"if\s+I'?m\s+not\s+mistaken)\b",
                      re.IGNORECASE)
-# ...nor one that holds only under a condition right after it ("5 if n is even, else 6", "5 when n is even and 6
-# when n is odd"); a unit word or two and a comma may come between
-_CONDITION = re.compile(r"(?:\s*[A-Za-z.]+){0,2}?\s*[,;]?\s*(?:\(\s*)?(?:if|unless|provided|depending|otherwise|else|whenever|"
-                        r"assuming|supposing|"
-                        r"when\b.*\b(?:when|otherwise|else|if))\b", re.IGNORECASE)
+# ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
+# and 6 when n is odd", "5 (assuming n is even; otherwise 6)", "depending on x"). A proviso alone is not a second
+# answer ("\\boxed{112875} if the number of cases decreased linearly", "\\boxed{27}, provided such a sequence exists").
+_CONDITION = re.compile(r"(?:\s*[A-Za-z.]+){0,2}?\s*[,;]?\s*\(?\s*(?:(depending)|if|unless|provided|whenever|when|assuming|"
+                        r"supposing)\b", re.IGNORECASE)
+_OTHER_CASE = re.compile(r"\b(?:otherwise|else|if|unless|when|whenever)\b", re.IGNORECASE)
+
+
+def _conditional_after(after):
+    """The text right after a value makes it one case of several."""
+    condition = _CONDITION.match(after)
+    return condition is not None and (condition.group(1) is not None or _OTHER_CASE.search(after, condition.end()) is not None)
 
 
 def _conditional(sentence):
-    """The sentence starts with a value that a condition follows."""
+    """The sentence starts with a value that is one case of several."""
     lead = _LEADING_VALUE.match(sentence)
-    return lead is not None and _CONDITION.match(sentence, lead.end()) is not None
+    return lead is not None and _conditional_after(sentence[lead.end():])
 
 
 def _first_sentence(line):
@@ -566,7 +573,7 @@ def _one_candidate(sentence):
     before, after = sentence[:position].rstrip(" *_"), sentence[position + len(value):].lstrip("*_")  # **27** is 27
     if sentence[position] == "$":  # a math segment: skip its closing delimiter
         after = sentence[sentence.find("$", position + 1 + len(value)) + 1:] if "$" in sentence[position + 1:] else ""
-    if _CONDITION.match(after):
+    if _conditional_after(after):
         return None
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
@@ -605,7 +612,7 @@ def extract_answer(response, strict=False, think_prefilled=False):
         found = last_boxed(text)
         if found is not None and boxes:  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even": no answer
             rest = _first_sentence(text[boxes[-1][1]:].split("\n", 1)[0].lstrip("$ )\\]"))
-            if _UNSURE.search(rest) or _CONDITION.match(rest):
+            if _UNSURE.search(rest) or _conditional_after(rest):
                 return None
         if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
             phrases = list(_PHRASE.finditer(text))

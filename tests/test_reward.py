@@ -250,7 +250,10 @@ def test_agreement_with_careful_verdicts_on_real_model_outputs():
     agree = sum(v == r["label"] for v, r in zip(verdicts, rows)) / len(rows)
     false_pos = sum(v and not r["label"] for v, r in zip(verdicts, rows))
     assert agree >= 0.995, agree
-    assert false_pos <= 30, false_pos
+    # disputed verdicts: 26 Minerva answers in e-notation (counted correct when the held-out set was re-judged,
+    # issue 21), 2 more from round 2, and 3 equivalent answers of round 3's families (`\\frac{\\pi}{6} + n\\pi` for
+    # `... + \\pi k`, two ODEs rearranged: row ids 839, 1934, 1940)
+    assert false_pos <= 31, false_pos
 
 
 def test_power_tower_gold_against_itself_does_not_hang():
