@@ -160,11 +160,13 @@ _INSTRUCTION_WORDS = re.compile(r"\b(?:put|place|write|enclose|present|give|mark
 def _drop_echoed_instructions(text):
     """A prompt's instruction echoed by the model ("Please reason step by step, and put your final answer within
     \\boxed{}."): its empty box and its "final answer" are not the response's answer, so its sentence is dropped."""
-    for match in reversed(list(_EMPTY_BOX.finditer(text))):
-        start = max(text.rfind(stop, 0, match.start()) for stop in (". ", "! ", "? ", "\n")) + 1
-        if match.start() - start > 300 or not _INSTRUCTION_WORDS.search(text, start, match.start()):
+    for match in reversed(list(_EMPTY_BOX.finditer(text))[-20:]):
+        window = max(0, match.start() - 300)  # (bounded windows: a million empty boxes cost linear time)
+        start = max(text.rfind(stop, window, match.start()) for stop in (". ", "! ", "? ", "\n")) + 1
+        if start == 0 and window > 0 or not _INSTRUCTION_WORDS.search(text, start, match.start()):
             continue
-        end = min((k for k in (text.find(stop, match.end()) for stop in (". ", "\n")) if k >= 0), default=len(text))
+        stops = [text.find(stop, match.end(), match.end() + 300) for stop in (". ", "\n")]
+        end = min((k for k in stops if k >= 0), default=min(len(text), match.end() + 300))
         text = text[:start] + " " + text[end + 1:]
     return text
 
@@ -332,7 +334,7 @@ def _phrase_answer(text):
     display = _display_math(rest.lstrip())
     if display:
         return display
-    line = _strip_currency(line)
+    line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
     sentence = _first_sentence(line)
     if _UNSURE.search(sentence) or _conditional(sentence):
         return sentence
@@ -388,9 +390,11 @@ def _strip_currency(text):
     for match in re.finditer(r"\\?\$(?=\d)", text):
         if match.start() < pos:
             continue
-        line_end = text.find("\n", match.end())
-        close = text.find("$", match.end(), line_end if line_end >= 0 else len(text))
-        inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():close if close >= 0 else len(text)])
+        close = text.find("$", match.end())  # stops at the next `$` at the latest: linear time overall
+        end = close if close >= 0 else len(text)
+        if text.find("\n", match.end(), end) >= 0:
+            close = -1  # not closed on its line
+        inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
         if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])[A-Za-z]{3,}", inside):
             out.append(text[pos:match.start()])
             pos = match.end()
@@ -611,7 +615,7 @@ def extract_answer(response, strict=False, think_prefilled=False):
     if found is None:
         found = last_boxed(text)
         if found is not None and boxes:  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even": no answer
-            rest = _first_sentence(text[boxes[-1][1]:].split("\n", 1)[0].lstrip("$ )\\]"))
+            rest = _first_sentence(text[boxes[-1][1]:boxes[-1][1] + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
             if _UNSURE.search(rest) or _conditional_after(rest):
                 return None
         if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins

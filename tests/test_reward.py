@@ -178,6 +178,9 @@ HOSTILE = [
     "\\boxed{9^{9^{9^{9}}}} = \\boxed{9^{9^{9^{9}}}}",
     "<think>" * 10_000 + "</think>" * 10_000 + "\\boxed{",
     "The answer is " + "1, " * 20_000 + "5.",
+    "Please put the answer in \\boxed{} " * 50_000,
+    "The answer is " + "$1 " * 60_000 + "5.",
+    "Answer: " + "the total for 3 shirts is " * 8_000 + "$45.",
 ]
 
 
