@@ -26,8 +26,9 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
   An answer sentence states ONE value (phrases 5 and 6):
   - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is"; else one
     in bold; else the only one not inside a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64;
-    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none). A `$` before a number followed by a
-    word or punctuation is a dollar sign, not math. Plain-text `x >= 2` and `2 1/2` are single values; a unit word
+    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); among several asserted, the one sum
+    of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18). A `$` before a number is a dollar sign, not
+    math, when no `$` closes it on its line or words come before the next `$`. Plain-text `x >= 2` and `2 1/2` are single values; a unit word
     after the number stays with it ("60 degrees").
   - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes conditional ("5 if n is
     even, else 6", "5 (assuming n is even; otherwise 6)", `\\boxed{5} if n is even`) is no answer.
@@ -382,6 +383,9 @@ def _first_sentence(line):
     return line
 
 
+CURRENCY = "¤"  # what a dollar sign becomes once it is known not to open math (clean() drops it)
+
+
 def _strip_currency(text):
     """Currency signs are not math delimiters: `$64 for 16 glasses` is 64 and a count, not the formula `64 for 16...`.
     A `$` before a number is a dollar sign when no `$` closes it on its line, or when plain words (outside
@@ -396,14 +400,14 @@ def _strip_currency(text):
             close = -1  # not closed on its line
         inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
         if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])[A-Za-z]{3,}", inside):
-            out.append(text[pos:match.start()])
+            out.append(text[pos:match.start()] + CURRENCY)
             pos = match.end()
         else:
             out.append(text[pos:close + 1])
             pos = close + 1
     stripped = "".join(out) + text[pos:]
     if stripped.count("$") % 2:
-        stripped = re.sub(r"\$(?=\d)", "", stripped)
+        stripped = re.sub(r"\$(?=\d)", CURRENCY, stripped)
     return stripped
 
 
@@ -428,7 +432,7 @@ _MODIFIER_WORDS = re.compile(r"\b(?:negative|minus|plus|times|half|halves|third|
 # Where an explanation starts after a leading answer ("3 (since 8 - 3 = 5)", "18 miles in six hours")
 _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|when|given|for|in|on|from|by|using|"
                           r"with|after|at|if|that|to)\b)", re.IGNORECASE)
-_LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|\$?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
+_LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
 
 
 def _reduce(span):
@@ -561,7 +565,11 @@ def _asserted(sentence, candidates):
         if is_asserted:
             asserted.append((position, value))
         previous_end, previous_asserted = position + len(value), is_asserted
-    return asserted[0] if len(asserted) == 1 else None
+    if len(asserted) > 1:  # "Janet sells 16 - 3 - 4 = 9 eggs a day, making $18": the one sum of money
+        money = [(p, v) for p, v in asserted if sentence[p - 1:p] == CURRENCY
+                 or re.match(r"\s*(?:dollars?|cents?)\b", sentence[p + len(v):], re.I)]
+        return money[0] if len(money) == 1 else None
+    return asserted[0] if asserted else None
 
 
 def _one_candidate(sentence):
@@ -642,7 +650,8 @@ def extract_answer(response, strict=False, think_prefilled=False):
         return None
     found = found.strip()
     inline = re.fullmatch(r"\$([^$]+)\$|\\\((.+)\\\)", found, flags=re.DOTALL)  # "$42$" -> "42"
-    return (inline.group(1) or inline.group(2)).strip() if inline else found
+    found = (inline.group(1) or inline.group(2)).strip() if inline else found
+    return found.replace(CURRENCY, "\\$")  # a dollar sign found in the text is shown as one
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -650,7 +659,7 @@ def extract_answer(response, strict=False, think_prefilled=False):
 # ------------------------------------------------------------------------------------------------------------
 _UNICODE = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}",
             "¾": "\\frac{3}{4}", "−": "-", "–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
-            "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ",
+            "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ", "¤": " ",
             "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset "}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
              r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"

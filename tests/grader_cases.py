@@ -357,6 +357,8 @@ RESPONSES = [
     ("The answer is 42. Please put your final answer within \\boxed{}.", "42", 1.0),
     ("The answer is 41. Please put your final answer within \\boxed{}.", "42", 0.0),
     ("The final count is 7.\n\nReturn your final response as 'Final Answer: \\boxed{<answer>}', where <answer> is the number.", "7", 1.0),
+    ("Answer: Janet sells 16 - 3 - 4 = 9 duck eggs a day, making $18.", "18", 1.0),
+    ("Answer: Janet sells 16 - 3 - 4 = 9 duck eggs a day, making $18.", "9", 0.0),
     ("Answer $ 9 $", "9", 1.0),
     ("Answer $ 8 $", "9", 0.0),
 ]
