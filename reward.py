@@ -28,10 +28,12 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
     in bold; else the only one not inside a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64;
     "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); among several asserted, the one sum
     of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18). A `$` before a number is a dollar sign, not
-    math, when no `$` closes it on its line or words come before the next `$`. Plain-text `x >= 2` and `2 1/2` are single values; a unit word
-    after the number stays with it ("60 degrees").
-  - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes conditional ("5 if n is
-    even, else 6", "5 (assuming n is even; otherwise 6)", `\\boxed{5} if n is even`) is no answer.
+    math, when no `$` closes it on its line or words come before the next `$`. Plain-text `x >= 2` and `2 1/2`
+    are single values; a unit word after the number stays with it ("60 degrees").
+  - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
+    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0") is no answer, in a
+    phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such a
+    sequence exists").
   Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded);
   eval.py uses the default mode (`--strict_answers 0`).
 
