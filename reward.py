@@ -1362,7 +1362,8 @@ def _matrix(s):
     match = _MATRIX.fullmatch(s)
     if not match:
         return None
-    rows = [r for r in re.split(r"\\\\", match.group(2)) if r.strip()]
+    body = match.group(2).strip().rstrip("\\")  # a row break before \end (cleaned to `\end` when escaped twice)
+    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
     return match.group(1), [[c.strip() for c in r.split("&")] for r in rows]
 
 

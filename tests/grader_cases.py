@@ -163,6 +163,8 @@ EQUIV = {
         ("A = \\begin{bmatrix} 1 & 0 \\\\ 0 & 1 \\end{bmatrix}", "\\begin{pmatrix} \\frac12 & 0 \\\\ 0 & 1 \\end{pmatrix}", False),
         ("\\left[\\begin{array}{cc}1 & 2\\\\3 & 4\\end{array}\\right]", "\\begin{pmatrix}1 & 2\\\\3 & 4\\end{pmatrix}", True),
         ("\\begin{smallmatrix}1 & 2\\\\4 & 3\\end{smallmatrix}", "\\begin{pmatrix}1 & 2\\\\3 & 4\\end{pmatrix}", False),
+        ("\\begin{pmatrix}1 & 2\\\\3 & 4\\end{pmatrix}", "\\begin{pmatrix}1 & 2\\\\3 & 4\\\\\\end{pmatrix}", True),
+        ("\\begin{pmatrix}1 & 2\\\\3 & 5\\end{pmatrix}", "\\begin{pmatrix}1 & 2\\\\3 & 4\\\\\\end{pmatrix}", False),
     ],
     "sets, inequalities, angles, numerals": [
         ("-x > -1", "x < 1", True), ("-x > -1", "x > 1", False), ("1 \\geq x", "x \\le 1", True), ("x >= 3", "x \\ge 3", True),
