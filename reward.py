@@ -63,8 +63,9 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
   solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
   \\frac{T}{I} - \\frac{2B}{I}\\omega`, `P = 100 - 0.8X_d` = `X_d = 125 - 1.25P`; never `x(x-1) = 0` vs `x - 1 = 0`);
-  `\\frac{dx}{dt}` is `\\dot{x}`. Arbitrary constants may be named as the writer likes when the gold's are named like
-  constants (C, c, K, C_1, k): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` = `C_1 e^t + C_2 e^{-t}`.
+  `\\frac{dx}{dt}` is `\\dot{x}`. Arbitrary constants may be renamed when the gold's are named like constants (C, c,
+  K, k, C_1) and the prediction's too (a capital, c, k, m, n): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` =
+  `C_1 e^t + C_2 e^{-t}`, `\\frac{\\pi}{6} + n\\pi` = `\\frac{\\pi}{6} + k\\pi`; `\\frac{hv}{\\lambda}` is not `\\frac{hc}{\\lambda}`.
 - Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
   sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it); `x \\ne 2` is
   `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", `\\mathbb{R}`, `x \\in \\mathbb{R}` are `(-\\infty, \\infty)`.
@@ -820,7 +821,7 @@ def _mixed_number(s):
 # ------------------------------------------------------------------------------------------------------------
 _SIMPLE_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
 _CONSTANT_NAME = re.compile(r"[CcKk](?:_\{?\w+\}?)?")   # the gold's arbitrary constants: C, c, C_1, c_2, K
-_RENAMABLE_NAME = re.compile(r"(?:[A-Za-z]|\\?[a-z]+)(?:_\{?\w+\}?)?")  # the prediction's own names for them: A, B, c_1
+_RENAMABLE_NAME = re.compile(r"(?:[A-Z]|[ckmn])(?:_\{?\w+\}?)?")  # the prediction's own names for them: A, B, c_1, n
 
 
 def _numbers_equal(p, g):
