@@ -316,7 +316,7 @@ def _agreement_table(rows, verdicts, key):
         print(f"| {name} | {g['n']} | {cells} |")
 
 
-def bench_grader(dev=DEV_SET, math_verify_repo=None, show_disagreements=False):
+def bench_grader(dev=DEV_SET, math_verify_repo=None, show_disagreements=False, variants=None):
     from multiprocessing import Pool
 
     import reward
@@ -339,7 +339,7 @@ def bench_grader(dev=DEV_SET, math_verify_repo=None, show_disagreements=False):
         latencies = []
         for response, gold in zip(responses, golds):
             t = time.perf_counter()
-            reward._math_reward_unbounded(response, gold)
+            reward.math_reward(response, gold)  # in-process (the main thread's alarm bounds it)
             latencies.append(time.perf_counter() - t)
         verdicts = {"ours": [s == 1.0 for s in ours]}
         if have_mv:
@@ -391,8 +391,22 @@ def bench_grader(dev=DEV_SET, math_verify_repo=None, show_disagreements=False):
         cases = _published_cases(Path(math_verify_repo))
         print(f"\n== math-verify's published test cases ({len(cases)} from {math_verify_repo}/tests)")
         for name, grade in graders.items():
-            agree = sum(grade(g, p) == want for g, p, want in cases)
-            print(f"{name:12s} {agree}/{len(cases)} agree with the expected verdict")
+            got = [grade(g, p) for g, p, _ in cases]
+            fp = sum(v and not want for v, (_, _, want) in zip(got, cases))
+            fn = sum(want and not v for v, (_, _, want) in zip(got, cases))
+            print(f"{name:12s} {len(cases) - fp - fn}/{len(cases)} agree with the expected verdict: {fp} wrong answers "
+                  f"rewarded, {fn} right answers refused")
+
+    # 3b. variants of each family written by someone who had not read the grader
+    if variants:
+        with open(variants, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        print(f"\n== independent variants ({len(rows)} from {variants}): agreement per family (wrong answers "
+              f"rewarded / right answers refused)")
+        verdicts = {name: [grade(r["gold"], r["response"]) for r in rows] for name, grade in graders.items()}
+        for r in rows:
+            r["label"] = bool(r["expected"])
+        _agreement_table(rows, verdicts, lambda r: r["family"])
 
     # 4. secondary: reference solutions against their own answers, and against another problem's answer
     print("\n== self-consistency (secondary): reference solution vs its own gold; vs the gold of problem i+7")
@@ -526,6 +540,8 @@ def main():
     parser.add_argument("--disagreements", action="store_true", help="grader: list every row where ours and the "
                         "verdict differ")
     parser.add_argument("--threads", type=int, default=1, help="pack: torch CPU threads")
+    parser.add_argument("--variants", default=None, help="grader: JSONL of independently written variants (fields "
+                        "family, response, gold, expected): pass rate per family")
     args = parser.parse_args()
     if args.what in ("logprobs", "all"):
         bench_logprobs()
@@ -534,7 +550,7 @@ def main():
     if args.what in ("pack", "all"):
         bench_pack(threads=args.threads)
     if args.what in ("grader", "reward", "all"):
-        bench_grader(args.dev, args.math_verify_repo, args.disagreements)
+        bench_grader(args.dev, args.math_verify_repo, args.disagreements, args.variants)
     if args.what in ("rollout", "all"):
         bench_rollout()
     if args.what in ("code", "all"):

@@ -11,15 +11,31 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
      cut off mid-thought) has NO final answer, whatever tentative \\boxed{} it contains.
   1. a JSON object's "answer" field (ZeroEval-style `{"reasoning": ..., "answer": ...}`)
   2. <answer>...</answer>                      (the answer inside is extracted again: boxed, phrase, or all of it)
-  3. \\boxed{...} / \\fbox{...}                 (empty boxes, e.g. an echoed "put your answer within \\boxed{}", are
-                                               skipped; boxes joined only by "and"/","/"or" are ONE list answer, so
-                                               `\\boxed{3} or \\boxed{5}` is a hedge, not a 5)
-  4. `#### 18`                                 (GSM8K)
+  3. \\boxed{...} / \\fbox{...}                 (boxes joined only by "and"/","/"or" are ONE list answer, so
+                                               `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
+                                               condition between them are no answer: "if ... \\boxed{10}; if not,
+                                               \\boxed{5}"; a LAST box that is empty is no answer: `\\boxed{5} \\boxed{}`)
+  4. `#### 18`                                 (GSM8K; `#### She sold 72 clips.` is read as an answer sentence)
   5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:" (line start),
-     "**Final Answer:**" ... up to the end of the sentence
+     "**Final Answer:**", `Answer $ 9 $` ... up to the end of the sentence
   6. (default mode only; `strict=True` skips it) the conclusion: the last sentence that contains a number or a
-     formula, when it names one answer (a single candidate, or the one after a final `=` / "is").
-  train.py and eval.py both use the default mode.
+     formula (after a last ", so"/"hence" and before a "because"/"which"), when it names one answer; or a
+     sentence that says what something is in plain words ("The function is even.", "the solution set is empty").
+  An instruction of the prompt echoed by the model ("Please ... put your final answer within \\boxed{}", a template
+  with `\\boxed{<answer>}`) is removed first: its box and its "final answer" are not the response's.
+  An answer sentence states ONE value (phrases 5 and 6):
+  - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is"; else one
+    in bold; else the only one not inside a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64;
+    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); among several asserted, the one sum
+    of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18). A `$` before a number is a dollar sign, not
+    math, when no `$` closes it on its line or words come before the next `$`. Plain-text `x >= 2` and `2 1/2`
+    are single values; a unit word after the number stays with it ("60 degrees").
+  - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
+    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0") is no answer, in a
+    phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such a
+    sequence exists").
+  Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded);
+  eval.py uses the default mode (`--strict_answers 0`).
 
 Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test_reward.py:
 - Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
@@ -27,9 +43,8 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
   `0.\\overline{3}` = `1/3`.
 - A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
-  measurement (Minerva-style physics). ROUNDED_GOLD decides what it accepts; the default "exact" accepts the
-  same number written any way (`1.70e4` = `1.70 \\times 10^4` = `17000`), and nothing else: `20.385` is not `20.39`.
-  ("half_ulp": anything strictly within half a unit of the gold's last digit; see its comment.)
+  measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
+  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53).
 - Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
   without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
   `0.5\\%` != `0.5`.
@@ -40,16 +55,41 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an interval whose
   brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`. A prediction with more or fewer
   answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`, `B`, `5`.
-- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `AB = 5`, `m+n = 29` for 29); every other side of a chain
-  must equal the gold (`x = 2+3 = 5` is 5; `x = 3 = 5` is nothing); an equation is compared as an equation
-  (`2y = 4x+2` = `y = 2x+1`), an inequality as a set (`1 \\le n \\le 5` is not `5`; `x > 5` = `(5, \\infty)`).
+- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `AB = 5`, `m+n = 29` for
+  29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
+  relation is its value (`c = I(0)`), and every other side of a chain must equal the gold (`x = 2+3 = 5` is 5;
+  `x = 3 = 5` is nothing). An identity is no answer (`3 = 3`, `\\frac12 = \\frac12`). A trailing domain
+  exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`).
+- Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
+  solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
+  \\frac{T}{I} - \\frac{2B}{I}\\omega`, `P = 100 - 0.8X_d` = `X_d = 125 - 1.25P`; never `x(x-1) = 0` vs `x - 1 = 0`);
+  `\\frac{dx}{dt}` is `\\dot{x}`. Arbitrary constants may be renamed when the gold's are named like constants (C, c,
+  K, k, C_1) and the prediction's too (a capital, c, k, m, n): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` =
+  `C_1 e^t + C_2 e^{-t}`, `\\frac{\\pi}{6} + n\\pi` = `\\frac{\\pi}{6} + k\\pi`; `\\frac{hv}{\\lambda}` is not `\\frac{hc}{\\lambda}`.
+- Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
+  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it); `x \\ne 2` is
+  `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", `\\mathbb{R}`, `x \\in \\mathbb{R}` are `(-\\infty, \\infty)`.
+- The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
+  itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
+- `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}`, and against a one-value gold it is wrong even when the two
+  coincide (`\\pm 0`, `3 \\pm 0`). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
+  `\\boxed{1 \\quad 2}` holds) is neither 2 nor 12.
+- Angles: a value in degrees (`60^\\circ`, "60 degrees") equals the same angle in radians when the other side is
+  written with pi (`\\frac{\\pi}{3}`); `60^\\circ` = `60`, but a bare `60` is not `\\frac{\\pi}{3}`.
+- Ratios: `3:1` = `3 \\colon 1` = `6:2` (numbers in proportion) = `\\frac31` = `3`; order matters (`1:3` != `3:1`).
+- Numerals in a base compare digit by digit: `1011_2` = `(1011)_2` = `1011_{(2)}` = `1011` (the prediction may leave
+  the base out); two bases must agree, and a plain gold is base 10 (`(11)_2` != `11`).
+- Mixed numbers: `2\\frac12`, `2 \\frac{1}{2}`, `2 1/2` are 5/2, also with a unit (`2\\frac12 \\text{ cups}`).
 - Letters: `e` is Euler's number, `i` the imaginary unit; a run of letters alone is a word compared in order
   (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
+  A word gold also matches a sentence whose predicate is that word ("the function is even" for `\\text{even}`;
+  "not even" and "neither even nor odd" are not `even`).
 - Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
-- `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix` are matrices compared entry by entry.
+- `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
+  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry.
 - A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
 
-Safety: untrusted text is never evaluated. `_Parser` builds the sympy tree itself (no `eval`, `sympify` or
+Safety: untrusted text is never evaluated. latex.py's parser builds the sympy tree itself (no `eval`, `sympify` or
 `parse_expr`, which run Python), and refuses numbers too large to compute (power towers, huge factorials,
 `\\sin(e^{e^{e^5}})`). Every check is bounded in time: `score_batch` grades in worker processes killed at a hard
 timeout (SIGKILL also stops C-level big-integer work); in-process calls (`math_reward`, `is_equiv`) run under an
@@ -57,8 +97,8 @@ alarm in the main thread and in a worker process elsewhere.
 Measured agreement with real model outputs: README "Grader accuracy" (`python bench.py grader`).
 """
 import argparse
+import itertools
 import json
-import math
 import os
 import random
 import re
@@ -73,21 +113,17 @@ from functools import lru_cache
 
 import sympy
 
+from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
+from code_reward import STAT_KEYS as CODE_STAT_KEYS  # noqa: F401  (re-exported for train.py)
+from code_reward import code_reward, score_code_batch  # noqa: F401  (re-exported)
+from latex import is_english, is_infinite, parse_math
+
 MAX_ANSWER_CHARS = 1000      # longer "answers" are not answers
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
-MAX_INT_DIGITS = 400         # integer literals longer than this are refused
-MAX_RESULT_BITS = 20_000     # refuse to compute b**e (and n!) past ~6000 decimal digits
-MAX_FUNCTION_ARG = 1e6       # sin(x), exp(x), ... of a constant |x| beyond this are refused (sin(10^100))
-MAX_DEPTH = 60               # nesting depth of the expression parser
-MAX_SYMBOLIC_POWER = 1000    # x^{1001}, 2^{1001 x}: refused (evaluating them at sample points is unbounded work)
 DEFAULT_TIMEOUT_S = 5.0      # hard limit per graded item (worker processes and in-process alarm)
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
 DECIMAL_DIGITS = 6           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
-# What a gold written as a decimal accepts (see the docstring): "exact" = the same number, written any way;
-# "half_ulp" = anything strictly within half a unit of the gold's last stated digit (0.533 for 0.53). Careful
-# graders of Minerva-style answers (the verdicts of the dev set) reject 0.533 for 0.53, so "exact" is the default.
-ROUNDED_GOLD = "exact"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -118,6 +154,25 @@ def final_text(response, think_prefilled=False):
     if "<|begin_of_solution|>" in text:
         text = text.rsplit("<|begin_of_solution|>", 1)[1]
     return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
+
+
+_EMPTY_BOX = re.compile(r"\\boxed\s*\{\s*(?:<[^<>{}]{0,30}>|\.\.\.|\\ldots|\\dots)?\s*\}")  # or a placeholder
+_INSTRUCTION_WORDS = re.compile(r"\b(?:put|place|write|enclose|present|give|mark|box|within|inside|return|format|"
+                                r"response)\b", re.IGNORECASE)
+
+
+def _drop_echoed_instructions(text):
+    """A prompt's instruction echoed by the model ("Please reason step by step, and put your final answer within
+    \\boxed{}."): its empty box and its "final answer" are not the response's answer, so its sentence is dropped."""
+    for match in reversed(list(_EMPTY_BOX.finditer(text))[-20:]):
+        window = max(0, match.start() - 300)  # (bounded windows: a million empty boxes cost linear time)
+        start = max(text.rfind(stop, window, match.start()) for stop in (". ", "! ", "? ", "\n")) + 1
+        if start == 0 and window > 0 or not _INSTRUCTION_WORDS.search(text, start, match.start()):
+            continue
+        stops = [text.find(stop, match.end(), match.end() + 300) for stop in (". ", "\n")]
+        end = min((k for k in stops if k >= 0), default=min(len(text), match.end() + 300))
+        text = text[:start] + " " + text[end + 1:]
+    return text
 
 
 def _braced(text, start, limit=MAX_ANSWER_CHARS + 2):
@@ -170,7 +225,7 @@ def _connective(between):
     return "or" if any(w.lower() in ("or", "maybe", "perhaps", "possibly") for w in words) else "and"
 
 
-def _last_boxed(text):
+def last_boxed(text):
     """The last non-empty box; boxes joined to it only by and/or/commas are one list answer (deduplicated)."""
     boxes = [(start, end, _inner_box(content)) for start, end, content in _boxes(text) if content]
     if not boxes:
@@ -183,7 +238,12 @@ def _last_boxed(text):
         if content not in seen:
             answers.append(content)
             seen.add(content)
-        kind = _connective(text[boxes[k - 1][1]:start]) if k else None
+        between = text[boxes[k - 1][1]:start] if k else ""
+        if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
+                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b", between, re.I) \
+                and content != boxes[k - 1][2]:
+            return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions
+        kind = _connective(between) if k else None
         if kind is None:
             break
         if kind == "or":
@@ -191,7 +251,6 @@ def _last_boxed(text):
     return joiner.join(reversed(answers))
 
 
-last_boxed = _last_boxed  # MERGE: the grader branch renames _last_boxed to last_boxed; drop this line
 
 
 def _inner_box(content):
@@ -254,7 +313,7 @@ def _inner_answer(text):
     text = text.strip()
     if not text:
         return None
-    return _last_boxed(text) or _phrase_answer(text) or text
+    return last_boxed(text) or _phrase_answer(text) or text
 
 
 _PHRASE = re.compile(
@@ -265,7 +324,9 @@ _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if
 
 
 def _phrase_answer(text):
-    """The answer after the last answer phrase ("The final answer is $5$. I hope it is correct." -> `5`)."""
+    """The answer after the last answer phrase ("The final answer is $5$. I hope it is correct." -> `5`). An answer
+    sentence that doubts or conditions its value ("3, but I'm not sure", "5 if n is even, else 6") is kept whole,
+    so it fails to compare."""
     matches = list(_PHRASE.finditer(text))
     if not matches:
         return None
@@ -274,9 +335,85 @@ def _phrase_answer(text):
     line, _, after = rest.partition("\n")
     if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
         block = after.strip()
-        return _display_math(block) or (_reduce(_sentence_head(block)) if "\n" not in block
+        return _display_math(block) or (_reduce(_sentence_head(_strip_currency(block))) if "\n" not in block
                                         else _conclusion_answer(block, finished=False))
-    return _display_math(rest.lstrip()) or _reduce(_sentence_head(line)) or None
+    display = _display_math(rest.lstrip())
+    if display:
+        return display
+    line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
+    sentence = _first_sentence(line)
+    if _UNSURE.search(sentence) or _conditional(sentence):
+        return sentence
+    return _reduce(_sentence_head(line)) or None
+
+
+# An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
+_UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
+                     r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
+                     r"if\s+I'?m\s+not\s+mistaken)\b",
+                     re.IGNORECASE)
+# ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
+# and 6 when n is odd", "5 (assuming n is even; otherwise 6)", "depending on x"). A proviso alone is not a second
+# answer ("\\boxed{112875} if the number of cases decreased linearly", "\\boxed{27}, provided such a sequence exists").
+_CONDITION = re.compile(r"(?:\s*[A-Za-z.]+){0,2}?\s*[,;]?\s*\(?\s*(?:(depending)|if|unless|provided|whenever|when|assuming|"
+                        r"supposing)\b", re.IGNORECASE)
+_OTHER_CASE = re.compile(r"\b(?:otherwise|else|if|unless|when|whenever)\b", re.IGNORECASE)
+
+
+def _conditional_after(after):
+    """The text right after a value makes it one case of several."""
+    condition = _CONDITION.match(after)
+    return condition is not None and (condition.group(1) is not None or _OTHER_CASE.search(after, condition.end()) is not None)
+
+
+def _conditional(sentence):
+    """The sentence starts with a value that is one case of several."""
+    lead = _LEADING_VALUE.match(sentence)
+    return lead is not None and _conditional_after(sentence[lead.end():])
+
+
+def _first_sentence(line):
+    """The text up to the first sentence end (a period, ! or ? before a space or the end), outside math."""
+    depth, in_math = 0, False
+    for k, ch in enumerate(line):
+        if ch == "$":
+            in_math = not in_math
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch in ".!?" and depth <= 0 and not in_math and (k + 1 == len(line) or line[k + 1].isspace()) \
+                and not re.search(r"\b[ap]\.m$", line[:k], re.I):
+            return line[:k]
+    return line
+
+
+CURRENCY = "¤"  # what a dollar sign becomes once it is known not to open math (clean() drops it)
+
+
+def _strip_currency(text):
+    """Currency signs are not math delimiters: `$64 for 16 glasses` is 64 and a count, not the formula `64 for 16...`.
+    A `$` before a number is a dollar sign when no `$` closes it on its line, or when plain words (outside
+    `\\text{}`) come before the next `$` ("$45 on food and $30"); `$19, 46, \\text{ and } 82$` stays math."""
+    out, pos = [], 0
+    for match in re.finditer(r"\\?\$(?=\d)", text):
+        if match.start() < pos:
+            continue
+        close = text.find("$", match.end())  # stops at the next `$` at the latest: linear time overall
+        end = close if close >= 0 else len(text)
+        if text.find("\n", match.end(), end) >= 0:
+            close = -1  # not closed on its line
+        inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
+        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])[A-Za-z]{3,}", inside):
+            out.append(text[pos:match.start()] + CURRENCY)
+            pos = match.end()
+        else:
+            out.append(text[pos:close + 1])
+            pos = close + 1
+    stripped = "".join(out) + text[pos:]
+    if stripped.count("$") % 2:
+        stripped = re.sub(r"\$(?=\d)", CURRENCY, stripped)
+    return stripped
 
 
 def _display_math(text):
@@ -290,17 +427,17 @@ def _display_math(text):
 
 
 # Words that make a sentence something other than a plain statement of its number: hedges, negations, bounds
-_HEDGE_WORDS = re.compile(r"\b(?:or|not|no|never|cannot|can't|isn't|aren't|wasn't|won't|either|neither|maybe|perhaps|"
-                          r"possibly|approximately|approx|about|around|roughly|nearly|almost|least|most|between|than|"
-                          r"more|less|fewer|over|under|estimate|guess)\b|n't\b", re.IGNORECASE)
+_HEDGE_WORDS = re.compile(r"(?<!\\)\b(?:or|not|no|never|cannot|can't|isn't|aren't|wasn't|won't|either|neither|maybe|"
+                          r"perhaps|possibly|approximately|approx|about|around|roughly|nearly|almost|least|most|between|"
+                          r"than|over|under|estimate|guess)\b|n't\b", re.IGNORECASE)  # (`\approx` is a rounded value)
 # Words that change the number next to them ("negative 5", "5 squared", "half of 10", "x plus 5")
 _MODIFIER_WORDS = re.compile(r"\b(?:negative|minus|plus|times|half|halves|third|thirds|quarter|quarters|double|twice|"
-                             r"triple|square|squared|cube|cubed|root|roots|sqrt|reciprocal|inverse|factorial|divided|"
+                             r"triple|square|squared|cube|cubed|roots?\s+of|sqrt|reciprocal|inverse|factorial|divided|"
                              r"multiplied|power|percent|opposite|log|exp)\b", re.IGNORECASE)
 # Where an explanation starts after a leading answer ("3 (since 8 - 3 = 5)", "18 miles in six hours")
 _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|when|given|for|in|on|from|by|using|"
                           r"with|after|at|if|that|to)\b)", re.IGNORECASE)
-_LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|\$?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
+_LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
 
 
 def _reduce(span):
@@ -327,8 +464,9 @@ def _reduce(span):
 
 
 def _sentence_head(line):
-    """A line cut at the end of its first sentence, or before a comma/word that starts an explanation; math
-    ($...$, braces) is never cut."""
+    """A line cut at the end of its first sentence, or where an explanation starts: at a word like "because" once a
+    value has been named, at a comma when the line starts with its value ("18, since ..."); math ($...$, braces) is
+    never cut. ("After selling 9 eggs, Janet makes 18 dollars" stays whole: its answer is chosen as a sentence's.)"""
     depth, in_math, k = 0, False, 0
     while k < len(line):
         ch = line[k]
@@ -344,11 +482,11 @@ def _sentence_head(line):
         elif depth <= 0 and not in_math:
             if ch == "." and (k + 1 == len(line) or line[k + 1].isspace()) and not re.search(r"\b[ap]\.m$", line[:k], re.I):
                 return line[:k].strip()
-            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]):
+            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]) and _LEADING_VALUE.match(line):
                 return line[:k].strip()
             if ch.isspace():
                 cut = _CUT_WORDS.match(line, k)
-                if cut and k > 0:
+                if cut and k > 0 and _candidates(line[:k]):
                     return line[:k].strip()
         k += 1
     return line.strip().rstrip(".").strip()
@@ -358,53 +496,114 @@ _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$
 _NUMBER = re.compile(r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?(?![\w^/])")
 
 
+_PLAIN_VALUE = re.compile(r"(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
+                          r"|" + _NUMBER.pattern[:-len(r"(?:/\d+)?(?![\w^/])")] + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
+
+
 def _candidates(sentence):
-    """[(position, text)] of the math segments and the bare numbers outside them, in order."""
+    """[(position, text)] of the math segments and, outside them, the bare numbers, mixed numbers (`2 1/2`) and
+    plain-text relations (`x >= 2`), in order."""
     candidates, last_end = [], 0
     for match in _MATH_SEGMENT.finditer(sentence):
-        candidates += [(m.start(), m.group(0)) for m in _NUMBER.finditer(sentence, last_end, match.start())]
+        candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end, match.start())]
         candidates.append((match.start(), next(g for g in match.groups() if g is not None)))
         last_end = match.end()
-    return candidates + [(m.start(), m.group(0)) for m in _NUMBER.finditer(sentence, last_end)]
+    return candidates + [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
 
 
 def _conclusion_answer(text, finished=True):
-    """Free text: the answer is the one number or formula of the conclusion (the last sentence that has any),
-    or the last one when it follows a final `=` or "is". Several candidates otherwise: no answer (a hedge)."""
-    tail = text.strip()[-4000:].replace("\\$", "")
-    if tail.count("$") % 2:  # an odd number of $: some are currency signs
-        tail = re.sub(r"\$(?=\d)", "", tail)
+    """Free text: the answer is the one number or formula of the conclusion (the last sentence that has any), or
+    the one that sentence asserts (see _asserted). Several candidates otherwise: no answer (a hedge)."""
+    tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
-    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])\s*$", sentences[-1]):
+    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])[\s*_]*$", sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]):
+        return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
     for sentence in reversed(sentences[-3:]):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+        # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
+        sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
+        cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)
+        if cut and _candidates(sentence[:cut.start()]):
+            sentence = sentence[:cut.start()]
+        if not _candidates(sentence) and _word_predicate(sentence):
+            return _word_predicate(sentence)  # "..., so the solution set is empty."
         if _candidates(sentence):
-            return None if _HEDGE_WORDS.search(sentence) else _one_candidate(sentence)
+            return None if _HEDGE_WORDS.search(sentence) or _UNSURE.search(sentence) else _one_candidate(sentence)
     return None
 
 
+def _word_predicate(sentence):
+    """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words."""
+    sentence = sentence.strip().rstrip(".!")
+    if _COPULA.match(sentence) and re.fullmatch(r"[A-Za-z\s-]{1,30}", _COPULA.sub("", sentence, count=1)):
+        return sentence
+    return None
+
+
+# Words that put the number after them in a modifier of the sentence, not in its assertion ("for 16 glasses",
+# "by selling 9 eggs", "after 3 days", "out of 5")
+_MODIFIER_START = re.compile(r"\b(?:for|by|in|(?<!total )(?<!sum )of|per|after|before|from|with|without|at|on|over|within|among|"
+                             r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
+
+
+def _asserted(sentence, candidates):
+    """The candidate a sentence with several asserts as its quantity: the last one after a final `=` or "is", or
+    else the only one not inside a modifier phrase (`Kylar needs to pay 64 for 16 glasses` -> 64; `The total for
+    3 shirts is 45` -> 45). None when no single one stands out (`5 apples and 3 oranges`)."""
+    position, value = candidates[-1]
+    before = sentence[:position].rstrip()
+    if re.search(r"(?<![!<>=])=$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)$",
+                                                         before, re.I):
+        return candidates[-1]
+    bold = [c for c in candidates if re.search(r"\*\*[^*]*$", sentence[:c[0]]) and "**" in sentence[c[0]:]]
+    if len(bold) == 1:
+        return bold[0]  # "Sarah runs a total of **27 miles** in a week, 12 of them on the weekend."
+    asserted, previous_end, previous_asserted = [], 0, True
+    for position, value in candidates:
+        lead_in = sentence[previous_end:position].split()
+        if previous_end and len(lead_in) <= 2 and lead_in and lead_in[-1].lower() in ("and", "or", ","):
+            is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
+        else:
+            is_asserted = not _MODIFIER_START.search(" ".join(lead_in[-3:]))
+        if is_asserted:
+            asserted.append((position, value))
+        previous_end, previous_asserted = position + len(value), is_asserted
+    if len(asserted) > 1:  # "Janet sells 16 - 3 - 4 = 9 eggs a day, making $18": the one sum of money
+        money = [(p, v) for p, v in asserted if sentence[p - 1:p] == CURRENCY
+                 or re.match(r"\s*(?:dollars?|cents?)\b", sentence[p + len(v):], re.I)]
+        return money[0] if len(money) == 1 else None
+    return asserted[0] if asserted else None
+
+
 def _one_candidate(sentence):
-    """The sentence's answer: its only candidate, or the last one when it follows `=` or "is"; None when an
-    operator, a relation or a number-changing word touches it (`x = y - 5`, `x > 5`, "negative 5")."""
+    """The sentence's answer: its only candidate, or the one it asserts (_asserted); None when an operator, a
+    relation, a number-changing word or a condition touches it (`x = y - 5`, `x > 5`, "negative 5", "5 if n is even")."""
     candidates = _candidates(sentence)
     if not candidates:
         return None
-    position, value = candidates[-1]
-    before, after = sentence[:position].rstrip(), sentence[position + len(value):]
+    chosen = candidates[0] if len(candidates) == 1 else _asserted(sentence, candidates)
+    if chosen is None:
+        return None
+    position, value = chosen
+    before, after = sentence[:position].rstrip(" *_"), sentence[position + len(value):].lstrip("*_")  # **27** is 27
     if sentence[position] == "$":  # a math segment: skip its closing delimiter
         after = sentence[sentence.find("$", position + 1 + len(value)) + 1:] if "$" in sentence[position + 1:] else ""
-    if len(candidates) > 1 and not (re.search(r"(?<![!<>=])=$", before) or
-                                    re.search(r"\b(?:is|be|are|was|equals?|gives?|get|obtain|total)$", before, re.I)):
+    if _conditional_after(after):
         return None
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
     if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after):
         return None  # 5x, 5 + y, 5(1+x), 5 = ...
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
+    before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
     nearby = " ".join(before.split()[-4:] + after.split()[:2])
     if _MODIFIER_WORDS.search(nearby):
         return None
+    unit = re.match(r"\s*([A-Za-z]+)", after)
+    if unit and _unit_key(unit.group(1)) and sentence[position] != "$":
+        return f"{value.strip()} {unit.group(1)}"  # "the angle is 60 degrees": the unit is part of the answer
     return value.strip()
 
 
@@ -414,16 +613,24 @@ def extract_answer(response, strict=False, think_prefilled=False):
     text = final_text(response, think_prefilled)
     if text is None or not text.strip():
         return None
+    text = _drop_echoed_instructions(text)
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and _braced(text, last_box + len("\\boxed")) is None:
         return None  # the last box never closes: the answer was cut off while being written
+    boxes = _boxes(text)
+    if boxes and not boxes[-1][2] and text.count('"answer"') == 0:
+        return None  # the last box is empty (`\boxed{5} \boxed{}`): the response ends on no answer
     found = _json_answer(text)
     if found is None and re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and not re.search(r"\}\s*(?:```)?\s*$", text):
         return None  # a JSON object opened and never closed: cut off before its answer field
     if found is None and "<answer>" in text:
         found = _inner_answer(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
     if found is None:
-        found = _last_boxed(text)
+        found = last_boxed(text)
+        if found is not None and boxes:  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even": no answer
+            rest = _first_sentence(text[boxes[-1][1]:boxes[-1][1] + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
+            if _UNSURE.search(rest) or _conditional_after(rest):
+                return None
         if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
             phrases = list(_PHRASE.finditer(text))
             last = phrases[-1] if phrases else None
@@ -434,6 +641,8 @@ def extract_answer(response, strict=False, think_prefilled=False):
     if found is None:
         hashes = re.findall(r"####\s*([^\n]+)", text)
         found = hashes[-1].strip() if hashes else None
+        if found and re.search(r"[A-Za-z]{3}", found):  # "#### Natalia sold 72 clips in April and May."
+            found = _reduce(_sentence_head(_strip_currency(found)))
     if found is None:
         found = _phrase_answer(text)
     if found is None and not strict:
@@ -446,7 +655,8 @@ def extract_answer(response, strict=False, think_prefilled=False):
         return None
     found = found.strip()
     inline = re.fullmatch(r"\$([^$]+)\$|\\\((.+)\\\)", found, flags=re.DOTALL)  # "$42$" -> "42"
-    return (inline.group(1) or inline.group(2)).strip() if inline else found
+    found = (inline.group(1) or inline.group(2)).strip() if inline else found
+    return found.replace(CURRENCY, "\\$")  # a dollar sign found in the text is shown as one
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -454,7 +664,7 @@ def extract_answer(response, strict=False, think_prefilled=False):
 # ------------------------------------------------------------------------------------------------------------
 _UNICODE = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}",
             "¾": "\\frac{3}{4}", "−": "-", "–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
-            "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ",
+            "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ", "¤": " ",
             "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset "}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
              r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
@@ -537,6 +747,11 @@ def clean(s):
     s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(?=\()", r"\\sqrt", s)                        # sqrt(2)
     s = re.sub(r"(?<![\\a-zA-Z])pi(?![a-zA-Z])", r"\\pi ", s)                          # 2pi
     s = s.replace("\\AA", "Å")
+    s = re.sub(r"\\colon(?![a-zA-Z])", ":", s)
+    # a time derivative written as a fraction is the dotted name: \frac{d\omega}{dt} = \dot{\omega}
+    s = re.sub(r"\\frac\s*\{\s*d\s*\^\s*\{?2\}?\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\^\s*\{?2\}?\s*\}",
+               r"\\ddot{\1}\2", s)
+    s = re.sub(r"\\frac\s*\{\s*d\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\}", r"\\dot{\1}\2", s)
     s = re.sub(r"(\d*)\.(\d*)\s*\\overline\s*\{(\d+)\}", _repeating_decimal, s)
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
     s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])", "", s)
@@ -556,6 +771,7 @@ def clean(s):
         s = re.sub(rf"(?:{degree})\s*(?:[CF]\b)?\s*$", " deg", s)
     s = re.sub(rf"(\d+(?:\.\d+)?|[A-Za-z])\s*(?:{degree})", r"(\1\\cdot\\frac{\\pi}{180})", s)
     s = re.sub(degree, " ", s)
+    s = re.sub(r"^(?:[a-z]\s*\\in\s*)?(?:\\mathbb\s*\{?\s*R\s*\}?|\\R)$", r"(-\\infty, \\infty)", s)   # \mathbb{R}
     s = _unwrap_commands(s)
     s = re.sub(r"(\d)\s*\^\s*\{?\s*(?:st|nd|rd|th)\s*\}?", r"\1", s)           # 12^{th} -> 12
     s = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", s)                             # 12th -> 12
@@ -578,13 +794,23 @@ def clean(s):
     s = _NUMBER_WORDS.sub(_number_words, s)
     s = _FRACTION_WORDS.sub(lambda m: f"\\frac{{{m.group(1) or 1}}}{{{_DENOMINATORS[m.group(2).lower()]}}}", s)
     s = re.sub(r"\s*(?:,\s*)?(?:for all|for every|for any|\\forall)\b.*$", "", s)            # f(x) = x for all x
+    # a domain exclusion after the answer: `\frac{1}{x-2}, x \ne 2`, `A = ..., for \omega^2 \ne 4`
+    s = re.sub(r"(?:\s*,\s*(?:(?:for|where|with|provided(?: that)?)\s+)?|\s+(?:for|where|with|provided(?: that)?)\s+)"
+               r"(?:\\?[A-Za-z]+)(?:\^\{?\d+\}?)?\s*\\ne\s*[-+\w.\\{}]+\s*$", "", s)
+    s = re.sub(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}", r"\\emptyset", s)                   # {} is the empty set
+    s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:the\s+)?(?:empty(?:\s+set)?|no\s+(?:real\s+)?solutions?)$",
+               r"\\emptyset", s, flags=re.I)                                          # "the solution set is empty"
+    # every real number is the interval (-oo, oo)
+    s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*real\s+(?:numbers?|values?)(?:\s+[a-z])?$",
+               r"(-\\infty, \\infty)", s, flags=re.I)
     s = re.sub(r"\s*,?\s*(?:where\s+)?[a-z]\s*\\in\s*(?:\\mathbb\s*)?\{?\s*[ZN]\s*\}?\s*$", "", s)  # ..., k \in Z
     return s or None
 
 
 def _mixed_number(s):
     """A mixed number alone is its value: 2\frac{1}{2} is 5/2, not 2 * 1/2."""
-    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac\s*(?:\{(\d+)\}|(\d))\s*(?:\{(\d+)\}|(\d))", s)
+    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac\s*(?:\{(\d+)\}|(\d))\s*(?:\{(\d+)\}|(\d))", s) \
+        or re.fullmatch(r"([-+]?)(\d+)\s+(?:(\d+)|(\d))/(?:(\d+)|(\d))", s)                   # 2 1/2
     if not mixed:
         return s
     sign, whole = mixed.group(1), mixed.group(2)
@@ -593,430 +819,23 @@ def _mixed_number(s):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# A small LaTeX -> sympy parser that builds the tree itself (never evaluates text as code)
-# ------------------------------------------------------------------------------------------------------------
-class ParseError(Exception):
-    pass
-
-
-_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[A-Za-z]|[-+*/^_!()\[\]{}|,'])")
-_FUNCS = {"arccot": sympy.acot, "arcsec": sympy.asec, "arccsc": sympy.acsc, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
-          "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh,
-          "cosh": sympy.cosh, "tanh": sympy.tanh, "ln": sympy.log, "exp": sympy.exp}
-_INVERSE = {"sin": sympy.asin, "cos": sympy.acos, "tan": sympy.atan, "cot": sympy.acot, "sec": sympy.asec,
-            "csc": sympy.acsc}
-_GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota",
-          "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi",
-          "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega", "ell", "hbar")
-_ACCENTS = ("bar", "hat", "vec", "dot", "ddot", "tilde", "overline", "widehat", "widetilde", "overrightarrow")
-_KNOWN_COMMANDS = set(_FUNCS) | set(_GREEK) | set(_ACCENTS) | {
-    "frac", "sqrt", "binom", "pi", "infty", "log", "cdot", "times", "div", "lfloor", "rfloor", "lceil", "rceil",
-    "angle", "triangle", "{", "}", "|"}
-
-
-_STRUCTURAL = {"begin", "end", "approx", "sim", "simeq", "cong", "equiv", "to", "rightarrow", "Rightarrow",
-               "implies", "iff", "cup", "cap", "in", "notin", "subset", "subseteq", "mid", "pm", "mp", "le", "ge",
-               "ne", "dots", "ldots", "cdots", "quad", "qquad", "text", "choose", "over", "mod", "pmod", "bmod"}
-
-
-def _tokenize(s):
-    tokens, pos = [], 0
-    s = s.rstrip()
-    while pos < len(s):
-        match = _TOKEN.match(s, pos)
-        if not match:
-            raise ParseError(f"unexpected character {s[pos]!r}")
-        token = match.group(1)
-        if token.startswith("\\") and token[1:] not in _KNOWN_COMMANDS:
-            # a Greek letter run into the next symbol (`\omegat` for `\omega t`), else an unknown command
-            head = next((g for g in sorted(_GREEK, key=len, reverse=True) if token[1:].startswith(g)), None)
-            if head is None:
-                if token[1:] in _STRUCTURAL:
-                    raise ParseError(f"unsupported command {token!r}")
-                tokens.append(token)  # an unknown command (\odot, \star) is an opaque name: see atom()
-            else:
-                tokens.append("\\" + head)
-                tokens.extend(token[1 + len(head):])
-        else:
-            tokens.append(token)
-        pos = match.end()
-    return tokens
-
-
-def _magnitude_bits(expr):
-    """log2 |expr| of a constant (None when it cannot be estimated cheaply)."""
-    try:
-        value = complex(expr.evalf(15))
-    except (TypeError, ValueError, OverflowError, ZeroDivisionError, AttributeError):
-        return None
-    if not all(math.isfinite(x) for x in (value.real, value.imag)):
-        return None
-    return math.log2(abs(value)) if value else -math.inf
-
-
-def _is_infinite(x):
-    return x.has(sympy.oo, -sympy.oo, sympy.zoo)
-
-
-def _safe_pow(base, exp):
-    """base**exp, refusing what is undefined (0^0, inf^0) or too large to compute (9^{9^{9^9}}, e^{e^{e^5}})."""
-    if _is_infinite(base) or _is_infinite(exp):
-        raise ParseError("power of infinity")
-    if base == 0 and (exp == 0 or (exp.is_number and exp.is_negative)):
-        raise ParseError("0^0 or 1/0")
-    if base.is_number and exp.is_number:
-        if exp.is_Rational and base.is_Rational and base != 0:
-            size = max(abs(base.p), abs(base.q))
-            if size > 1 and abs(exp) * math.log2(size) > MAX_RESULT_BITS:
-                raise ParseError("number too large")
-        else:
-            bits = _magnitude_bits(base)
-            exp_bits = _magnitude_bits(exp)
-            if bits is None or exp_bits is None or (exp_bits > 0 and 2.0 ** min(exp_bits, 1e4) * max(abs(bits), 1) > MAX_RESULT_BITS):
-                raise ParseError("number too large")
-    elif exp.is_number and exp.is_Rational and abs(exp) > MAX_RESULT_BITS:
-        raise ParseError("exponent too large")
-    return sympy.Pow(base, exp)
-
-
-def _small_linear(expr):
-    """d, d - k, 2n + 1: a linear polynomial in symbols with small integer coefficients (a factorial of it is safe to
-    evaluate at the sample points)."""
-    if not expr.free_symbols or expr.is_number:
-        return False
-    try:
-        poly = sympy.Poly(expr, *sorted(expr.free_symbols, key=str))
-    except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
-        return False
-    return poly.total_degree() <= 1 and all(c.is_Integer and abs(c) <= 100 for c in poly.coeffs())
-
-
-def _checked(value):
-    """Refuse undefined results (1/oo, oo - oo, nan), and powers of symbols too large to evaluate at sample points."""
-    if value.has(sympy.nan, sympy.zoo):
-        raise ParseError("undefined")
-    if value.free_symbols:
-        for power in value.atoms(sympy.Pow):
-            if power.exp.free_symbols:     # 10^{10^9 x}: every number in the exponent (and the base) stays small
-                numbers = [abs(n) for n in power.exp.atoms(sympy.Number)]
-                base_bits = _magnitude_bits(power.base) if power.base.is_number else 0
-                if max(numbers, default=0) > MAX_SYMBOLIC_POWER or base_bits is None or base_bits > 64:
-                    raise ParseError("symbolic exponent too large")
-            elif power.exp.is_number and abs(power.exp) > MAX_SYMBOLIC_POWER:
-                raise ParseError("power of a symbol too large")
-    return value
-
-
-class _Parser:
-    """Recursive descent over the token list. Grammar (loosest binding first):
-        expr   := ['+'|'-'] term (('+'|'-') term)*
-        term   := unary (('*' | '/' | \\cdot | \\times | \\div | implicit) unary)*
-        unary  := '-' unary | power
-        power  := postfix ['^' unary]            (right-associative)
-        postfix:= atom ['!' | "'"]*  [_ subscript]
-        atom   := number | letter | \\greek | \\pi | \\infty | \\frac{}{} | \\sqrt[n]{} | \\binom{}{} | \\accent{x}
-                  | \\func[^p] arg | (expr) | {expr} | [expr] | |expr| | \\lfloor expr \\rfloor | \\lceil expr \\rceil
-    `decimal_tolerances` collects, for every decimal literal, the relative rounding it stands for (ROUNDED_GOLD).
-    Infinity is allowed only alone or negated: any arithmetic with it is refused (1/oo, oo-oo, oo^0).
-    """
-
-    def __init__(self, text):
-        self.tokens = _tokenize(text)
-        self.pos = 0
-        self.depth = 0
-        self.decimal_tolerances = []
-        self.symbols_seen = False
-        self.infinity_seen = False
-
-    def parse(self):
-        if not self.tokens:
-            raise ParseError("empty")
-        value = self.expr()
-        if self.pos != len(self.tokens):
-            raise ParseError(f"unexpected {self.tokens[self.pos]!r}")
-        if self.infinity_seen and value not in (sympy.oo, -sympy.oo):
-            raise ParseError("arithmetic with infinity")
-        return _checked(value)  # also catches x^{1000} * x^{1000}
-
-    def peek(self):
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def take(self, expected=None):
-        token = self.peek()
-        if token is None or (expected is not None and token != expected):
-            raise ParseError(f"expected {expected!r}, got {token!r}")
-        self.pos += 1
-        return token
-
-    def nested(self, fn):
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise ParseError("too deeply nested")
-        try:
-            return fn()
-        finally:
-            self.depth -= 1
-
-    def expr(self):
-        sign = 1
-        if self.peek() in ("+", "-"):
-            sign = -1 if self.take() == "-" else 1
-        value = sign * self.term()
-        while self.peek() in ("+", "-"):
-            op = self.take()
-            rhs = self.term()
-            value = value + rhs if op == "+" else value - rhs
-        return value
-
-    _ATOM_START = re.compile(r"\d|\.\d|[A-Za-z]$|\\(?!cdot$|times$|div$|rfloor$|rceil$)[a-zA-Z]+|[({\[]|\\\{")
-
-    def term(self):
-        value = self.unary()
-        while True:
-            token = self.peek()
-            if token in ("*", "\\cdot", "\\times"):
-                self.take()
-                value = value * self.unary()
-            elif token in ("/", "\\div"):
-                self.take()
-                divisor = self.unary()
-                if divisor == 0:
-                    raise ParseError("division by zero")
-                value = value / divisor
-            elif token is not None and self._ATOM_START.match(token):
-                value = value * self.power()  # implicit multiplication: 2x, 2\pi, x(y+1)
-            else:
-                return value
-
-    def unary(self):
-        if self.peek() == "-":
-            self.take()
-            return -self.nested(self.unary)
-        if self.peek() == "+":
-            self.take()
-            return self.nested(self.unary)
-        return self.power()
-
-    def power(self):
-        base = self.postfix()
-        if self.peek() == "^":
-            self.take()
-            exponent = self.nested(self.unary) if self.peek() != "{" else self.group()
-            return _checked(_safe_pow(base, exponent))
-        return base
-
-    def postfix(self):
-        value = self.nested(self.atom)
-        while self.peek() in ("!", "'"):
-            if self.take() == "'":
-                if not value.is_Symbol:
-                    raise ParseError("prime of a non-symbol")
-                value = sympy.Symbol(value.name + "'")
-                continue
-            if not ((value.is_Integer and 0 <= value <= 500) or _small_linear(value)):
-                raise ParseError("factorial argument too large or not a small integer")
-            value = sympy.factorial(value)
-        return value
-
-    def group(self):
-        """A {...} group, or a single token argument as in \\frac12 or x^2."""
-        if self.peek() == "{":
-            self.take("{")
-            value = self.nested(self.expr)
-            self.take("}")
-            return value
-        token = self.peek()
-        if token is not None and re.fullmatch(r"\d+", token) and len(token) > 1:
-            self.tokens[self.pos] = token[1:]  # \frac12 -> 1 then 2
-            return sympy.Integer(token[0])
-        return self.nested(self.atom)
-
-    def number(self, token):
-        if "." in token:
-            integer, _, frac = token.partition(".")
-            if len((integer + frac).lstrip("0")) > MAX_INT_DIGITS:
-                raise ParseError("number too long")
-            value = sympy.Rational(int(integer or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
-            if frac.strip("0") and value != 0:  # a non-integer decimal: remember its rounding
-                self.decimal_tolerances.append(0.5 * 10 ** -len(frac) / abs(float(value)))
-            return value
-        if len(token) > MAX_INT_DIGITS:
-            raise ParseError("number too long")
-        return sympy.Integer(token)
-
-    def delimited(self, closer):
-        value = self.nested(self.expr)
-        self.take(closer)
-        return value
-
-    def atom(self):
-        token = self.take()
-        if re.fullmatch(r"\d+\.?\d*|\.\d+", token):
-            return self.number(token)
-        if re.fullmatch(r"[A-Za-z]", token):
-            return self.symbol(token)
-        if token in ("(", "[", "{"):
-            return self.delimited({"(": ")", "[": "]", "{": "}"}[token])
-        if token == "|":
-            return sympy.Abs(self.delimited("|"))
-        name = token[1:] if token.startswith("\\") else None
-        if name == "lfloor":
-            return sympy.floor(self.delimited("\\rfloor"))
-        if name == "lceil":
-            return sympy.ceiling(self.delimited("\\rceil"))
-        if name == "frac":
-            num = self.group()
-            den = self.group()
-            if den == 0:
-                raise ParseError("division by zero")
-            return _checked(num / den)
-        if name == "sqrt":
-            index = sympy.Integer(2)
-            if self.peek() == "[":
-                self.take("[")
-                index = self.delimited("]")
-            if index == 0:
-                raise ParseError("zeroth root")
-            return _safe_pow(self.group(), 1 / index)
-        if name == "binom":
-            n, k = self.group(), self.group()
-            if k.is_Integer and 0 <= k <= 20 and n.free_symbols and not n.is_number:
-                return sympy.expand_func(sympy.binomial(n, k))          # \binom{n}{2} = n(n-1)/2
-            if not (n.is_Integer and k.is_Integer and 0 <= n <= 10_000):
-                raise ParseError("binomial arguments")
-            return sympy.binomial(n, k)
-        if name == "pi":
-            return sympy.pi
-        if name == "infty":
-            self.infinity_seen = True
-            return sympy.oo
-        if name in _GREEK:
-            return self.symbol(name)
-        if name in _ACCENTS:  # \bar{x}, \dot{x}_0, \vec{v}, \overline{AB}: a name of its own
-            inner = self.group()
-            return self.symbol(f"{name}({inner})")
-        if name == "angle":
-            return self.symbol("angle" + str(self.nested(self.power)))
-        if name == "log":
-            base = None
-            if self.peek() == "_":
-                self.take()
-                base = self.group()
-            arg = self.func_arg()
-            if arg == 0 or (base is not None and base in (0, 1)):
-                raise ParseError("log of 0 or to base 0/1")
-            return _checked(sympy.log(arg, base) if base is not None else sympy.log(arg))
-        if name is not None and name not in _KNOWN_COMMANDS:
-            return self.symbol(name)
-        if name in _FUNCS:
-            exponent = None
-            if self.peek() == "^":  # \sin^2 x
-                self.take()
-                exponent = self.group()
-            function = _FUNCS[name]
-            if exponent == -1 and name in _INVERSE:  # \sin^{-1} x is arcsin x, not 1/sin x
-                function, exponent = _INVERSE[name], None
-            arg = self.func_arg()
-            if arg.is_number:
-                bits = _magnitude_bits(arg)
-                if bits is None or bits > math.log2(MAX_FUNCTION_ARG):
-                    raise ParseError("function of a huge argument")
-            value = _checked(function(arg))
-            return _safe_pow(value, exponent) if exponent is not None else value
-        raise ParseError(f"unsupported token {token!r}")
-
-    def func_arg(self):
-        """\\sin(x+1), \\sin x, and by convention \\sin 2x = sin(2x): without brackets the argument is the implicit
-        product of the atoms that follow, up to an operator or the next function (\\sin x \\cos x)."""
-        if self.peek() in ("(", "{", "["):
-            return self.nested(self.atom)
-        value = self.nested(self.power)
-        while True:
-            token = self.peek()
-            if token is None or not self._ATOM_START.match(token) or token in ("(", "[") \
-                    or (token.startswith("\\") and (token[1:] in _FUNCS or token[1:] in ("log", "frac", "sqrt"))):
-                return value
-            value = value * self.nested(self.power)
-
-    def symbol(self, name):
-        if name == "e" and self.peek() != "_":
-            return sympy.E
-        if name == "i" and self.peek() != "_":
-            return sympy.I
-        if self.peek() == "_":
-            self.take()
-            sub = self.peek()
-            if sub == "{":
-                self.take()
-                parts = []
-                while self.peek() not in (None, "}"):
-                    parts.append(self.take())
-                self.take("}")
-                sub = "".join(parts)
-            else:
-                self.take()
-            name = f"{name}_{sub}"
-        self.symbols_seen = True
-        return sympy.Symbol(name)
-
-
-_COMMON_WORDS = set("""the and not are was but for has had its may can one two six ten yes all any who why how see
-set say use way get got let lot off old our out own per put too top try yet you she her him his man men new now day
-end far few odd sum max min mod gcd lcm arc deg rad sec cis""".split())
-
-
-def _is_english(run):
-    """A run of letters that is a word rather than a product of variables: 4+ lowercase letters, or a common
-    3-letter word (`LCs`, `abc`, `xyz` stay products)."""
-    word = run[0].lower() + run[1:]  # "Answer" is a word too
-    return word.islower() and (len(run) >= 4 or word in _COMMON_WORDS)
-
-
-@lru_cache(maxsize=8192)
-def parse_math(text):
-    """Cleaned text -> (sympy expression, relative rounding of its decimals) or None when it is not a formula we
-    read. Words (3+ letters in a row outside a command) are not formulas: `is not` must not become i*s*n*o*t."""
-    if any(_is_english(w) for w in re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", text)):
-        return None
-    try:
-        parser = _Parser(text)
-        value = parser.parse()
-    except (ParseError, RecursionError, ValueError, TypeError, ZeroDivisionError, OverflowError, AttributeError):
-        return None
-    if parser.symbols_seen and not value.free_symbols:
-        return None  # letters that vanished: `I(0)` read as I*0 = 0 is a function value, not the number 0
-    return value, max(parser.decimal_tolerances, default=0.0)
-
-
-# ------------------------------------------------------------------------------------------------------------
 # Comparing values
 # ------------------------------------------------------------------------------------------------------------
 _SIMPLE_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
-_INTEGRATION_CONSTANTS = ("C", "c", "C_1", "c_1", "C_0", "c_0")
+_CONSTANT_NAME = re.compile(r"[CcKk](?:_\{?\w+\}?)?")   # the gold's arbitrary constants: C, c, C_1, c_2, K
+_RENAMABLE_NAME = re.compile(r"(?:[A-Z]|[ckmn])(?:_\{?\w+\}?)?")  # the prediction's own names for them: A, B, c_1, n
 
 
-def _decimal_rel(text):
-    """Relative half-unit of the last digit of a gold written as a decimal (for ROUNDED_GOLD = 'half_ulp')."""
-    if ROUNDED_GOLD != "half_ulp":
-        return 0.0
-    parsed = parse_math(text)
-    return parsed[1] if parsed and not parsed[0].free_symbols else 0.0
-
-
-def _numbers_equal(p, g, rel=0.0):
+def _numbers_equal(p, g):
     """Two constants: exactly equal (rationals); for irrationals, their difference evaluates to zero: sympy's
     adaptive evalf either finds a nonzero digit of p - g (then they differ, however tiny: pi + 10^{-60} is not pi)
-    or exhausts ZERO_TEST_BITS of precision without one (then they are equal: sqrt2 + sqrt3 = sqrt(5 + 2 sqrt6));
-    or, for rounded golds, strictly within rel * |g|."""
+    or exhausts ZERO_TEST_BITS of precision without one (then they are equal: sqrt2 + sqrt3 = sqrt(5 + 2 sqrt6))."""
     if p == g:
         return True
-    if _is_infinite(p) or _is_infinite(g):
+    if is_infinite(p) or is_infinite(g):
         return False
-    if p.is_Rational and g.is_Rational and not rel:
+    if p.is_Rational and g.is_Rational:
         return False
-    if rel:
-        pv, gv = sympy.N(p, 30), sympy.N(g, 30)
-        return bool(pv.is_number and gv.is_number and abs(pv - gv) < sympy.Float(rel, 30) * abs(gv))
     diff = sympy.N(p - g, EXACT_DIGITS, maxn=ZERO_TEST_BITS)
     if diff == 0:
         return True
@@ -1026,22 +845,29 @@ def _numbers_equal(p, g, rel=0.0):
     return all(part == 0 or (isinstance(part, sympy.Float) and part._prec <= 10) for part in diff.as_real_imag())
 
 
-def _unify_constants(p, g):
-    """An arbitrary constant written C in one answer and c in the other (Minerva's ODE answers) is one symbol."""
-    extra_p, extra_g = p.free_symbols - g.free_symbols, g.free_symbols - p.free_symbols
-    if len(extra_p) == 1 and len(extra_g) == 1:
-        (a,), (b,) = extra_p, extra_g
-        if a.name in _INTEGRATION_CONSTANTS and b.name in _INTEGRATION_CONSTANTS:
-            return p.subs(a, b)
-    return p
+def _renamed_constants(p, g):
+    """The prediction with its arbitrary constants renamed to the gold's, every way that fits: a general solution
+    may name them as it likes (`c_1 e^t + c_2 e^{-t}`, `A e^t + B e^{-t}` for `C_1 e^t + C_2 e^{-t}`). Only when
+    every symbol the gold alone has is named like a constant (C, c, K, C_1, ...), as many as the prediction's own."""
+    extra_p = sorted(p.free_symbols - g.free_symbols, key=str)
+    extra_g = sorted(g.free_symbols - p.free_symbols, key=str)
+    if not extra_g or len(extra_p) != len(extra_g) or len(extra_g) > 4 \
+            or not all(_CONSTANT_NAME.fullmatch(s.name) for s in extra_g) \
+            or not all(_RENAMABLE_NAME.fullmatch(s.name) for s in extra_p):
+        return [p]
+    return [p.subs(dict(zip(extra_p, names)), simultaneous=True) for names in itertools.permutations(extra_g)]
 
 
-def _exprs_equal(p, g, rel=0.0):
+def _exprs_equal(p, g):
     """Parsed answers: constants by _numbers_equal, formulas by agreement at random rational points (exact
     arithmetic), which decides polynomial and rational identities with negligible error."""
     if not p.free_symbols and not g.free_symbols:
-        return _numbers_equal(p, g, rel)
-    p = _unify_constants(p, g)
+        return _numbers_equal(p, g)
+    return any(_same_function(q, g) for q in _renamed_constants(p, g))
+
+
+def _same_function(p, g):
+    """Agreement at random rational points (see _exprs_equal)."""
     if p.free_symbols != g.free_symbols:
         return False
     rng = random.Random(0)
@@ -1063,7 +889,7 @@ def _exprs_equal(p, g, rel=0.0):
 def _values_equal(p, g):
     """Single values (cleaned text, no units, lists or relations)."""
     p, g = _mixed_number(p), _mixed_number(g)
-    if _SIMPLE_NUMBER.fullmatch(p) and _SIMPLE_NUMBER.fullmatch(g) and ROUNDED_GOLD == "exact":
+    if _SIMPLE_NUMBER.fullmatch(p) and _SIMPLE_NUMBER.fullmatch(g):
         return Fraction(p) == Fraction(g)  # the common case, without sympy
     if re.fullmatch(r"[A-Za-z]{2,}", p) and re.fullmatch(r"[A-Za-z]{2,}", g):
         return p.lower() == g.lower()  # a word's letters are not commuting variables: NO is not ON
@@ -1072,13 +898,14 @@ def _values_equal(p, g):
         return False
     try:
         decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", p)
-        if decimal and not gp[0].free_symbols and not gp[1] and not gp[0].is_Rational or (
-                decimal and gp[0].is_Rational and gp[0].q not in (1, 2, 4, 5, 8, 10)):
+        gold_has_decimal = re.search(r"\.\d*[1-9]", g) is not None
+        if decimal and not gp.free_symbols and not gold_has_decimal and not gp.is_Rational or (
+                decimal and gp.is_Rational and gp.q not in (1, 2, 4, 5, 8, 10)):
             digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
             if digits >= DECIMAL_DIGITS and len(decimal.group(2)) >= 4:  # 0.0833333333 for 1/12, 3.14159 for pi
                 half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
-                return bool(abs(sympy.N(gp[0] - pp[0], 30)) <= half_unit)
-        return _exprs_equal(pp[0], gp[0], _decimal_rel(g))
+                return bool(abs(sympy.N(gp - pp, 30)) <= half_unit)
+        return _exprs_equal(pp, gp)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
         return False
 
@@ -1098,7 +925,8 @@ _UNIT_SYNONYMS = {
     "W": "watt watts", "N": "newton newtons", "K": "kelvin", "Hz": "hz hertz", "eV": "ev", "erg": "ergs",
     "Å": "angstrom angstroms", "AU": "au", "pc": "parsec parsecs", "ly": "", "V": "volt volts", "A": "amp amps ampere",
     "Pa": "pascal pascals", "cal": "calorie calories", "kcal": "kilocalories", "mol": "mole moles", "T": "tesla",
-    "sq": "square", "cu": "cubic",
+    "sq": "square", "cu": "cubic", "cup": "cups", "tbsp": "tablespoon tablespoons", "tsp": "teaspoon teaspoons",
+    "qt": "quart quarts", "pint": "pints", "ml": "", "arcsec": "arcsecond arcseconds", "arcmin": "arcminute arcminutes",
 }
 _UNITS = {}
 for _canonical, _names in _UNIT_SYNONYMS.items():
@@ -1186,11 +1014,11 @@ def _percent_equal(p, pu, g, gu):
     if (pu if pu != "%" else gu) not in (None,):
         return False  # a percent against another unit
     value = parse_math(pct)
-    if value is None or value[0].free_symbols:
+    if value is None or value.free_symbols:
         return False
-    if _equiv(_as_text(value[0] / 100), other):
+    if _equiv(_as_text(value / 100), other):
         return True
-    return bool(abs(value[0]) >= 1) and _equiv(pct, other)
+    return bool(abs(value) >= 1) and _equiv(pct, other)
 
 
 def _as_text(expr):
@@ -1248,7 +1076,7 @@ def _balanced(s):
 
 
 _NAME = r"(?:\\(?:angle|measuredangle|triangle|overline|widehat|overarc|arc)\s*\{?\s*[A-Za-z]+\s*\}?|(?:\\[a-zA-Z]+|[A-Za-z]+)" \
-        r"(?:_\{?[\w,]+\}?)?'*(?:\([^()=]*\))?)"
+        r"(?:_\{?[\w,]+\}?)?(?:\^\s*\{?\s*(?:-1|[A-Za-z*])\s*\}?)?'*(?:\([^()=]*\))?)"  # f^{-1}(x), y^s, x^*: names too
 _NAMES = rf"(?:m\s*)?{_NAME}(?:\s*{_NAME}){{0,3}}"
 _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}|\\frac\s*\{{\s*{_NAMES}\s*\}}\s*\{{\s*{_NAMES}\s*\}}"
                     rf"|\(\s*{_NAME}(?:\s*,\s*{_NAME})+\s*\))\s*")
@@ -1256,7 +1084,7 @@ _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}
 
 def _is_label(side):
     """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y)."""
-    if any(w.islower() and (w in _NOT_UNITS or _is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
+    if any(w.islower() and (w in _NOT_UNITS or is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
         return False
     return _LABEL.fullmatch(side) is not None and not re.fullmatch(r"\s*\\(?:pi|infty|e)\s*", side) \
         and not re.search(r"\\(?:sqrt|sin|cos|tan|log|ln)\b|\\frac\s*\{\s*\d", side)
@@ -1266,10 +1094,10 @@ def _is_quantity_name(side):
     """m+n, a+2z, xy: a polynomial in letters with no constant term and no powers -- the quantity a problem asks
     for, restated before its value (`m+n = 29`); `x^2-4` or `2x+3` are not."""
     parsed = parse_math(side)
-    if parsed is None or not parsed[0].free_symbols:
+    if parsed is None or not parsed.free_symbols:
         return False
     try:
-        poly = sympy.Poly(parsed[0], *sorted(parsed[0].free_symbols, key=str))
+        poly = sympy.Poly(parsed, *sorted(parsed.free_symbols, key=str))
     except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
         return False
     coeffs = poly.coeffs()
@@ -1395,12 +1223,42 @@ def _as_interval(s):
         upper = (op in ("<", "\\le")) == is_var[0]                 # x < b  or  b > x: an upper bound
         closed = op in ("\\le", "\\ge")
         return ("-\\infty", bound, False, closed) if upper else (bound, "\\infty", closed, False)
+    if len(parts) == 2 and not any(is_var):
+        return _solved_inequality(parts, ops[0])
     if len(parts) == 3 and is_var[1] and not is_var[0] and not is_var[2] and len(set(ops)) <= 2:
         if all(op in ("<", "\\le") for op in ops):
             return parts[0], parts[2], ops[0] == "\\le", ops[1] == "\\le"
         if all(op in (">", "\\ge") for op in ops):
             return parts[2], parts[0], ops[1] == "\\ge", ops[0] == "\\ge"
     return None
+
+
+def _linear_root(lhs, rhs):
+    """(a, root) when lhs - rhs = a*(x - root) for a single symbol x and numbers a != 0, root; else None."""
+    sides = [parse_math(x) for x in (lhs, rhs)]
+    if any(x is None for x in sides):
+        return None
+    diff = sympy.expand(sides[0] - sides[1])
+    if len(diff.free_symbols) != 1:
+        return None
+    (x,) = diff.free_symbols
+    slope = diff.diff(x)
+    if slope.free_symbols or slope == 0 or not slope.is_real:
+        return None
+    root = -diff.subs(x, 0) / slope
+    return (slope, root) if root.is_Rational else None
+
+
+def _solved_inequality(parts, op):
+    """`-x > -1` is `x < 1`: a linear inequality in one variable, solved (dividing by a negative flips it)."""
+    solved = _linear_root(*parts)
+    if solved is None:
+        return None
+    slope, root = solved
+    upper = (op in ("<", "\\le")) == bool(slope > 0)
+    closed = op in ("\\le", "\\ge")
+    bound = _as_text(root)
+    return ("-\\infty", bound, False, closed) if upper else (bound, "\\infty", closed, False)
 
 
 def _intervals_equal(p, g):
@@ -1429,11 +1287,13 @@ def _equations_equal(p_sides, g_sides):
     g = [parse_math(x) for x in g_sides]
     if None in p or None in g:
         return False
-    if _exprs_equal(p[0][0], g[0][0]) and _exprs_equal(p[1][0], g[1][0]):
+    if _exprs_equal(p[0], g[0]) and _exprs_equal(p[1], g[1]):
         return True
-    dp, dg = p[0][0] - p[1][0], g[0][0] - g[1][0]
+    dp, dg = p[0] - p[1], g[0] - g[1]
     if dp.free_symbols != dg.free_symbols or not dg.free_symbols:
         return False
+    if _same_solution(dp, dg):
+        return True
     rng = random.Random(1)
     ratios = []
     for _ in range(8):
@@ -1445,25 +1305,45 @@ def _equations_equal(p_sides, g_sides):
     return len(ratios) >= 3 and ratios[0] != 0 and all(_numbers_equal(r, ratios[0]) for r in ratios)
 
 
+def _same_solution(dp, dg):
+    """The equations dp = 0 and dg = 0 both state one symbol linearly, and solved for it they are the same formula
+    (`I \\frac{d\\omega}{dt} + 2B\\omega = T` and `\\frac{d\\omega}{dt} = \\frac{T}{I} - \\frac{2B}{I}\\omega`, both
+    T = ...). An equation multiplied by a factor that can vanish (`x(x-1) = 0` vs `x - 1 = 0`) is not linear in it."""
+    for x in sorted(dg.free_symbols, key=str)[:6]:
+        try:
+            slopes = [d.diff(x) for d in (dp, dg)]
+            if any(s == 0 or x in s.free_symbols for s in slopes):
+                continue
+            solutions = [sympy.cancel(-d.subs(x, 0) / s) for d, s in zip((dp, dg), slopes)]
+        except (TypeError, ValueError, ZeroDivisionError, sympy.PolynomialError):
+            continue
+        if solutions[0].free_symbols == solutions[1].free_symbols and _same_function(*solutions):
+            return True
+    return False
+
+
 def _canon_label(side):
     return re.sub(r"[\s{}]", "", side)
 
 
 def _relations_equal(p_sides, g_sides):
     """At least one side has '='. Labels are stripped; every remaining side of the prediction must be the answer."""
-    g_constant = len(g_sides) == 1 and (parse_math(g_sides[0]) or (sympy.Symbol("x"),))[0].free_symbols == set()
+    g_value = parse_math(g_sides[0]) if len(g_sides) == 1 else None
+    g_constant = g_value is not None and not g_value.free_symbols
     if len(g_sides) == 1 or (len(g_sides) == 2 and _is_label(g_sides[0])):
         gold = g_sides[-1]
         if len(p_sides) == 1:
             return _equiv(p_sides[0], gold)
         if len(g_sides) == 2 and len(p_sides) == 2 and _is_label(p_sides[0]):
-            if _canon_label(p_sides[0]) != _canon_label(g_sides[0]):
-                return False                                          # x = 3 is not y = 3
+            if _canon_label(p_sides[0]) != _canon_label(g_sides[0]):  # x = 3 is not y = 3; but `P = 100 - 0.8X_d`
+                return _equations_equal(p_sides, g_sides)              # is `X_d = 125 - 1.25P` solved for P
             return _equiv(p_sides[1], gold)
         if len(g_sides) == 2 and len(p_sides) == 2 and not _is_label(p_sides[0]):
             return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
-        values = [s for s in p_sides if not (_is_label(s) or (g_constant and _is_quantity_name(s)))]
-        return bool(values) and all(_equiv(v, gold) for v in values)
+        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({_canon(x) for x in p_sides}) == 1:
+            return False                                              # 3 = 3, 5 = 2 + 3: an identity, not an answer
+        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)))]
+        return all(_equiv(v, gold) for v in values + p_sides[-1:])  # the last side is the value (`c = I(0)`)
     if len(p_sides) != len(g_sides):
         return False
     if len(g_sides) == 2:
@@ -1472,7 +1352,7 @@ def _relations_equal(p_sides, g_sides):
 
 
 # ---- matrices ------------------------------------------------------------------------------------------------
-_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", re.DOTALL)
+_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", re.DOTALL)
 
 
 def _matrix(s):
@@ -1485,7 +1365,8 @@ def _matrix(s):
     match = _MATRIX.fullmatch(s)
     if not match:
         return None
-    rows = [r for r in re.split(r"\\\\", match.group(2)) if r.strip()]
+    body = match.group(2).strip().rstrip("\\")  # a row break before \end (cleaned to `\end` when escaped twice)
+    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
     return match.group(1), [[c.strip() for c in r.split("&")] for r in rows]
 
 
@@ -1497,15 +1378,15 @@ def _determinant_text(kind_rows):
     entries = [[parse_math(c) for c in r] for r in rows]
     if any(e is None for r in entries for e in r):
         return None
-    det = sympy.Matrix([[e[0] for e in r] for r in entries]).det()
+    det = sympy.Matrix(entries).det()
     return det
 
 
 def _matrices_equal(p, g):
     pm, gm = _matrix(p), _matrix(g)
     if (pm and pm[0] in ("vmatrix", "Vmatrix")) or (gm and gm[0] in ("vmatrix", "Vmatrix")):
-        pv = _determinant_text(pm) if pm and pm[0].lower() == "vmatrix" else (parse_math(p) or (None,))[0]
-        gv = _determinant_text(gm) if gm and gm[0].lower() == "vmatrix" else (parse_math(g) or (None,))[0]
+        pv = _determinant_text(pm) if pm and pm[0].lower() == "vmatrix" else parse_math(p)
+        gv = _determinant_text(gm) if gm and gm[0].lower() == "vmatrix" else parse_math(g)
         return pv is not None and gv is not None and _exprs_equal(pv, gv)
     if pm is None or gm is None:
         # a column or row vector against a tuple of the same entries
@@ -1527,13 +1408,18 @@ _CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?")
 
 
 def _canon(s):
-    s = re.sub(r"\s+", "", s)
+    s = re.sub(r"(?<=\d)\s+(?=\d)", " ", s)   # `1 2` (from `1 \quad 2`) stays two numbers, never 12
+    s = re.sub(r"(?<!\d)\s+|\s+(?!\d)", "", s)
     return re.sub(r"([_^])\{(\w)\}", r"\1\2", s)
 
 
 def _is_words(s):
     """Plain words (`even`, `Monday`, `no solution`): a run of 3+ letters; `xy` stays a product of symbols."""
     return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
+
+
+_COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?the\s+[\w\s()'^{}-]{0,60}?\b(?:is|are)\s+(?:an?\s+)?",
+                     re.IGNORECASE)  # "the function is even" (not "I hope it is correct")
 
 
 def _words(s):
@@ -1552,24 +1438,36 @@ def _choice_equal(p, letter):
     return found == letter
 
 
+_NOT_EQUAL = re.compile(r"^([A-Za-z])\s*\\ne\s*([^,;=<>]+)$")   # x \ne 2: every real but 2
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or _canon(p) == _canon(g):
         return True
+    if "\\emptyset" in (p, g):
+        return False  # the empty set is only itself (`\{\emptyset\}` is not empty)
     choice = _CHOICE.fullmatch(g)
     if choice:
         return _choice_equal(p, choice.group(1))
-    if _is_words(g):
-        return _is_words(p) and _words(p) == _words(g)
+    if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
+        predicate = _COPULA.sub("", p, count=1)
+        return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))
+    p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
     if _interval_like(g) or _interval_like(p):
         same = _intervals_equal(p, g)
         if same is not None:
             return same
         if _interval_like(g) and "=" not in g:
             return False
+    labelled = _split_top(p, ["="])
+    if len(labelled) == 2 and _is_label(labelled[0]) and _matrix(labelled[1]):
+        p = labelled[1]  # A^{-1} = \begin{bmatrix}...\end{bmatrix}
     if _matrix(g) or _matrix(p):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)
+    if g_shape.kind == "single" and re.search(r"\\(?:pm|mp)", p) and not re.search(r"\\(?:pm|mp)", g):
+        return False  # `\pm 0`, `3 \pm 0`: a plus-or-minus answer names two values, even when they coincide
     if p_shape.kind != "single" or g_shape.kind != "single":
         return _shapes_equal(p_shape, g_shape)
     return _item_equal(p, g)
@@ -1580,23 +1478,47 @@ def _item_equal(p, g):
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
     if pu == "%" or gu == "%":
         return _percent_equal(pv, pu, gv, gu)
+    if "deg" in (pu, gu) and {pu, gu} <= {"deg", "rad", None}:  # 60^\circ = \frac{\pi}{3} (an angle in either unit)
+        (degrees, _), (other, _) = ((pv, pu), (gv, gu)) if pu == "deg" else ((gv, gu), (pv, pu))
+        if "\\pi" in other and "\\pi" not in degrees:
+            return _equiv(f"({degrees})\\cdot\\frac{{\\pi}}{{180}}", other)
     if _units_conflict(pu, gu):
         return False
     if (pu or gu) and _equiv(pv, gv):
         return True
-    if ":" in g and "=" not in g:  # ratios and times: ordered parts (3:1 is not 1:3)
-        g_parts, p_parts = _split_top(g, [":"]), _split_top(p, [":"])
-        return len(g_parts) == len(p_parts) and all(_equiv(a, b) for a, b in zip(p_parts, g_parts))
+    ratio = [_split_top(x, [":"]) for x in (p, g)]
+    if (len(ratio[1]) > 1 or len(ratio[0]) > 1) and "=" not in p + g:  # ratios and times: ordered parts (3:1 is not 1:3)
+        if len(ratio[0]) == len(ratio[1]):
+            if all(_equiv(a, b) for a, b in zip(*ratio)):
+                return True
+            values = [[parse_math(x) for x in r] for r in ratio]  # 6:4 = 3:2, numbers in proportion
+            if any(v is None or v.free_symbols or v == 0 for r in values for v in r):
+                return False
+            return all(_numbers_equal(a * values[1][0], b * values[0][0]) for a, b in zip(*values))
+        number = p if len(ratio[0]) == 1 else g   # a:b against the number a/b: 3:1 = \frac{3}{1} = 3
+        parts = ratio[1] if len(ratio[0]) == 1 else ratio[0]
+        return len(parts) == 2 and _equiv(number, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
     p_sides, g_sides = _split_top(p, ["="]), _split_top(g, ["="])
     if "\\approx" in p:  # x = 1/3 \approx 0.33: the approximation is a remark when an exact value is given
         exact = [_split_top(side, ["\\approx"])[0] for side in p_sides]
         exact = [x for x in exact if x]
-        p_sides = exact if any(not _is_label(x) for x in exact) else _split_top(p, ["=", "\\approx"])
+        symbol_named = re.fullmatch(r"\\?[A-Za-z]+(?:_\{?\w+\}?)?", exact[-1]) and exact[-1] != "\\pi" or (
+            exact[-1] == "\\pi" and "\\pi" not in g)  # `\pi \approx 3 \times 10^{-3}` where \pi names a parallax
+        if symbol_named:
+            p_sides = _split_top(p, ["=", "\\approx"])[-1:]
+        elif any(not _is_label(x) for x in exact):
+            p_sides = exact
+        else:
+            p_sides = _split_top(p, ["=", "\\approx"])
     if len(p_sides) > 1 or len(g_sides) > 1:
         return _relations_equal(p_sides, g_sides)
-    base = re.fullmatch(r"([-+]?\d+)_\d+", _canon(g))
-    if base:  # 52_8: a numeral in another base compares as written (the base may be left out)
-        return _canon(p) == base.group(1)
+    p = p_sides[0]
+    numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", _canon(x)) for x in (p, g)]
+    if numerals[1] and numerals[1].group(2) or numerals[0] and numerals[0].group(2) and numerals[1]:
+        # a numeral in another base compares digit by digit: 1011_2 = (1011)_2 = 1011_{(2)}; the prediction may leave
+        # the base out, and two bases must agree (a plain gold is base 10: 1011_2 is not 1011)
+        (pd, pb), (gd, gb) = numerals[0].groups() if numerals[0] else (None, None), numerals[1].groups()
+        return pd is not None and pd.upper() == gd.upper() and (pb is None or int(pb) == int(gb or 10))
     return _values_equal(p, g)
 
 
@@ -1871,9 +1793,6 @@ def main():
 # Code problems (rows with `tests`): the sandboxed code reward lives in code_reward.py and is re-exported here so
 # that the loop imports one module; score_problems picks the reward by each row's data.
 # ------------------------------------------------------------------------------------------------------------
-from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S  # noqa: E402
-from code_reward import STAT_KEYS as CODE_STAT_KEYS  # noqa: E402,F401
-from code_reward import code_reward, score_code_batch  # noqa: E402,F401
 
 
 def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, code_timeout_s=None, stats=None,

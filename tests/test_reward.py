@@ -123,10 +123,10 @@ def test_every_solution_matches_its_own_answer(name):
     assert stats == {"timeouts": 0, "errors": 0, "invalid_gold": 0}
 
 
-def _last_of_several(answer, gold):
-    import reward
-    shape = reward._shape(reward.clean(answer))
-    return shape.kind == "list" and len(shape.items) > 1 and is_equiv(shape.items[-1], gold)
+def _last_of_several(solution, gold):
+    """The solution boxes several answers and the gold is only its last box."""
+    last_box = extract_answer(solution[solution.rfind("\\boxed"):])
+    return extract_answer(solution) != last_box and is_equiv(last_box, gold)
 
 
 @pytest.mark.skipif(not SHARED.exists(), reason="../shared/data (full MATH train/test) not beside the checkout")
@@ -138,7 +138,7 @@ def test_full_math_solutions_match_their_answers(name):
     misses = [r for r, s in zip(rows, scores) if s != 1.0]
     # MATH's `answer` field is the LAST box of the solution; where a solution boxes several answers ("the answers
     # are $\\boxed{-2}$ and $\\boxed{1}$"), the dataset's gold is incomplete and the grader rightly reads a list
-    data_errors = [r for r in misses if _last_of_several(extract_answer(r["solution"]), r["answer"])]
+    data_errors = [r for r in misses if _last_of_several(r["solution"], r["answer"])]
     assert len(misses) == len(data_errors) <= 0.003 * len(rows), [r["id"] for r in misses if r not in data_errors][:10]
 
 
@@ -178,6 +178,9 @@ HOSTILE = [
     "\\boxed{9^{9^{9^{9}}}} = \\boxed{9^{9^{9^{9}}}}",
     "<think>" * 10_000 + "</think>" * 10_000 + "\\boxed{",
     "The answer is " + "1, " * 20_000 + "5.",
+    "Please put the answer in \\boxed{} " * 50_000,
+    "The answer is " + "$1 " * 60_000 + "5.",
+    "Answer: " + "the total for 3 shirts is " * 8_000 + "$45.",
 ]
 
 
@@ -244,14 +247,16 @@ DEV = SHARED / "grader_dev" / "real_outputs_dev.jsonl.gz"
 def test_agreement_with_careful_verdicts_on_real_model_outputs():
     """8,204 real responses of 10 models with careful verdicts (the grader's development set): agreement >= 99.5%
     and no more false positives than the rows whose verdicts we dispute (README, "Grader accuracy")."""
-    import reward
     with gzip.open(DEV, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
-    verdicts = [reward._math_reward_unbounded(r["response"], r["gold"]) == 1.0 for r in rows]
+    verdicts = [math_reward(r["response"], r["gold"]) == 1.0 for r in rows]
     agree = sum(v == r["label"] for v, r in zip(verdicts, rows)) / len(rows)
     false_pos = sum(v and not r["label"] for v, r in zip(verdicts, rows))
     assert agree >= 0.995, agree
-    assert false_pos <= 30, false_pos
+    # disputed verdicts: 26 Minerva answers in e-notation (counted correct when the held-out set was re-judged,
+    # issue 21), 2 more from round 2, and 3 equivalent answers of round 3's families (`\\frac{\\pi}{6} + n\\pi` for
+    # `... + \\pi k`, two ODEs rearranged: row ids 839, 1934, 1940)
+    assert false_pos <= 31, false_pos
 
 
 def test_power_tower_gold_against_itself_does_not_hang():

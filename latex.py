@@ -1,0 +1,420 @@
+r"""LaTeX -> sympy: a small recursive-descent parser that builds the expression tree itself.
+
+Untrusted model text is never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). `parse_math(text)`
+takes the cleaned text of one value (reward.clean has already removed delimiters, text commands, units and
+spacing) and returns a sympy expression, or None when the text is not a formula this parser reads.
+
+Accepts (grammar in `_Parser`): integers and decimals (decimals become exact rationals), letters and Greek letters
+as symbols (`e` is Euler's number and `i` the imaginary unit unless subscripted), `\pi`, `\infty` (alone or
+negated only), + - * / ^ !, implicit products (`2x`, `2\pi r`, `x(y+1)`), `\frac`, `\sqrt[n]{}`, `\binom`, `\log_b`,
+trigonometric/hyperbolic functions with `\sin^2 x` and `\sin^{-1} x` = arcsin, `|x|`, floor and ceiling,
+accents (`\bar x` is a name), primes (`f'`) and unknown commands (`\star`) as opaque names. Runs of 3+ letters
+that read as English words (`is not`) are refused, so a sentence never becomes a product of variables.
+
+Guards (each refuses with ParseError, so the text does not parse; every step stays cheap):
+  integer literals longer than MAX_INT_DIGITS; b^e and n! whose result would exceed MAX_RESULT_BITS (power towers,
+  1000000!); functions of constants beyond MAX_FUNCTION_ARG (`\sin(10^{100})`); nesting deeper than MAX_DEPTH;
+  symbolic powers above MAX_SYMBOLIC_POWER (`x^{10^6}`); undefined values (0^0, 1/0, oo - oo, 1/oo, nan).
+  Two numbers side by side (`1 2`, what `1 \quad 2` cleans to) are two values, never a product.
+"""
+import math
+import re
+from functools import lru_cache
+
+import sympy
+
+MAX_INT_DIGITS = 400         # integer literals longer than this are refused
+MAX_RESULT_BITS = 20_000     # refuse to compute b**e (and n!) past ~6000 decimal digits
+MAX_FUNCTION_ARG = 1e6       # sin(x), exp(x), ... of a constant |x| beyond this are refused (sin(10^100))
+MAX_DEPTH = 60               # nesting depth of the expression parser
+MAX_SYMBOLIC_POWER = 1000    # x^{1001}, 2^{1001 x}: refused (evaluating them at sample points is unbounded work)
+
+class ParseError(Exception):
+    pass
+
+
+_NUMERAL = re.compile(r"\d+\.?\d*|\.\d+")
+_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[A-Za-z]|[-+*/^_!()\[\]{}|,'])")
+_FUNCS = {"arccot": sympy.acot, "arcsec": sympy.asec, "arccsc": sympy.acsc, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
+          "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh,
+          "cosh": sympy.cosh, "tanh": sympy.tanh, "ln": sympy.log, "exp": sympy.exp}
+_INVERSE = {"sin": sympy.asin, "cos": sympy.acos, "tan": sympy.atan, "cot": sympy.acot, "sec": sympy.asec,
+            "csc": sympy.acsc}
+_GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota",
+          "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi",
+          "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega", "ell", "hbar")
+_ACCENTS = ("bar", "hat", "vec", "dot", "ddot", "tilde", "overline", "widehat", "widetilde", "overrightarrow")
+_KNOWN_COMMANDS = set(_FUNCS) | set(_GREEK) | set(_ACCENTS) | {
+    "frac", "sqrt", "binom", "pi", "infty", "log", "cdot", "times", "div", "lfloor", "rfloor", "lceil", "rceil",
+    "angle", "triangle", "{", "}", "|"}
+
+
+_STRUCTURAL = {"begin", "end", "approx", "sim", "simeq", "cong", "equiv", "to", "rightarrow", "Rightarrow",
+               "implies", "iff", "cup", "cap", "in", "notin", "subset", "subseteq", "mid", "pm", "mp", "le", "ge",
+               "ne", "dots", "ldots", "cdots", "quad", "qquad", "text", "choose", "over", "mod", "pmod", "bmod"}
+
+
+def _tokenize(s):
+    tokens, pos = [], 0
+    s = s.rstrip()
+    while pos < len(s):
+        match = _TOKEN.match(s, pos)
+        if not match:
+            raise ParseError(f"unexpected character {s[pos]!r}")
+        token = match.group(1)
+        if token.startswith("\\") and token[1:] not in _KNOWN_COMMANDS:
+            # a Greek letter run into the next symbol (`\omegat` for `\omega t`), else an unknown command
+            head = next((g for g in sorted(_GREEK, key=len, reverse=True) if token[1:].startswith(g)), None)
+            if head is None:
+                if token[1:] in _STRUCTURAL:
+                    raise ParseError(f"unsupported command {token!r}")
+                tokens.append(token)  # an unknown command (\odot, \star) is an opaque name: see atom()
+            else:
+                tokens.append("\\" + head)
+                tokens.extend(token[1 + len(head):])
+        else:
+            tokens.append(token)
+        pos = match.end()
+    return tokens
+
+
+def _magnitude_bits(expr):
+    """log2 |expr| of a constant (None when it cannot be estimated cheaply)."""
+    try:
+        value = complex(expr.evalf(15))
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError, AttributeError):
+        return None
+    if not all(math.isfinite(x) for x in (value.real, value.imag)):
+        return None
+    return math.log2(abs(value)) if value else -math.inf
+
+
+def is_infinite(x):
+    return x.has(sympy.oo, -sympy.oo, sympy.zoo)
+
+
+def _safe_pow(base, exp):
+    """base**exp, refusing what is undefined (0^0, inf^0) or too large to compute (9^{9^{9^9}}, e^{e^{e^5}})."""
+    if is_infinite(base) or is_infinite(exp):
+        raise ParseError("power of infinity")
+    if base == 0 and (exp == 0 or (exp.is_number and exp.is_negative)):
+        raise ParseError("0^0 or 1/0")
+    if base.is_number and exp.is_number:
+        if exp.is_Rational and base.is_Rational and base != 0:
+            size = max(abs(base.p), abs(base.q))
+            if size > 1 and abs(exp) * math.log2(size) > MAX_RESULT_BITS:
+                raise ParseError("number too large")
+        else:
+            bits = _magnitude_bits(base)
+            exp_bits = _magnitude_bits(exp)
+            if bits is None or exp_bits is None or (exp_bits > 0 and 2.0 ** min(exp_bits, 1e4) * max(abs(bits), 1) > MAX_RESULT_BITS):
+                raise ParseError("number too large")
+    elif exp.is_number and exp.is_Rational and abs(exp) > MAX_RESULT_BITS:
+        raise ParseError("exponent too large")
+    return sympy.Pow(base, exp)
+
+
+def _small_linear(expr):
+    """d, d - k, 2n + 1: a linear polynomial in symbols with small integer coefficients (a factorial of it is safe to
+    evaluate at the sample points)."""
+    if not expr.free_symbols or expr.is_number:
+        return False
+    try:
+        poly = sympy.Poly(expr, *sorted(expr.free_symbols, key=str))
+    except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
+        return False
+    return poly.total_degree() <= 1 and all(c.is_Integer and abs(c) <= 100 for c in poly.coeffs())
+
+
+def _checked(value):
+    """Refuse undefined results (1/oo, oo - oo, nan), and powers of symbols too large to evaluate at sample points."""
+    if value.has(sympy.nan, sympy.zoo):
+        raise ParseError("undefined")
+    if value.free_symbols:
+        for power in value.atoms(sympy.Pow):
+            if power.exp.free_symbols:     # 10^{10^9 x}: every number in the exponent (and the base) stays small
+                numbers = [abs(n) for n in power.exp.atoms(sympy.Number)]
+                base_bits = _magnitude_bits(power.base) if power.base.is_number else 0
+                if max(numbers, default=0) > MAX_SYMBOLIC_POWER or base_bits is None or base_bits > 64:
+                    raise ParseError("symbolic exponent too large")
+            elif power.exp.is_number and abs(power.exp) > MAX_SYMBOLIC_POWER:
+                raise ParseError("power of a symbol too large")
+    return value
+
+
+class _Parser:
+    """Recursive descent over the token list. Grammar (loosest binding first):
+        expr   := ['+'|'-'] term (('+'|'-') term)*
+        term   := unary (('*' | '/' | \\cdot | \\times | \\div | implicit) unary)*
+        unary  := '-' unary | power
+        power  := postfix ['^' unary]            (right-associative)
+        postfix:= atom ['!' | "'"]*  [_ subscript]
+        atom   := number | letter | \\greek | \\pi | \\infty | \\frac{}{} | \\sqrt[n]{} | \\binom{}{} | \\accent{x}
+                  | \\func[^p] arg | (expr) | {expr} | [expr] | |expr| | \\lfloor expr \\rfloor | \\lceil expr \\rceil
+    Infinity is allowed only alone or negated: any arithmetic with it is refused (1/oo, oo-oo, oo^0).
+    """
+
+    def __init__(self, text):
+        self.tokens = _tokenize(text)
+        self.pos = 0
+        self.depth = 0
+        self.symbols_seen = False
+        self.infinity_seen = False
+
+    def parse(self):
+        if not self.tokens:
+            raise ParseError("empty")
+        value = self.expr()
+        if self.pos != len(self.tokens):
+            raise ParseError(f"unexpected {self.tokens[self.pos]!r}")
+        if self.infinity_seen and value not in (sympy.oo, -sympy.oo):
+            raise ParseError("arithmetic with infinity")
+        return _checked(value)  # also catches x^{1000} * x^{1000}
+
+    def peek(self):
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self, expected=None):
+        token = self.peek()
+        if token is None or (expected is not None and token != expected):
+            raise ParseError(f"expected {expected!r}, got {token!r}")
+        self.pos += 1
+        return token
+
+    def nested(self, fn):
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ParseError("too deeply nested")
+        try:
+            return fn()
+        finally:
+            self.depth -= 1
+
+    def expr(self):
+        sign = 1
+        if self.peek() in ("+", "-"):
+            sign = -1 if self.take() == "-" else 1
+        value = sign * self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            rhs = self.term()
+            value = value + rhs if op == "+" else value - rhs
+        return value
+
+    _ATOM_START = re.compile(r"\d|\.\d|[A-Za-z]$|\\(?!cdot$|times$|div$|rfloor$|rceil$)[a-zA-Z]+|[({\[]|\\\{")
+
+    def term(self):
+        value = self.unary()
+        while True:
+            token = self.peek()
+            if token in ("*", "\\cdot", "\\times"):
+                self.take()
+                value = value * self.unary()
+            elif token in ("/", "\\div"):
+                self.take()
+                divisor = self.unary()
+                if divisor == 0:
+                    raise ParseError("division by zero")
+                value = value / divisor
+            elif token is not None and self._ATOM_START.match(token):
+                if _NUMERAL.fullmatch(token) and _NUMERAL.fullmatch(self.tokens[self.pos - 1]):
+                    raise ParseError("two numbers side by side")  # `1 \quad 2` lists two values; it is not 1*2
+                value = value * self.power()  # implicit multiplication: 2x, 2\pi, x(y+1)
+            else:
+                return value
+
+    def unary(self):
+        if self.peek() == "-":
+            self.take()
+            return -self.nested(self.unary)
+        if self.peek() == "+":
+            self.take()
+            return self.nested(self.unary)
+        return self.power()
+
+    def power(self):
+        base = self.postfix()
+        if self.peek() == "^":
+            self.take()
+            exponent = self.nested(self.unary) if self.peek() != "{" else self.group()
+            return _checked(_safe_pow(base, exponent))
+        return base
+
+    def postfix(self):
+        value = self.nested(self.atom)
+        while self.peek() in ("!", "'"):
+            if self.take() == "'":
+                if not value.is_Symbol:
+                    raise ParseError("prime of a non-symbol")
+                value = sympy.Symbol(value.name + "'")
+                continue
+            if not ((value.is_Integer and 0 <= value <= 500) or _small_linear(value)):
+                raise ParseError("factorial argument too large or not a small integer")
+            value = sympy.factorial(value)
+        return value
+
+    def group(self):
+        """A {...} group, or a single token argument as in \\frac12 or x^2."""
+        if self.peek() == "{":
+            self.take("{")
+            value = self.nested(self.expr)
+            self.take("}")
+            return value
+        token = self.peek()
+        if token is not None and re.fullmatch(r"\d+", token) and len(token) > 1:
+            self.tokens[self.pos] = token[1:]  # \frac12 -> 1 then 2
+            return sympy.Integer(token[0])
+        return self.nested(self.atom)
+
+    def number(self, token):
+        if "." in token:
+            integer, _, frac = token.partition(".")
+            if len((integer + frac).lstrip("0")) > MAX_INT_DIGITS:
+                raise ParseError("number too long")
+            return sympy.Rational(int(integer or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
+        if len(token) > MAX_INT_DIGITS:
+            raise ParseError("number too long")
+        return sympy.Integer(token)
+
+    def delimited(self, closer):
+        value = self.nested(self.expr)
+        self.take(closer)
+        return value
+
+    def atom(self):
+        token = self.take()
+        if re.fullmatch(r"\d+\.?\d*|\.\d+", token):
+            return self.number(token)
+        if re.fullmatch(r"[A-Za-z]", token):
+            return self.symbol(token)
+        if token in ("(", "[", "{"):
+            return self.delimited({"(": ")", "[": "]", "{": "}"}[token])
+        if token == "|":
+            return sympy.Abs(self.delimited("|"))
+        name = token[1:] if token.startswith("\\") else None
+        if name == "lfloor":
+            return sympy.floor(self.delimited("\\rfloor"))
+        if name == "lceil":
+            return sympy.ceiling(self.delimited("\\rceil"))
+        if name == "frac":
+            num = self.group()
+            den = self.group()
+            if den == 0:
+                raise ParseError("division by zero")
+            return _checked(num / den)
+        if name == "sqrt":
+            index = sympy.Integer(2)
+            if self.peek() == "[":
+                self.take("[")
+                index = self.delimited("]")
+            if index == 0:
+                raise ParseError("zeroth root")
+            return _safe_pow(self.group(), 1 / index)
+        if name == "binom":
+            n, k = self.group(), self.group()
+            if k.is_Integer and 0 <= k <= 20 and n.free_symbols and not n.is_number:
+                return sympy.expand_func(sympy.binomial(n, k))          # \binom{n}{2} = n(n-1)/2
+            if not (n.is_Integer and k.is_Integer and 0 <= n <= 10_000):
+                raise ParseError("binomial arguments")
+            return sympy.binomial(n, k)
+        if name == "pi":
+            return sympy.pi
+        if name == "infty":
+            self.infinity_seen = True
+            return sympy.oo
+        if name in _GREEK:
+            return self.symbol(name)
+        if name in _ACCENTS:  # \bar{x}, \dot{x}_0, \vec{v}, \overline{AB}: a name of its own
+            inner = self.group()
+            return self.symbol(f"{name}({inner})")
+        if name == "angle":
+            return self.symbol("angle" + str(self.nested(self.power)))
+        if name == "log":
+            base = None
+            if self.peek() == "_":
+                self.take()
+                base = self.group()
+            arg = self.func_arg()
+            if arg == 0 or (base is not None and base in (0, 1)):
+                raise ParseError("log of 0 or to base 0/1")
+            return _checked(sympy.log(arg, base) if base is not None else sympy.log(arg))
+        if name is not None and name not in _KNOWN_COMMANDS:
+            return self.symbol(name)
+        if name in _FUNCS:
+            exponent = None
+            if self.peek() == "^":  # \sin^2 x
+                self.take()
+                exponent = self.group()
+            function = _FUNCS[name]
+            if exponent == -1 and name in _INVERSE:  # \sin^{-1} x is arcsin x, not 1/sin x
+                function, exponent = _INVERSE[name], None
+            arg = self.func_arg()
+            if arg.is_number:
+                bits = _magnitude_bits(arg)
+                if bits is None or bits > math.log2(MAX_FUNCTION_ARG):
+                    raise ParseError("function of a huge argument")
+            value = _checked(function(arg))
+            return _safe_pow(value, exponent) if exponent is not None else value
+        raise ParseError(f"unsupported token {token!r}")
+
+    def func_arg(self):
+        """\\sin(x+1), \\sin x, and by convention \\sin 2x = sin(2x): without brackets the argument is the implicit
+        product of the atoms that follow, up to an operator or the next function (\\sin x \\cos x)."""
+        if self.peek() in ("(", "{", "["):
+            return self.nested(self.atom)
+        value = self.nested(self.power)
+        while True:
+            token = self.peek()
+            if token is None or not self._ATOM_START.match(token) or token in ("(", "[") \
+                    or (token.startswith("\\") and (token[1:] in _FUNCS or token[1:] in ("log", "frac", "sqrt"))):
+                return value
+            value = value * self.nested(self.power)
+
+    def symbol(self, name):
+        if name == "e" and self.peek() != "_":
+            return sympy.E
+        if name == "i" and self.peek() != "_":
+            return sympy.I
+        if self.peek() == "_":
+            self.take()
+            sub = self.peek()
+            if sub == "{":
+                self.take()
+                parts = []
+                while self.peek() not in (None, "}"):
+                    parts.append(self.take())
+                self.take("}")
+                sub = "".join(parts)
+            else:
+                self.take()
+            name = f"{name}_{sub}"
+        self.symbols_seen = True
+        return sympy.Symbol(name)
+
+
+_COMMON_WORDS = set("""the and not are was but for has had its may can one two six ten yes all any who why how see
+set say use way get got let lot off old our out own per put too top try yet you she her him his man men new now day
+end far few odd sum max min mod gcd lcm arc deg rad sec cis""".split())
+
+
+def is_english(run):
+    """A run of letters that is a word rather than a product of variables: 4+ lowercase letters, or a common
+    3-letter word (`LCs`, `abc`, `xyz` stay products)."""
+    word = run[0].lower() + run[1:]  # "Answer" is a word too
+    return word.islower() and (len(run) >= 4 or word in _COMMON_WORDS)
+
+
+@lru_cache(maxsize=8192)
+def parse_math(text):
+    """Cleaned text -> sympy expression, or None when it is not a formula we
+    read. Words (3+ letters in a row outside a command) are not formulas: `is not` must not become i*s*n*o*t."""
+    if any(is_english(w) for w in re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", text)):
+        return None
+    try:
+        parser = _Parser(text)
+        value = parser.parse()
+    except (ParseError, RecursionError, ValueError, TypeError, ZeroDivisionError, OverflowError, AttributeError):
+        return None
+    if parser.symbols_seen and not value.free_symbols:
+        return None  # letters that vanished: `I(0)` read as I*0 = 0 is a function value, not the number 0
+    return value
