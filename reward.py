@@ -251,8 +251,6 @@ def last_boxed(text):
     return joiner.join(reversed(answers))
 
 
-
-
 def _inner_box(content):
     """A box that holds a sentence (`\\boxed{\\text{The answer is } 5}`) holds the sentence's answer."""
     if re.search(r"answer\s+is", content, re.IGNORECASE):
