@@ -6,6 +6,7 @@ greedy accuracy on 500 held-out problems that neither SFT nor RL ever saw."""
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,16 +38,26 @@ def test_worked_solutions_are_right_and_end_in_the_graded_answer():
     assert demo.worked_solution(45, "+", 999) == "5+9+0=14,4+9+1=14,0+9+1=10. \\boxed{1044}"
 
 
-def test_task_sets_are_disjoint_and_loadable(tmp_path):
-    paths = demo.write_task(tmp_path, seed=3, num_sft=50, num_rl=400, num_heldout=100)
-    sft = data.load_sft_dataset(paths["sft"])
-    rl, heldout = data.load_dataset(paths["rl"]), data.load_dataset(paths["heldout"])
-    texts = [{p["problem"] for p in rows} for rows in (sft, rl, heldout)]
-    assert [len(t) for t in texts] == [50, 400, 100]
-    assert not (texts[0] & texts[1] or texts[0] & texts[2] or texts[1] & texts[2]), "a problem is in two sets"
-    assert all("solution" not in p for p in rl + heldout) and all(e["solution"] for e in sft)
-    assert demo.write_task(tmp_path / "again", seed=3, num_sft=50, num_rl=400, num_heldout=100) and \
-        Path(tmp_path / "again" / "rl.jsonl").read_text() == Path(paths["rl"]).read_text(), "the seed fixes the sets"
+def test_task_sets_share_no_computation_and_load(tmp_path):
+    """No computation is in two sets: not the same string, and not the commuted twin b+a of a problem a+b."""
+    sizes = dict(num_sft=50, num_rl=2000, num_validation=100, num_heldout=100)
+    paths = demo.write_task(tmp_path, seed=3, **sizes)
+    sets = {"sft": data.load_sft_dataset(paths["sft"])}
+    sets.update({name: data.load_dataset(paths[name]) for name in ("rl", "validation", "heldout")})
+    keys = {}
+    for name, rows in sets.items():
+        for row in rows:
+            a, op, b = re.fullmatch(r"(\d+)([+-])(\d+)", row["problem"]).groups()
+            assert row["answer"] == str(int(a) + int(b) if op == "+" else int(a) - int(b)), row
+            key = demo.computation(int(a), op, int(b))
+            assert key not in keys, f"{row['id']} computes what {keys[key]} computes"
+            keys[key] = row["id"]
+    assert [len(sets[n]) for n in ("sft", "rl", "validation", "heldout")] == [50, 2000, 100, 100]
+    assert demo.computation(12, "+", 345) == demo.computation(345, "+", 12) != demo.computation(345, "-", 12)
+    assert all("solution" not in p for n in ("rl", "validation", "heldout") for p in sets[n])
+    assert all(e["solution"] for e in sets["sft"])
+    again = demo.write_task(tmp_path / "again", seed=3, **sizes)
+    assert Path(again["rl"]).read_text() == Path(paths["rl"]).read_text(), "the seed fixes the sets"
 
 
 def test_the_tokenizer_is_what_every_stage_loads(tmp_path):
