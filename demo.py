@@ -68,14 +68,15 @@ SYSTEM_FLAGS = dict(template="chat", device="cpu", micro_batch_tokens=8192, grad
                     contamination_check=0)
 # SFT on the worked examples: warmup then cosine to 0. Schedule chosen on the validation split (docstring, step 3).
 SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=1e-3, warmup_steps=20, min_lr_ratio=0.0,
-                 max_steps=1200, eval_every=200)
+                 max_steps=1200)
+SFT_CURVE_EVERY = 200        # --preset long: also evaluate SFT every 200 steps (its curve; the main job skips it)
 # GRPO on the answer-only problems: lr chosen on the validation split (docstring, step 4).
-GRPO_FLAGS = dict(batch_size=16, group_size=8, temperature=1.0, lr=1e-4, kl_coef=0.0, eval_every=25,
+GRPO_FLAGS = dict(batch_size=16, group_size=8, temperature=1.0, lr=3e-5, kl_coef=0.0, eval_every=25,
                   eval_before_train=1, vllm_gpu_memory_utilization=0.3)
 # The controls (docstring, step 5): fresh AdamW from the SFT checkpoint, warmup then cosine to 0 over the steps
 # that fit in GRPO's training seconds; lr of each chosen on the validation split with as many points as GRPO's.
-CONTINUED_SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=2e-4, warmup_steps=10, min_lr_ratio=0.0)
-REJECTION_SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=2e-4, warmup_steps=10, min_lr_ratio=0.0)
+CONTINUED_SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=1e-3, warmup_steps=10, min_lr_ratio=0.0)
+REJECTION_SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=3e-4, warmup_steps=10, min_lr_ratio=0.0)
 PRESETS = {  # main: the README's job; long: the same GRPO run, then both controls for GRPO's training seconds
     "main": dict(rl_steps=RL_STEPS, controls=False),
     "long": dict(rl_steps=RL_STEPS, controls=True),
@@ -313,11 +314,13 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
     if not from_sft:
         log(f"demo: SFT on {num_sft} worked examples ({paths['sft']})")
         t0 = time.perf_counter()
-        sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, **overrides.get("sft", {})}, eval_data, seed)
+        sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY if controls else 0,
+                                                         **overrides.get("sft", {})}, eval_data, seed)
         summary["sft_s"] = round(time.perf_counter() - t0, 1)
     sft_ckpt = str(train.latest_checkpoint(sft_dir))
-    summary.update(after_sft=last_eval(sft_dir, eval_on)[1], sft_steps=last_eval(sft_dir, eval_on)[0],
-                   sft_step_s=round(mean_step_seconds(sft_dir), 3))
+    summary.update(sft_steps=read_metrics(sft_dir)[-1]["step"], sft_step_s=round(mean_step_seconds(sft_dir), 3))
+    if any(f"eval/{eval_on}" in m for m in read_metrics(sft_dir)):  # else (--from_sft evaluated on the other set):
+        summary["after_sft"] = last_eval(sft_dir, eval_on)[1]        # the step-0 evaluations of the later stages
 
     if "grpo" in stages:
         log(f"demo: GRPO on answer-only problems ({paths['rl']}) from {sft_ckpt}")
@@ -330,6 +333,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
                        after_grpo=last_eval(out / "grpo", eval_on)[1], grpo_s=round(time.perf_counter() - t0, 1),
                        grpo_step_s=round(mean_step_seconds(out / "grpo"), 3),
                        grpo_generate_s=round(mean_step_seconds(out / "grpo", "time/generate"), 3))
+        summary.setdefault("after_sft", summary["grpo_start"])
 
     if controls and "continued_sft" in stages:
         steps = round(rl_steps * CONTINUED_SFT_STEPS_PER_GRPO_STEP)
@@ -338,6 +342,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         sft_stage(engine, sft_ckpt, paths["sft"], out / "continued_sft",
                   {**CONTINUED_SFT_FLAGS, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1,
                    **overrides.get("continued_sft", {})}, eval_data, seed)
+        summary.setdefault("after_sft", [m for m in read_metrics(out / "continued_sft") if m["step"] == 0][0][f"eval/{eval_on}"])
         summary.update(after_continued_sft=last_eval(out / "continued_sft", eval_on)[1], continued_sft_steps=steps,
                        continued_sft_s=round(time.perf_counter() - t0, 1))
 
