@@ -389,6 +389,9 @@ def summary_markdown(s):
     if "after_rejection_sft" in s:
         lines.append(f"| control (b): rejection-sampling SFT ({s['rejection_kept']} correct samples) | "
                      f"{100 * s['after_rejection_sft']:.1f}% | {s['rejection_sft_steps']} |")
+    if "rejection_sample_s" in s:
+        lines += ["", f"Control (b) sampled for {s['rejection_sample_s']:.0f} s before its SFT steps; its curve in "
+                  "plots/eval.png counts only the SFT steps' seconds."]
     lines += ["", f"Wall time {s['total_s']:.0f} s (task, model and vLLM engine {s['engine_start_s']:.0f} s"
               + (f", SFT {s['sft_s']:.0f} s" if "sft_s" in s else "") + (f", GRPO {s['grpo_s']:.0f} s" if "grpo_s" in s else "")
               + f"). Seconds per training step: SFT {s['sft_step_s']}"
