@@ -296,6 +296,11 @@ def last_eval(run_dir, name):
     return rows[-1]["step"], rows[-1][f"eval/{name}"]
 
 
+def start_eval(run_dir, name):
+    """Accuracy on `name` of a run's step-0 evaluation (its starting weights: the SFT checkpoint)."""
+    return [m for m in read_metrics(run_dir) if m["step"] == 0][0][f"eval/{name}"]
+
+
 def mean_step_seconds(run_dir, key="time/step"):
     """Mean seconds of `key` per training step of a run (evaluations excluded)."""
     times = [m[key] for m in read_metrics(run_dir) if key in m]
@@ -330,7 +335,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
     sft_ckpt = str(train.latest_checkpoint(sft_dir))
     summary.update(sft_steps=read_metrics(sft_dir)[-1]["step"], sft_step_s=round(mean_step_seconds(sft_dir), 3))
     if any(f"eval/{eval_on}" in m for m in read_metrics(sft_dir)):  # else (--from_sft evaluated on the other set):
-        summary["after_sft"] = last_eval(sft_dir, eval_on)[1]        # the step-0 evaluations of the later stages
+        summary["after_sft"] = last_eval(sft_dir, eval_on)[1]        # a later stage's step-0 evaluation (start_eval)
 
     if "grpo" in stages:
         log(f"demo: GRPO on answer-only problems ({paths['rl']}) from {sft_ckpt}")
@@ -339,7 +344,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         train.main(argv_of({**SYSTEM_FLAGS, **GRPO_FLAGS, **overrides.get("grpo", {}), "init_from": sft_ckpt,
                             "train_data": paths["rl"], "out_dir": out / "grpo", "max_steps": rl_steps,
                             "eval_data": eval_data, "seed": seed}), engine=engine)
-        summary.update(grpo_start=[m for m in read_metrics(out / "grpo") if m["step"] == 0][0][f"eval/{eval_on}"],
+        summary.update(grpo_start=start_eval(out / "grpo", eval_on),
                        after_grpo=last_eval(out / "grpo", eval_on)[1], grpo_s=round(time.perf_counter() - t0, 1),
                        grpo_step_s=round(mean_step_seconds(out / "grpo"), 3),
                        grpo_generate_s=round(mean_step_seconds(out / "grpo", "time/generate"), 3))
@@ -352,7 +357,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         sft_stage(engine, sft_ckpt, paths["sft"], out / "continued_sft",
                   {**CONTINUED_SFT_FLAGS, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1,
                    **overrides.get("continued_sft", {})}, eval_data, seed)
-        summary.setdefault("after_sft", [m for m in read_metrics(out / "continued_sft") if m["step"] == 0][0][f"eval/{eval_on}"])
+        summary.setdefault("after_sft", start_eval(out / "continued_sft", eval_on))
         summary.update(after_continued_sft=last_eval(out / "continued_sft", eval_on)[1], continued_sft_steps=steps,
                        continued_sft_s=round(time.perf_counter() - t0, 1))
 
@@ -369,6 +374,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         t0 = time.perf_counter()
         sft_stage(engine, sft_ckpt, str(out / "task" / "rejection_sft.jsonl"), out / "rejection_sft",
                   {**flags, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1}, eval_data, seed)
+        summary.setdefault("after_sft", start_eval(out / "rejection_sft", eval_on))
         summary.update(after_rejection_sft=last_eval(out / "rejection_sft", eval_on)[1], rejection_sft_steps=steps,
                        rejection_kept=len(kept), rejection_problems_solved=len({r["problem"] for r in kept}),
                        rejection_sample_s=round(sample_s, 1), rejection_sft_s=round(time.perf_counter() - t0, 1))
