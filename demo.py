@@ -1,24 +1,50 @@
-"""The CPU demo: RL makes a tiny model better at problems it never trained on, and more SFT does not.
+"""The CPU demo: a tiny model learns an arithmetic algorithm from a few worked examples (SFT), then GRPO on
+answer-only problems, compared with the two strongest non-RL uses of the same data at equal training seconds.
 
-    python demo.py                    # ~4.6 minutes on 2 idle CPU cores: the README's main job without a GPU
-    python demo.py --preset long      # twice the GRPO steps, then the SFT control for the same time (~10 min)
+    python demo.py                    # the main job: SFT -> GRPO, held-out accuracy before and after GRPO (547 s
+                                      # wall at load average 9-18 on 2 cores; SFT's 1200 steps are 414 s of it)
+    python demo.py --preset long      # then the controls (a) and (b) from the same SFT checkpoint (~3 min more)
     python demo.py --seed 1           # another seed of the whole pipeline (model init, data, sampling)
+    python demo.py --eval_on validation --set grpo.lr=3e-5 ...        # a tuning run (see "How it was tuned")
 
-What it does, each step with the project's real parts (results in out/demo/summary.md, curves in out/demo/plots):
+What it does, each step with the project's real parts (summary in out/demo/summary.md, curves in out/demo/plots):
 1. builds a 1M-parameter Qwen2 and a tokenizer with one token per character from scratch (build_tokenizer,
    build_model);
 2. writes a synthetic task: 2-3 digit addition and subtraction, `523-187`, whose worked solution is a
-   right-to-left scratchpad with carries/borrows, `13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}` (write_task). Three
-   disjoint sets: a FEW worked examples (SFT), MANY answer-only problems (RL), 500 held-out problems (eval);
-3. SFT (sft.py with SFT_FLAGS) on the few worked examples: 700 steps of 32 (58 epochs), where held-out
-   accuracy has levelled off at about half (a fixed number of steps with a fixed seed, never a time: accuracy
-   jumps with the step count);
-4. GRPO (train.py with GRPO_FLAGS) on the answer-only problems: the model is rewarded for the right final
-   answer and never sees a solution. Held-out accuracy (greedy) is measured before the first step and during RL;
-5. the control (--preset long): a new SFT stage from the SFT checkpoint on the same worked examples, same flags,
-   for the training time GRPO had (fresh AdamW state with its 20-step warmup);
-6. plots (plot.py) and a summary: held-out accuracy after SFT, after GRPO, and after the control.
-One vLLM engine serves every evaluation and every rollout (eager mode: it starts in ~8 s on 2 cores).
+   right-to-left scratchpad with carries/borrows, `13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}` (write_task). Four
+   sets that share no computation (computation(): `a+b` and its commuted twin `b+a` are one problem): a FEW
+   worked examples (SFT), MANY answer-only problems (RL and control b), 500 answer-only VALIDATION problems
+   (every schedule and learning rate below was chosen on these), 500 HELD-OUT problems (the reported numbers;
+   never used to choose anything);
+3. SFT (sft.py) on the worked examples, warmup then cosine decay to 0 (SFT_FLAGS). An SFT run at a constant
+   learning rate is not at a plateau: annealing alone adds 20+ points (issue 20), so the schedule (lr, steps)
+   was chosen on the validation split, and more steps no longer help (the README shows the curve);
+4. GRPO (train.py) from that checkpoint on the answer-only problems: reward 1 for the right \\boxed{} answer,
+   the model never sees a solution (GRPO_FLAGS, lr chosen on validation);
+5. with --preset long, two controls from the same SFT checkpoint, each given GRPO's training seconds:
+   (a) continued SFT on the same worked examples (CONTINUED_SFT_FLAGS);
+   (b) rejection-sampling SFT (expert iteration, one round): sample the SFT model on as many answer-only problems
+       as GRPO sees (steps x 16 problems x 8 samples, temperature 1, GRPO's rollouts), keep each problem's
+       distinct responses that the grader marks correct, SFT on them (REJECTION_SFT_FLAGS);
+   "GRPO's training seconds" are step counts, so accuracy does not depend on the machine's load:
+   *_STEPS_PER_GRPO_STEP, the ratio of a GRPO step's seconds to an SFT step's measured in the same runs
+   (summary.json records the ratio of every run: sft_step_s, grpo_step_s, grpo_generate_s). Control (b) first
+   spends GRPO's generation seconds sampling, so its SFT steps get GRPO's non-generation seconds;
+6. plots (plot.py) and a summary.
+One vLLM engine serves every evaluation, every rollout and the rejection sampling (eager mode: starts in ~8 s).
+
+How it was tuned (seed 0; every number below is validation accuracy, and nothing was chosen on held-out):
+- SFT: lr 2e-3 for 500 and 1200 steps (44.4, 54.4%), 4e-3 for 500 (7.8%), 1e-3 for 1200 (58.8%: chosen; its
+  curve 1.6 / 31.2 / 46.4 / 55.6 / 58.0 / 58.8% at 200..1200 steps). At its plateau: continuing it (control a,
+  best lr) gives 59.6%. Below the grid's best edge, 5e-4 for 1200 steps: 26.6%.
+- GRPO lr {3e-5, 1e-4, 3e-4}, 50 steps: 62.0, 60.6, 9.8% -> 3e-5.
+- control (a) lr {1e-4, 3e-4, 1e-3}, 230 steps: 58.2, 52.0, 59.6% -> 1e-3.
+- control (b) lr {1e-4, 3e-4, 1e-3}, 60 steps: 69.2, 71.8, 66.4% -> 3e-4.
+Then the chosen configuration, once per seed, on the held-out set.
+
+What it shows (held-out, seeds 0-2, mean ± s.e.; the README has each seed): SFT 55.5 ± 6.3%, GRPO 59.0 ± 5.9%,
+(a) 53.9 ± 4.1%, (b) 69.5 ± 3.1%: from an SFT stage at its plateau GRPO adds a few points and beats more SFT on
+the same examples, and rejection-sampling SFT on the same answer-only problems beats GRPO on every seed.
 """
 import os
 
@@ -37,25 +63,42 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import data  # noqa: E402
+from runs import latest_checkpoint  # noqa: E402
 
 OUT_DIR = "out/demo"
 NUM_SFT_EXAMPLES = 384       # worked examples: deliberately too few to master the task
-NUM_RL_PROBLEMS = 20000      # answer-only problems for GRPO (more than it can use: never repeated)
-NUM_HELDOUT = 500            # never seen by SFT or RL; greedy accuracy, standard error ~2 points
-# The stages' flags (sft.py and train.py take every one of them on the command line; the trainers hold no demo
-# settings). The files they name are written by write_task and build_model under OUT_DIR.
-SFT_FLAGS = dict(template="chat", device="cpu", batch_size=32, micro_batch_tokens=8192, max_len=128, lr=2e-3,
-                 warmup_steps=20, max_steps=700, min_lr_ratio=1.0, weight_decay=0.0, gradient_checkpointing=0,
-                 eval_every=0, eval_temperature=0.0, max_response_len=48, max_model_len=128, save_every=0,
-                 keep_last=1, contamination_check=0)
-GRPO_FLAGS = dict(template="chat", device="cpu", batch_size=16, group_size=8, max_response_len=48, temperature=1.0,
-                  lr=1e-4, kl_coef=0.0, eval_every=25, eval_temperature=0.0, eval_before_train=1, save_every=0,
-                  keep_last=1, contamination_check=0, max_model_len=128, micro_batch_tokens=8192,
-                  gradient_checkpointing=0, vllm_gpu_memory_utilization=0.3)
-PRESETS = {  # GRPO steps of the main job and the longer run; the SFT control gets GRPO's measured training time
-    "main": dict(rl_steps=50, control=False),
-    "long": dict(rl_steps=100, control=True),
+NUM_RL_PROBLEMS = 20000      # answer-only problems for GRPO and the rejection-sampling control (never repeated)
+NUM_VALIDATION = 500         # answer-only problems carved from the same pool: every schedule was chosen on these
+NUM_HELDOUT = 500            # never seen by SFT or RL, never used to choose anything; standard error ~2 points
+RL_STEPS = 50                # GRPO steps of the main job
+
+# Every flag of every stage, explicit (sft.py / train.py defaults are for a 1.5B model on a GPU).
+SYSTEM_FLAGS = dict(template="chat", device="cpu", micro_batch_tokens=8192, gradient_checkpointing=0,
+                    max_model_len=128, max_response_len=48, eval_temperature=0.0, save_every=0, keep_last=1,
+                    contamination_check=0)
+# SFT on the worked examples: warmup then cosine to 0. Schedule chosen on the validation split (docstring, step 3).
+SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=1e-3, warmup_steps=20, min_lr_ratio=0.0,
+                 max_steps=1200)
+SFT_CURVE_EVERY = 200        # --preset long: also evaluate SFT every 200 steps (its curve; the main job skips it)
+# GRPO on the answer-only problems: lr chosen on the validation split (docstring, step 4).
+GRPO_FLAGS = dict(batch_size=16, group_size=8, temperature=1.0, lr=3e-5, kl_coef=0.0, eval_every=25,
+                  eval_before_train=1, vllm_gpu_memory_utilization=0.3)
+# The controls (docstring, step 5): fresh AdamW from the SFT checkpoint, warmup then cosine to 0 over the steps
+# that fit in GRPO's training seconds; lr of each chosen on the validation split with as many points as GRPO's.
+CONTINUED_SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=1e-3, warmup_steps=10, min_lr_ratio=0.0)
+REJECTION_SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=3e-4, warmup_steps=10, min_lr_ratio=0.0)
+PRESETS = {  # main: the README's job; long: the same GRPO run, then both controls for GRPO's training seconds
+    "main": dict(rl_steps=RL_STEPS, controls=False),
+    "long": dict(rl_steps=RL_STEPS, controls=True),
 }
+# Equal training seconds, as step counts (accuracy then does not depend on the machine's load): the ratio of a
+# GRPO step's seconds to an SFT step's, measured in the same runs (docstring, step 5). Rejection-sampling SFT
+# first generates as many samples as GRPO did, so its SFT steps get only GRPO's non-generation seconds.
+# Measured in two tuning runs (load 2-8): SFT step 0.205 / 0.232 s, GRPO step 0.948 / 1.063 s of which 0.738 /
+# 0.756 s generating: GRPO / SFT = 4.6 / 4.6; (GRPO - generation) / SFT = 1.0 / 1.3. The rejection sampling of
+# 800 x 8 took 59.2 s where GRPO's 50 steps generated for 60.1 s (seed 0, the same machine state).
+CONTINUED_SFT_STEPS_PER_GRPO_STEP = 4.6
+REJECTION_SFT_STEPS_PER_GRPO_STEP = 1.2
 
 # the tokenizer: one token per byte (= per character for ASCII), plus whole-word tokens for strings the task repeats
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -150,23 +193,32 @@ def worked_solution(a, op, b):
     return ",".join(steps) + f". \\boxed{{{a + b if op == '+' else a - b}}}"
 
 
-def write_task(out_dir, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS, num_heldout=NUM_HELDOUT):
-    """Three disjoint sets (no problem text in two of them), as JSONL in data.py's schemas:
-        sft.jsonl      {id, problem, solution, answer}   worked examples         (sft.py --train_data)
-        rl.jsonl       {id, problem, answer}             answer-only problems    (train.py --train_data)
-        heldout.jsonl  {id, problem, answer}             evaluation only         (--eval_data)
-    Returns {name: path}."""
+def computation(a, op, b):
+    """What a problem computes, as a key: a+b and b+a are the same computation (addition commutes), so they share
+    a key; a-b (a >= b) is its own. Two problems with one key are the same problem to a model that learns the
+    algorithm, so no key is in two sets."""
+    return ("+", min(a, b), max(a, b)) if op == "+" else ("-", a, b)
+
+
+def write_task(out_dir, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS, num_validation=NUM_VALIDATION,
+               num_heldout=NUM_HELDOUT):
+    """Four sets with no computation in two of them (computation(): commuted twins count as one), as JSONL in
+    data.py's schemas:
+        sft.jsonl         {id, problem, solution, answer}   worked examples         (sft.py --train_data)
+        rl.jsonl          {id, problem, answer}             answer-only problems    (train.py --train_data)
+        validation.jsonl  {id, problem, answer}             chooses every schedule  (--eval_data while tuning)
+        heldout.jsonl     {id, problem, answer}             the reported accuracy   (--eval_data)
+    Validation and RL are drawn from the same answer-only distribution. Returns {name: path}."""
     rng = random.Random(f"arithmetic-task-{seed}")
     seen, sets = set(), {}
-    for name, count in (("heldout", num_heldout), ("sft", num_sft), ("rl", num_rl)):
+    for name, count in (("heldout", num_heldout), ("validation", num_validation), ("sft", num_sft), ("rl", num_rl)):
         rows = []
         while len(rows) < count:
             a, op, b = random_problem(rng)
-            problem = f"{a}{op}{b}"
-            if problem in seen:
+            if computation(a, op, b) in seen:
                 continue
-            seen.add(problem)
-            row = {"id": f"{name}-{len(rows)}", "problem": problem, "answer": str(a + b if op == "+" else a - b)}
+            seen.add(computation(a, op, b))
+            row = {"id": f"{name}-{len(rows)}", "problem": f"{a}{op}{b}", "answer": str(a + b if op == "+" else a - b)}
             if name == "sft":
                 row["solution"] = worked_solution(a, op, b)
             rows.append(row)
@@ -188,17 +240,6 @@ def read_metrics(run_dir):
     return plot.read_run(run_dir)[1]
 
 
-def final_eval(run_dir, name="heldout"):
-    """(step, held-out accuracy) of the last evaluation in a run's metrics.jsonl."""
-    rows = [m for m in read_metrics(run_dir) if f"eval/{name}" in m]
-    return rows[-1]["step"], rows[-1][f"eval/{name}"]
-
-
-def training_seconds(run_dir):
-    """Seconds spent in training steps (evaluation excluded): the sum of time/step over the run."""
-    return sum(m.get("time/step", 0.0) for m in read_metrics(run_dir))
-
-
 def start_engine(model_path, seed):
     """The demo's one vLLM engine, fp32 (vLLM's "auto" would run an fp32 checkpoint in bf16, and the trainer's
     log-probs are fp32), started from random weights: every stage pushes its own weights before sampling. Eager
@@ -209,96 +250,198 @@ def start_engine(model_path, seed):
                       gpu_memory_utilization=0.3, enforce_eager=True)
 
 
-def as_flags(flags):
-    """{name: value} -> ["--name", "value", ...]"""
+def argv_of(flags):
+    """{flag: value} -> ["--flag", "value", ...] for sft.main / train.main."""
     return [item for key, value in flags.items() for item in (f"--{key}", str(value))]
 
 
-def run(out_dir=OUT_DIR, seed=0, rl_steps=PRESETS["main"]["rl_steps"], control=True, sft_flags=(), rl_flags=(),
-        engine=None, log=print):
-    """The whole demo. Returns the summary dict (also written to out_dir/summary.json and summary.md)."""
+def sft_stage(engine, model, train_data, out_dir, flags, eval_data, seed):
+    """One sft.py run (a fresh AdamW) from `model`; returns its last checkpoint (str)."""
     import sft
+    shutil.rmtree(out_dir, ignore_errors=True)
+    sft.main(argv_of({**SYSTEM_FLAGS, **flags, "model": model, "train_data": train_data, "out_dir": out_dir,
+                      "eval_data": eval_data, "seed": seed}), engine=engine)
+    return str(latest_checkpoint(out_dir))
+
+
+def rejection_sample(engine, ckpt, problems, samples_per_problem, seed, out_path):
+    """Rejection sampling (the data of expert iteration / STaR): sample the checkpoint's model
+    `samples_per_problem` times per answer-only problem at temperature 1 (as GRPO samples), grade each response
+    with the same grader as GRPO's reward, and keep each problem's distinct correct responses as worked examples
+    (sft.py's schema, the response as the solution). Returns (examples kept, seconds spent sampling and grading)."""
+    import reward
+    from transformers import AutoTokenizer, Qwen2ForCausalLM
+    started = time.perf_counter()
+    model_path = str(Path(ckpt) / "model")
+    engine.update_weights(Qwen2ForCausalLM.from_pretrained(model_path).state_dict().items())
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    prompts = [data.render_prompt(p["problem"], tokenizer, SYSTEM_FLAGS["template"]) for p in problems]
+    samples = engine.generate(prompts, n=samples_per_problem, temperature=1.0,
+                              max_tokens=SYSTEM_FLAGS["max_response_len"], seed=seed)
+    kept = []
+    for i, problem in enumerate(problems):
+        responses = {s.text.strip() for s in samples[i * samples_per_problem:(i + 1) * samples_per_problem]
+                     if s.finish_reason == "stop"}
+        for text in sorted(responses):
+            if reward.math_reward(text, problem["answer"]) == 1.0:
+                kept.append({"id": f"{problem['id']}-{len(kept)}", "problem": problem["problem"], "solution": text,
+                             "answer": problem["answer"]})
+    Path(out_path).write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return kept, time.perf_counter() - started
+
+
+def last_eval(run_dir, name):
+    """(step, accuracy) of the last evaluation on `name` (validation or heldout) in a run's metrics.jsonl."""
+    rows = [m for m in read_metrics(run_dir) if f"eval/{name}" in m]
+    return rows[-1]["step"], rows[-1][f"eval/{name}"]
+
+
+def start_eval(run_dir, name):
+    """Accuracy on `name` of a run's step-0 evaluation (its starting weights: the SFT checkpoint)."""
+    return [m for m in read_metrics(run_dir) if m["step"] == 0][0][f"eval/{name}"]
+
+
+def mean_step_seconds(run_dir, key="time/step"):
+    """Mean seconds of `key` per training step of a run (evaluations excluded)."""
+    times = [m[key] for m in read_metrics(run_dir) if key in m]
+    return sum(times) / max(1, len(times))
+
+
+def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="heldout", overrides=None,
+        from_sft=None, num_sft=NUM_SFT_EXAMPLES, stages=("grpo", "continued_sft", "rejection_sft"), engine=None, log=print):
+    """The whole demo. overrides: {"sft"|"grpo"|"continued_sft"|"rejection_sft": {flag: value}} on top of the
+    constants (the tuning sweeps). eval_on: the set every stage evaluates ("validation" while tuning). from_sft:
+    a finished SFT run's out_dir to start from instead of training one (sweeps of the later stages). Returns the
+    summary dict (also written to out_dir/summary.json)."""
     import train
-    from runs import latest_checkpoint
+    overrides = overrides or {}
     started = time.perf_counter()
     out = Path(out_dir)
-    for stage in ("sft", "grpo", "sft_control", "plots"):  # a previous demo here: its logs and checkpoints would mix in
-        shutil.rmtree(out / stage, ignore_errors=True)
-    paths = write_task(out / "task", seed=seed)
+    shutil.rmtree(out / "plots", ignore_errors=True)
+    paths = write_task(out / "task", seed=seed, num_sft=num_sft)
     base = build_model(out / "base", seed=seed, **MODEL_SIZE)
     engine = engine or start_engine(base, seed)
-    engine_s = time.perf_counter() - started
-    common = ["--eval_data", paths["heldout"], "--seed", str(seed)]
+    summary = {"seed": seed, "num_sft": num_sft, "eval_on": eval_on, "rl_steps": rl_steps, "overrides": overrides,
+               "engine_start_s": round(time.perf_counter() - started, 1)}
+    eval_data = paths[eval_on]
 
-    log(f"demo: SFT on {NUM_SFT_EXAMPLES} worked examples ({paths['sft']})")
-    t0 = time.perf_counter()
-    sft.main(as_flags(SFT_FLAGS) + ["--model", base, "--train_data", paths["sft"], "--out_dir", str(out / "sft")]
-             + common + list(sft_flags), engine=engine)
-    sft_s = time.perf_counter() - t0
-    sft_ckpt = latest_checkpoint(out / "sft")
-
-    log(f"demo: GRPO on answer-only problems ({paths['rl']}) from {sft_ckpt}")
-    t0 = time.perf_counter()
-    train.main(as_flags(GRPO_FLAGS) + ["--init_from", str(sft_ckpt), "--train_data", paths["rl"],
-                "--out_dir", str(out / "grpo"), "--max_steps", str(rl_steps)] + common + list(rl_flags), engine=engine)
-    grpo_s = time.perf_counter() - t0
-    grpo_train_s = training_seconds(out / "grpo")
-
-    summary = {"seed": seed, "rl_steps": rl_steps, "after_sft": final_eval(out / "sft")[1],
-               "grpo_start": [m for m in read_metrics(out / "grpo") if m["step"] == 0][0]["eval/heldout"],
-               "after_grpo": final_eval(out / "grpo")[1], "grpo_train_s": round(grpo_train_s, 1)}
-    if control:
-        log(f"demo: the control: SFT continued on the same worked examples for {grpo_train_s:.0f} s")
+    sft_dir = Path(from_sft) if from_sft else out / "sft"
+    if not from_sft:
+        log(f"demo: SFT on {num_sft} worked examples ({paths['sft']})")
         t0 = time.perf_counter()
-        sft.main(as_flags(SFT_FLAGS) + ["--model", str(sft_ckpt), "--train_data", paths["sft"],
-                  "--out_dir", str(out / "sft_control"), "--max_steps", "1000000", "--time_limit_s", str(grpo_train_s),
-                  "--eval_every", "200", "--eval_before_train", "1"] + common + list(sft_flags), engine=engine)
-        control_s = time.perf_counter() - t0
-        step, accuracy = final_eval(out / "sft_control")
-        summary.update(after_control=accuracy, control_steps=step,
-                       control_train_s=round(training_seconds(out / "sft_control"), 1), control_s=round(control_s, 1))
-    summary.update(engine_start_s=round(engine_s, 1), sft_s=round(sft_s, 1), grpo_s=round(grpo_s, 1),
-                   total_s=round(time.perf_counter() - started, 1))
+        sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY if controls else 0,
+                                                         **overrides.get("sft", {})}, eval_data, seed)
+        summary["sft_s"] = round(time.perf_counter() - t0, 1)
+    sft_ckpt = str(latest_checkpoint(sft_dir))
+    summary.update(sft_steps=read_metrics(sft_dir)[-1]["step"], sft_step_s=round(mean_step_seconds(sft_dir), 3))
+    if any(f"eval/{eval_on}" in m for m in read_metrics(sft_dir)):  # else (--from_sft evaluated on the other set):
+        summary["after_sft"] = last_eval(sft_dir, eval_on)[1]        # a later stage's step-0 evaluation (start_eval)
+
+    if "grpo" in stages:
+        log(f"demo: GRPO on answer-only problems ({paths['rl']}) from {sft_ckpt}")
+        t0 = time.perf_counter()
+        shutil.rmtree(out / "grpo", ignore_errors=True)
+        train.main(argv_of({**SYSTEM_FLAGS, **GRPO_FLAGS, **overrides.get("grpo", {}), "init_from": sft_ckpt,
+                            "train_data": paths["rl"], "out_dir": out / "grpo", "max_steps": rl_steps,
+                            "eval_data": eval_data, "seed": seed}), engine=engine)
+        summary.update(grpo_start=start_eval(out / "grpo", eval_on),
+                       after_grpo=last_eval(out / "grpo", eval_on)[1], grpo_s=round(time.perf_counter() - t0, 1),
+                       grpo_step_s=round(mean_step_seconds(out / "grpo"), 3),
+                       grpo_generate_s=round(mean_step_seconds(out / "grpo", "time/generate"), 3))
+        summary.setdefault("after_sft", summary["grpo_start"])
+
+    if controls and "continued_sft" in stages:
+        steps = round(rl_steps * CONTINUED_SFT_STEPS_PER_GRPO_STEP)
+        log(f"demo: control (a): SFT continued on the same worked examples, {steps} steps (GRPO's training seconds)")
+        t0 = time.perf_counter()
+        sft_stage(engine, sft_ckpt, paths["sft"], out / "continued_sft",
+                  {**CONTINUED_SFT_FLAGS, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1,
+                   **overrides.get("continued_sft", {})}, eval_data, seed)
+        summary.setdefault("after_sft", start_eval(out / "continued_sft", eval_on))
+        summary.update(after_continued_sft=last_eval(out / "continued_sft", eval_on)[1], continued_sft_steps=steps,
+                       continued_sft_s=round(time.perf_counter() - t0, 1))
+
+    if controls and "rejection_sft" in stages:
+        flags = {**REJECTION_SFT_FLAGS, **overrides.get("rejection_sft", {})}
+        num_problems = rl_steps * GRPO_FLAGS["batch_size"]
+        problems = data.load_dataset(paths["rl"])
+        problems = random.Random(f"rejection-{seed}").sample(problems, num_problems)
+        log(f"demo: control (b): rejection sampling on {num_problems} answer-only problems x "
+            f"{GRPO_FLAGS['group_size']} samples (GRPO's rollouts), then SFT on the correct ones")
+        kept, sample_s = rejection_sample(engine, sft_ckpt, problems, GRPO_FLAGS["group_size"], seed,
+                                          out / "task" / "rejection_sft.jsonl")
+        steps = round(rl_steps * REJECTION_SFT_STEPS_PER_GRPO_STEP)
+        t0 = time.perf_counter()
+        sft_stage(engine, sft_ckpt, str(out / "task" / "rejection_sft.jsonl"), out / "rejection_sft",
+                  {**flags, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1}, eval_data, seed)
+        summary.setdefault("after_sft", start_eval(out / "rejection_sft", eval_on))
+        summary.update(after_rejection_sft=last_eval(out / "rejection_sft", eval_on)[1], rejection_sft_steps=steps,
+                       rejection_kept=len(kept), rejection_problems_solved=len({r["problem"] for r in kept}),
+                       rejection_sample_s=round(sample_s, 1), rejection_sft_s=round(time.perf_counter() - t0, 1))
+    summary["total_s"] = round(time.perf_counter() - started, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
 def summary_markdown(s):
-    lines = [f"# CPU demo, seed {s['seed']}: held-out accuracy ({NUM_HELDOUT} problems never trained on, greedy)", "",
-             "| stage | held-out accuracy | training time |", "|---|---:|---:|",
-             f"| after SFT ({NUM_SFT_EXAMPLES} worked examples) | {100 * s['after_sft']:.1f}% | |",
-             f"| after GRPO ({s['rl_steps']} steps on answer-only problems) | {100 * s['after_grpo']:.1f}% | "
-             f"{s['grpo_train_s']:.0f} s |"]
-    if "after_control" in s:
-        lines.append(f"| control: SFT continued on the same examples ({s['control_steps']} steps) | "
-                     f"{100 * s['after_control']:.1f}% | {s['control_train_s']:.0f} s |")
-    lines += ["", f"Wall time {s['total_s']:.0f} s: task, model build and vLLM engine start {s['engine_start_s']:.0f} s, "
-              f"SFT {s['sft_s']:.0f} s, GRPO {s['grpo_s']:.0f} s (with its evaluations)"
-              + (f", control {s['control_s']:.0f} s." if "control_s" in s else ".")]
+    name = {"heldout": f"held-out ({NUM_HELDOUT} problems never trained on or tuned on)",
+            "validation": f"validation ({NUM_VALIDATION} problems that chose the schedules)"}[s["eval_on"]]
+    lines = [f"# CPU demo, seed {s['seed']}: {name} accuracy, greedy", "", "| stage | accuracy | steps |", "|---|---:|---:|",
+             f"| after SFT ({s['num_sft']} worked examples) | {100 * s['after_sft']:.1f}% | {s['sft_steps']} |"]
+    if "after_grpo" in s:
+        lines.append(f"| GRPO on answer-only problems | {100 * s['after_grpo']:.1f}% | {s['rl_steps']} |")
+    if "after_continued_sft" in s:
+        lines.append(f"| control (a): SFT continued on the same worked examples | {100 * s['after_continued_sft']:.1f}% | "
+                     f"{s['continued_sft_steps']} |")
+    if "after_rejection_sft" in s:
+        lines.append(f"| control (b): rejection-sampling SFT ({s['rejection_kept']} correct samples) | "
+                     f"{100 * s['after_rejection_sft']:.1f}% | {s['rejection_sft_steps']} |")
+    if "rejection_sample_s" in s:
+        lines += ["", f"Control (b) sampled for {s['rejection_sample_s']:.0f} s before its SFT steps; its curve in "
+                  "plots/eval.png counts only the SFT steps' seconds."]
+    lines += ["", f"Wall time {s['total_s']:.0f} s (task, model and vLLM engine {s['engine_start_s']:.0f} s"
+              + (f", SFT {s['sft_s']:.0f} s" if "sft_s" in s else "") + (f", GRPO {s['grpo_s']:.0f} s" if "grpo_s" in s else "")
+              + f"). Seconds per training step: SFT {s['sft_step_s']}"
+              + (f", GRPO {s['grpo_step_s']} ({s['grpo_generate_s']} generating)" if "grpo_step_s" in s else "") + "."]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="main", choices=sorted(PRESETS),
-                        help="main: the README's job (~4.6 min on 2 cores); long: 2x the GRPO steps and the SFT control (~10 min)")
+                        help="main: the README's job (SFT -> GRPO); long: then both controls for GRPO's training seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed of everything: model init, task sets, data order, sampling")
     parser.add_argument("--out_dir", default=OUT_DIR, help="where the model, data, runs, plots and summary go")
     parser.add_argument("--rl_steps", type=int, default=None, help="GRPO steps (default: the preset's)")
-    parser.add_argument("--control", type=int, default=None,
-                        help="1: also run the SFT control for GRPO's training time (default: the preset's)")
+    parser.add_argument("--eval_on", default="heldout", choices=["heldout", "validation"],
+                        help="the set every stage evaluates: validation while tuning, heldout to report")
+    parser.add_argument("--set", action="append", default=[], metavar="STAGE.FLAG=VALUE",
+                        help="override a stage's flag (stages: sft, grpo, continued_sft, rejection_sft), e.g. "
+                             "--set grpo.lr=2e-4; repeatable (the tuning sweeps)")
+    parser.add_argument("--num_sft", type=int, default=NUM_SFT_EXAMPLES, help="worked examples (the task's design knob)")
+    parser.add_argument("--from_sft", default=None, help="start from this finished SFT run's out_dir (sweeps of later stages)")
+    parser.add_argument("--stages", default="grpo,continued_sft,rejection_sft",
+                        help="which stages after SFT to run (comma-separated; the controls need --preset long)")
     args = parser.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        stage, _, flag = key.partition(".")
+        if stage not in ("sft", "grpo", "continued_sft", "rejection_sft") or not flag or not value:
+            parser.error(f"--set {item!r}: expected STAGE.FLAG=VALUE with STAGE one of sft, grpo, continued_sft, rejection_sft")
+        overrides.setdefault(stage, {})[flag] = value
     import plot
-    rl_steps = args.rl_steps or PRESETS[args.preset]["rl_steps"]
-    control = PRESETS[args.preset]["control"] if args.control is None else bool(args.control)
-    summary = run(args.out_dir, args.seed, rl_steps, control=control)
-    runs = [plot.read_run(Path(args.out_dir) / "grpo")]
-    if control:
-        runs.append(plot.read_run(Path(args.out_dir) / "sft_control"))
-    plot.plot(runs, Path(args.out_dir) / "plots", x="seconds")
+    preset = PRESETS[args.preset]
+    summary = run(args.out_dir, args.seed, args.rl_steps or preset["rl_steps"], controls=preset["controls"],
+                  eval_on=args.eval_on, overrides=overrides, from_sft=args.from_sft, num_sft=args.num_sft,
+                  stages=tuple(s for s in args.stages.split(",") if s))
+    out = Path(args.out_dir)
+    runs = [plot.read_run(out / stage) for stage in ("sft", "grpo", "continued_sft", "rejection_sft")
+            if (out / stage / "metrics.jsonl").exists()]
+    plot.plot(runs, out / "plots", x="seconds")
     text = summary_markdown(summary)
-    (Path(args.out_dir) / "summary.md").write_text(text)
-    print("\n" + text + f"\nCurves: {Path(args.out_dir) / 'plots'} (eval.png: held-out accuracy against training time)")
+    (out / "summary.md").write_text(text)
+    print("\n" + text + f"\nCurves: {out / 'plots'} (eval.png: accuracy against training time)")
     return summary
 
 
