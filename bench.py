@@ -171,7 +171,8 @@ def _pack_lengths(kind, n, cap, rng):
     return out
 
 
-def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, repeats=2, threads=1):
+def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, repeats=2, threads=1,
+               kinds=("long-tailed", "uniform", "all-at-cap")):
     """Forward + backward of the GRPO log-prob loss (grpo.token_logprobs with entropy as a metric, policy_loss;
     fp32, no gradient checkpointing) over one step's samples, micro-batched two ways at the same token budget,
     train.py's --micro_batch_tokens scaled like the responses (cap / 8192): the default 32768 -> 4 x cap, and
@@ -217,7 +218,7 @@ def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, 
             loss.backward()
         model.zero_grad(set_to_none=True)
 
-    for kind in ("uniform", "long-tailed", "all-at-cap"):
+    for kind in kinds:
         rng = random.Random(0)
         seqs = []
         for prompt, response in _pack_lengths(kind, samples, cap, rng):
@@ -542,13 +543,14 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="pack: torch CPU threads")
     parser.add_argument("--variants", default=None, help="grader: JSONL of independently written variants (fields "
                         "family, response, gold, expected): pass rate per family")
+    parser.add_argument("--lengths", default="long-tailed,uniform,all-at-cap", help="pack: length distributions")
     args = parser.parse_args()
     if args.what in ("logprobs", "all"):
         bench_logprobs()
     if args.what == "step":
         bench_step()
     if args.what in ("pack", "all"):
-        bench_pack(threads=args.threads)
+        bench_pack(threads=args.threads, kinds=args.lengths.split(","))
     if args.what in ("grader", "reward", "all"):
         bench_grader(args.dev, args.math_verify_repo, args.disagreements, args.variants)
     if args.what in ("rollout", "all"):

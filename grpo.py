@@ -360,23 +360,23 @@ def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy, en
     return logp, entropy
 
 
-def final_hidden_states(model, input_ids, attention_mask, packed=None):
+def final_hidden_states(model, input_ids, attention_mask, layout=None):
     """The decoder's last hidden states [B, S, H] (after its final norm), through the model's own __call__ (so
     that FSDP's hooks gather the root's parameters), without the logits of any position and without
     output_hidden_states=True, which would keep every layer's output alive (a no-grad pass of a 1.5B model at
     32K tokens: ~2.8 GB). A forward hook on the decoder (model.get_decoder(), the HF convention) catches its
     output.
 
-    packed: a packing.pack(attention_mask) layout. The real tokens then run as one row with no padding and
+    layout: a packing.pack(attention_mask) layout. The real tokens then run as one row with no padding and
     position ids restarting per sequence, attention kept within each sequence by the varlen kwargs (see
     packing.py); returns [1, N, H], N = attention_mask.sum()."""
-    if packed is None:
+    if layout is None:
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)   # correct positions under left padding
         inputs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
     else:
-        cu, longest = packed.cu_seqlens, packed.max_len
-        inputs = dict(input_ids=input_ids.reshape(-1)[packed.flat_index][None], attention_mask=None,
-                      position_ids=packed.position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=longest,
+        cu, longest = layout.cu_seqlens, layout.max_len
+        inputs = dict(input_ids=input_ids.reshape(-1)[layout.flat_index][None], attention_mask=None,
+                      position_ids=layout.position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=longest,
                       max_length_k=longest)
     caught = []
     hook = model.get_decoder().register_forward_hook(lambda module, args, output: caught.append(output[0]))

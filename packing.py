@@ -118,10 +118,11 @@ def varlen_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0
     if kwargs.get("sliding_window") is not None:
         raise ValueError("varlen_sdpa_attention: sliding-window attention is not supported")
     gqa = query.shape[1] != key.shape[1]
-    bounds = cu_seq_lens_q.tolist()
-    out = [F.scaled_dot_product_attention(query[:, :, s:e], key[:, :, s:e], value[:, :, s:e], is_causal=True,
-                                          dropout_p=dropout, scale=scaling, enable_gqa=gqa)
-           for s, e in zip(bounds[:-1], bounds[1:])]
+    lengths = cu_seq_lens_q.diff().tolist()
+    # split, not slices: split's backward concatenates the gradients; each slice's would write a full-size zero
+    # tensor (num_seqs x N x D of memory traffic per layer)
+    out = [F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout, scale=scaling, enable_gqa=gqa)
+           for q, k, v in zip(query.split(lengths, 2), key.split(lengths, 2), value.split(lengths, 2))]
     return torch.cat(out, dim=2).transpose(1, 2).contiguous(), None
 
 
