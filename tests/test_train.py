@@ -626,16 +626,17 @@ def test_each_new_flag_runs_the_real_loop(vllm_engine, warm_model_path, toy, tmp
 def test_overlong_penalty_is_added_to_the_reward(handmade, warm_model_path, tmp_path):
     """DAPO eq. 13 in the loop: the handmade batch's rewards are correctness plus the penalty of each length."""
     task, rows = handmade
-    calls = []
+    calls, engine = [], ReplayEngine(rows)
     real = grpo.group_advantages
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(grpo, "group_advantages", lambda r, *a, **k: calls.append(r.clone()) or real(r, *a, **k))
         train.main(demo_args(warm_model_path, task, tmp_path / "run", max_steps=1, batch_size=4, group_size=4,
-                             max_response_len=16, overlong_buffer_len=8), engine=ReplayEngine(rows))
-    lengths = torch.tensor([len(r["response_ids"]) for r in rows], dtype=torch.float32)
-    correct = torch.tensor([0.0 if r["finish_reason"] == "length" else float(r["text"] == "\\boxed{7}") for r in rows])
-    expected = correct + (-(lengths - 8) / 8).clamp(-1, 0)
-    torch.testing.assert_close(calls[0], expected)
+                             max_response_len=16, overlong_buffer_len=8), engine=engine)
+    samples = ReplayEngine(rows).generate(engine.prompts_seen[0], n=4)   # in the order the step saw them
+    lengths = torch.tensor([len(s.response_ids) for s in samples], dtype=torch.float32)
+    correct = torch.tensor([0.0 if s.finish_reason == "length" else float(s.text == "\\boxed{7}") for s in samples])
+    assert 0 < correct.sum() < len(samples) and lengths.max() > 8, "the batch must show both terms"
+    torch.testing.assert_close(calls[0], correct + (-(lengths - 8) / 8).clamp(-1, 0))
 
 
 def test_dynamic_sampling_resumes_exactly(vllm_engine, warm_model_path, toy, tmp_path):
@@ -656,8 +657,8 @@ def test_dynamic_sampling_resumes_exactly(vllm_engine, warm_model_path, toy, tmp
 # ------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("combo", [{}, {"kl_coef": 0.1, "ppo_epochs": 2, "mini_batches": 2, "tis_cap": 2.0}])
 def test_packed_step_equals_padded_step(recorded_toy, warm_model_path, tmp_path, combo):
-    """--packing 1 (default) and --packing 0 on the same replayed batch: the same losses, gradient norm and
-    weights after the step (fp32 on CPU: to float rounding), whatever the micro-batch budget."""
+    """--packing 1 (default) and --packing 0 on the same replayed batch: the same losses, KL, entropy and gradient
+    norm (fp32 on CPU: to float rounding), whatever the micro-batch budget."""
     task, replay = recorded_toy
     runs = {}
     for name, extra in (("padded", dict(packing=0, micro_batch_tokens=64)),
@@ -665,10 +666,10 @@ def test_packed_step_equals_padded_step(recorded_toy, warm_model_path, tmp_path,
         flags = {**dict(max_steps=1, batch_size=8, group_size=4, lr=1e-3, kl_coef=0, grad_clip=1e9), **combo, **extra}
         runs[name] = (train.main(demo_args(warm_model_path, task, tmp_path / name, **flags), engine=ReplayEngine(replay)),
                       first_metrics(tmp_path / name))
-    (padded, m0) = runs["padded"]
+    m0 = runs["padded"][1]
     for name in ("packed", "packed_big"):
-        policy, m = runs[name]
+        m = runs[name][1]
         for key in ("policy/loss", "policy/pg_loss", "policy/grad_norm", "policy/kl_ref", "policy/entropy"):
             assert m[key] == pytest.approx(m0[key], rel=1e-5, abs=1e-7), (name, key)
-        for (n, a), (_, b) in zip(padded.state_dict().items(), policy.state_dict().items()):
-            assert torch.allclose(a, b, rtol=1e-5, atol=1e-7), (name, n)
+        # (weights after AdamW are not compared: Adam turns rounding noise in near-zero gradients into lr-sized
+        # steps; the gradient itself is compared through its norm, and per tensor in tests/test_packing.py)
