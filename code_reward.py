@@ -23,7 +23,9 @@ user passes the flag that accepts the fallback.
     what a program may do                          bwrap (full)                  rlimits fallback
     -------------------------------------------    ---------------------------   ------------------------------
     run at most timeout_s wall clock, CPU limit    yes: killed at the deadline   yes
-    use memory: RLIMIT_AS per process              512 MB x 8 processes          512 MB x 8 (as root) / per process
+    use memory: RLIMIT_AS per process              512 MB x 8 processes          as root 512 MB x 8; as a user
+                                                                                 512 MB per process, processes
+                                                                                 unlimited (NOT bounded)
     memory beyond the address space (memfd,        refused (seccomp); files:     memfd, SysV refused; FILES it
       SysV shm, files on tmpfs)                    64 MB tmpfs, / and /dev r/o   writes are each <= 16 MB but
                                                                                  unbounded in number (NOT bounded)
@@ -34,20 +36,25 @@ user passes the flag that accepts the fallback.
       io_uring, mount, unshare/setns, namespaces
     gain privileges (setuid binaries)              no (no_new_privs, userns)     no (no_new_privs)
     SysV IPC / POSIX message queues                refused (seccomp), own ns     refused (seccomp)
-    see or signal other processes                  no (own PID namespace)        as root: no (own uid); as a
-                                                                                 user: yes, it is you (NOT isolated)
+    signal other processes                         no (own PID namespace; it is  as root: no (own uid); as a
+                                                   its init: signals it sends    user: yes, it is you (NOT isolated)
+                                                   itself are ignored)
+    see other processes (/proc)                    no                            yes (NOT isolated)
     read host files (tests, datasets, home)        no (only /usr, Python)        yes (NOT isolated)
     write outside its working directory            no                            where its uid may (NOT isolated)
-    outlive the item (processes, IPC, files)       no (PID ns, tmpfs)            as root: no (uid sweep); as a
-                                                                                 user: its process group only
+    outlive the item (processes, IPC, files)       no (PID ns, tmpfs)            as root: no processes (real-uid
+                                                                                 sweep), its files at the top of
+                                                                                 /tmp, /var/tmp, /dev/shm removed;
+                                                                                 as a user: its process group only
 
 Kernel features relied on: user, PID, network, IPC, UTS namespaces (bwrap, unprivileged user namespaces or
 root), seccomp filters (CONFIG_SECCOMP_FILTER, through libseccomp.so.2: the allowlist is built with it in the
 grading worker and handed to bwrap with `--seccomp FD`, or loaded with prctl in the fallback), no_new_privs,
 tmpfs size limits, rlimits, /proc (the fallback's uid sweep), PR_SET_CHILD_SUBREAPER (reaping). Without a
 feature the mode that needs it does not run weaker: its probe fails, and every item is refused (score 0,
-counted as a sandbox refusal), or require_sandbox() stops the run. The allowlist is x86_64/aarch64 agnostic
-(syscalls by name); other architectures' 32-bit entry points are killed by libseccomp's arch check.
+counted as a sandbox refusal), or require_sandbox() stops the run. The allowlist names system calls, resolved
+by libseccomp for the machine; a call through another ABI (i386's int 0x80, x32) kills the process
+(libseccomp's architecture check).
 
 Tests (the `tests` field of a problem row; data.validate_tests checks the schema):
     {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
@@ -66,6 +73,7 @@ Tests (the `tests` field of a problem row; data.validate_tests checks the schema
     require_sandbox(allow_fallback)                      once per run, before grading: the mode, or a refusal
     python code_reward.py --references mbpp_test,humaneval   every reference solution through the reward
 """
+import argparse
 import ast
 import builtins
 import contextlib
@@ -73,8 +81,8 @@ import ctypes
 import ctypes.util
 import errno
 import importlib
+import json
 import os
-import platform
 import shutil
 import signal
 import select
@@ -562,7 +570,10 @@ def _bwrap_argv(runner_args, seccomp_fd=None):
     always runs as an unprivileged user (as root we start it as an unused uid), so the program is in a user
     namespace in which it cannot create another one (--disable-userns, and seccomp), RLIMIT_NPROC counts only its
     own processes, and it holds no capability outside its namespaces."""
-    argv = [shutil.which("bwrap") or "bwrap", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
+    # --as-pid-1: the runner is the namespace's init, a direct child of bwrap, so that wait4 on bwrap reports the
+    # program's CPU time (with bwrap's own init in between it does not; see _Sandbox._ended)
+    argv = [shutil.which("bwrap") or "bwrap", "--as-pid-1", "--unshare-user", "--disable-userns", "--unshare-pid",
+            "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):  # merged-/usr symlinks, or real dirs
@@ -625,6 +636,12 @@ def sandbox_python():
     then replaced by the system's /usr/bin/python3 (programs use the standard library only)."""
     if SANDBOX_PYTHON:
         return SANDBOX_PYTHON
+    if "python" not in _PROBED:
+        _PROBED["python"] = _default_python()
+    return _PROBED["python"]
+
+
+def _default_python():
     exe = os.path.realpath(sys.executable)
     if os.geteuid() == 0 and not (_reachable_by_others(exe) and _reachable_by_others(sys.base_prefix)):
         for other in ("/usr/bin/python3", "/usr/local/bin/python3"):
@@ -648,7 +665,7 @@ class _Sandbox:
 
     def __init__(self, kind, mode, timeout_s, deadline, opened):
         opened.append(self)   # first: whatever interrupts the start, the caller closes this sandbox
-        self.deadline, self.kind, self.mode, self.failure = deadline, kind, mode, None
+        self.deadline, self.kind, self.mode, self.failure, self.closed = deadline, kind, mode, None, False
         self.buffer, self.tail, self.stdout = bytearray(), bytearray(), bytearray()
         self.proc = self.workdir = self.uid = self.to_child = self.from_child = self.out = self.err = None
         self.cpu_limit_s = int(timeout_s + 0.999) + CPU_MARGIN_S
@@ -680,18 +697,17 @@ class _Sandbox:
                 os.chown(cwd, self.uid, self.uid)
             argv, lock_down = _runner_command() + runner_args, _fallback_lock_down(program)
         stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # no _Late between fork and self.proc
         try:
-            self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
-                                         pass_fds=inherited, cwd=cwd, env={}, start_new_session=True,
-                                         preexec_fn=lock_down, **user)
+            with _alarm_held():   # no _Late between the fork and self.proc
+                self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
+                                             pass_fds=inherited, cwd=cwd, env={}, start_new_session=True,
+                                             preexec_fn=lock_down, **user)
         except (OSError, subprocess.SubprocessError):  # no interpreter / no bwrap binary / lock-down failed
             self.failure = "refused"
         finally:
             for fd in inherited:
                 os.close(fd)
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         if self.proc is None:
             return
         # the scorer cleans up after this sandbox itself if it has to kill the worker mid-item
@@ -830,11 +846,11 @@ class _Sandbox:
         """Kill everything the program started (its process group; bwrap: the PID namespace dies with it; the
         fallback as root: every process of its uid) and remove what it left. Idempotent, and never interrupted
         by the item's alarm (a pending one is raised when it is done)."""
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
-        try:
+        if self.closed:
+            return
+        with _alarm_held():
             self._close()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        self.closed = True
 
     def _close(self):
         for fd in (self.to_child, self.from_child):
@@ -856,12 +872,16 @@ class _Sandbox:
 
 
 def _clean_up(child):
-    """Kill and remove what one sandbox left: its process group; the fallback's uid (its processes, found by real
-    uid, and its files at the top of the world-writable directories); its working directory."""
+    """Kill and remove what one sandbox left: its process group; the fallback's uid (its processes, and its files
+    at the top of the world-writable directories); its working directory. In a grading worker, which is a child
+    subreaper, every process a sandbox started that outlived it (setsid, double fork, a setuid binary) became
+    the worker's child: those are killed and reaped (cheap). Elsewhere the fallback's processes are found by
+    their real uid in /proc."""
     if child.get("pgid"):
         _kill_group(child["pgid"])
-    if child.get("uid") is not None:
+    if not _kill_orphans() and child.get("uid") is not None:
         _kill_user(child["uid"])
+    if child.get("uid") is not None:
         for shared in ("/tmp", "/var/tmp", "/dev/shm"):
             with contextlib.suppress(OSError):
                 for entry in os.scandir(shared):
@@ -871,12 +891,32 @@ def _clean_up(child):
                                 shutil.rmtree(entry.path, ignore_errors=True)
                             else:
                                 os.unlink(entry.path)
-    if _PROBED.get("subreaper"):  # a grading worker: the program's orphans are its children; reap them
+    if child.get("workdir"):
+        shutil.rmtree(child["workdir"], ignore_errors=True)
+
+
+def _kill_orphans():
+    """In a grading worker (a child subreaper whose only children are sandboxes): SIGKILL and reap its children
+    until none is left. False where that does not apply (not a subreaper, or no /proc/PID/task/TID/children)."""
+    if not _PROBED.get("subreaper"):
+        return False
+    me = os.getpid()
+    for _ in range(500):
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
-    if child.get("workdir"):
-        shutil.rmtree(child["workdir"], ignore_errors=True)
+        try:
+            with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+                children = [int(pid) for pid in f.read().split()]
+        except OSError:
+            return False
+        if not children:
+            return True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.001)
+    return False
 
 
 def _kill_group(pgid):
@@ -1067,12 +1107,18 @@ def _check_functional(sandbox, program, tests, partial):
     return passed, detail
 
 
+_ALARM = {"held": 0, "rang": False}   # the item's alarm: whether it is held off, and whether it rang meanwhile
+
+
 @contextlib.contextmanager
 def _alarm(deadline):
     """Raise _Late in this (main) thread at `deadline`: the checker's own work on an item (decoding replies,
     running tests on what the program sent) never runs past it. A no-op outside the main thread."""
     def late(signum, frame):
-        raise _Late()
+        if _ALARM["held"]:
+            _ALARM["rang"] = True
+        else:
+            raise _Late()
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -1084,6 +1130,21 @@ def _alarm(deadline):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        _ALARM["rang"] = False
+
+
+@contextlib.contextmanager
+def _alarm_held():
+    """Hold the item's alarm off while starting or cleaning up a sandbox (a _Late in the middle would leave a
+    process nobody knows of); it is raised when the block ends. (Not a signal mask: children would inherit it.)"""
+    _ALARM["held"] += 1
+    try:
+        yield
+    finally:
+        _ALARM["held"] -= 1
+        if not _ALARM["held"] and _ALARM["rang"]:
+            _ALARM["rang"] = False
+            raise _Late()
 
 
 def _run_tests(program, tests, timeout_s, mode, partial):
@@ -1107,14 +1168,15 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                         raise _SandboxGone()
                     if tests["kind"] == "functional":
                         result["passed"], result["detail"] = _check_functional(sandbox, program, tests, partial)
-                        continue
-                    code = sandbox.run_stdio(program, cases[k]["input"])
-                    output = bytes(sandbox.stdout).decode(errors="replace")
-                    if code == 0 and sandbox.failure is None and same_output(output, cases[k]["output"]):
-                        result["passed"] += 1
                     else:
-                        result["detail"] = f"case {k}: exit {code}" + (", wrong output" if code == 0 else "") + \
-                            (f"; stderr: {bytes(sandbox.tail[-300:]).decode(errors='replace')}" if sandbox.tail else "")
+                        code = sandbox.run_stdio(program, cases[k]["input"])
+                        output = bytes(sandbox.stdout).decode(errors="replace")
+                        if code == 0 and sandbox.failure is None and same_output(output, cases[k]["output"]):
+                            result["passed"] += 1
+                        else:
+                            result["detail"] = f"case {k}: exit {code}" + (", wrong output" if code == 0 else "") + \
+                                (f"; stderr: {bytes(sandbox.tail[-300:]).decode(errors='replace')}"
+                                 if sandbox.tail else "")
                 except _SandboxGone:
                     pass
                 sandbox.close()
@@ -1125,7 +1187,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                         (f"; output: {bytes(sandbox.tail[-300:]).decode(errors='replace')}" if sandbox.tail else "")
                     if sandbox.failure in ("timeout", "refused"):
                         break
-                if result["passed"] < k + 1 and not partial:
+                if tests["kind"] == "stdio" and result["passed"] < k + 1 and not partial:
                     break
     except _Late:
         result.update(status="timeout", detail="the checker reached the item's deadline")
@@ -1251,8 +1313,6 @@ def check_references(specs, workers=2, timeout_s=DEFAULT_TIMEOUT_S, sandbox=None
 
 
 def main():
-    import argparse
-    import json
     parser = argparse.ArgumentParser(description="Code reward. Examples:\n"
                                      "  python code_reward.py --references mbpp_train,mbpp_valid,mbpp_test,humaneval,stdio_demo\n"
                                      "  python code_reward.py --describe\n"

@@ -63,7 +63,10 @@ def serve(module_name, memory_limit_bytes):
             reply = {"result": ops[request["op"]](*request["args"])}
         except Exception as exc:  # noqa: BLE001 -- a grader bug fails its item, never the batch
             reply = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-        _reply(reply)
+        try:
+            _reply(reply)
+        except BrokenPipeError:   # the parent is gone
+            os._exit(0)
 
 
 # ------------------------------------------------------------------------------------------------------------

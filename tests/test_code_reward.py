@@ -456,7 +456,7 @@ def run(program, tests, timeout_s=10.0):
 bomb = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
 start = time.monotonic()
 assert run(bomb, T("assert f() == 1"), timeout_s=2)["status"] == "timeout"
-assert time.monotonic() - start < 3.5
+assert time.monotonic() - start < 2 + float(sys.argv[2])   # the item's timeout + the test's margin
 forks = ("import os, time\ndef f():\n    n = 0\n    for _ in range(100):\n        try:\n"
          "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
          "            n += 1\n        except OSError:\n            break\n    return n\n")
@@ -495,7 +495,8 @@ def test_an_unprivileged_user_gets_the_same_sandbox():
             shutil.copy(ROOT / module, readable / module)
             (readable / module).chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c",
-                               UNPRIVILEGED_CHECKS, str(readable)], capture_output=True, text=True, timeout=120, cwd="/")
+                               UNPRIVILEGED_CHECKS, str(readable), str(MARGIN_S)], capture_output=True, text=True,
+                              timeout=120, cwd="/")
     finally:
         shutil.rmtree(readable, ignore_errors=True)
     assert proc.returncode == 0 and "unprivileged sandbox ok" in proc.stdout, proc.stdout + proc.stderr
@@ -606,6 +607,21 @@ def test_only_an_allowlist_of_system_calls_and_socket_families(mode):
                  " text=True).stdout\n", functional("assert f() == '42\\n'"), mode)[0] == 1
 
 
+@pytest.mark.skipif(not X86_64, reason="x86_64's other system call ABIs")
+@pytest.mark.parametrize("mode", MODES)
+def test_system_calls_through_another_abi_kill_the_program(mode):
+    """An allowlist by number is only as good as its architecture check: the same call through x32 numbering
+    or i386's int 0x80 must not slip past the filter's rules (libseccomp kills the process instead)."""
+    x32 = ("import ctypes\nlibc = ctypes.CDLL(None)\nlibc.syscall.restype = ctypes.c_long\ndef f():\n"
+           "    return libc.syscall(ctypes.c_long(41 | 0x40000000), ctypes.c_long(40), ctypes.c_long(1), ctypes.c_long(0))\n")
+    i386 = ("import ctypes, mmap\ndef f():\n    m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+            "    m.write(bytes([0xb8, 0x14, 0, 0, 0, 0xcd, 0x80, 0xc3]))   # mov eax, 20 (getpid); int 0x80; ret\n"
+            "    return ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))()\n")
+    for program in (x32, i386):
+        score, result, _ = grade(program, functional("assert f() >= 0"), mode)
+        assert score == 0 and result["status"] == "crash", result
+
+
 @pytest.fixture
 def setuid_copies(tmp_path_factory):
     """Root-owned setuid copies of `id` and `sleep` in a directory the sandbox uid can reach."""
@@ -659,7 +675,8 @@ def test_sysv_ipc_does_not_outlive_the_program(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_a_program_cannot_choose_its_statistics_bucket(mode):
     """"timeout" is what the trusted side measured (the clock, the CPU time it used), not the exit status the
-    program picked: killing itself with SIGXCPU or exiting with 128 + SIGXCPU is a crash."""
+    program picked: killing itself with SIGXCPU or exiting with 128 + SIGXCPU is a crash (or, under bwrap, where
+    the runner is its PID namespace's init and a signal it sends itself is ignored, a plain failure)."""
     warm(mode)
     fakes = ["import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGXCPU)\n",
              "import os\ndef f():\n    os._exit(128 + 24)\n",
@@ -667,7 +684,8 @@ def test_a_program_cannot_choose_its_statistics_bucket(mode):
     stats, results = {}, []
     score_code_batch([fenced(p) for p in fakes], [functional("assert f() == 1")] * len(fakes), workers=1,
                      timeout_s=SLOW_S, stats=stats, results=results, sandbox=mode)
-    assert [r["status"] for r in results] == ["crash"] * 3 and stats["code_timeouts"] == 0, results
+    assert results[1]["status"] == "crash" and stats["code_timeouts"] == 0, results
+    assert all(r["status"] in ("crash", "failed") for r in results), results
     stdio = {"kind": "stdio", "cases": [{"input": "", "output": "1"}]}
     stats = {}
     score_code_batch([fenced("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\n"), fenced("import os\nos._exit(152)\n")],
@@ -864,7 +882,7 @@ def test_batch_stats_count_timeouts_crashes_and_refusals(monkeypatch):
     tests = functional("assert f() == 1", entry_point="f")
     responses = [fenced("def f():\n    return 1\n"), fenced("def f():\n    return 2\n"),
                  fenced("def f():\n    while True:\n        pass\n"), fenced("import os\ndef f():\n    os._exit(3)\n"),
-                 fenced("import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSEGV)\n"), "no code here"]
+                 fenced("import ctypes\ndef f():\n    ctypes.string_at(0)\n"), "no code here"]   # a real segfault
     stats, results = {}, []
     scores = score_code_batch(responses, [tests] * len(responses), workers=2, timeout_s=4.0, stats=stats,
                               results=results)
