@@ -2,23 +2,59 @@
 
 Model-written code is hostile by default, so this file is built to fail closed:
 - The verdict is never computed where the program runs. For function tests (MBPP asserts, HumanEval's
-  `check(candidate)`) the TESTS run in a trusted checker process (a grading worker) and the PROGRAM runs in a
-  sandboxed process; every call the tests make to the program's functions crosses a pipe as plain data (ints,
-  strings, lists, dicts, ...: Python literals, parsed without evaluating anything). Comparisons, builtins and
-  asserts all live in the checker, so a program cannot exit early to look successful, print a magic string,
-  redefine `assert`/builtins/harness names, return an object whose `__eq__` is always True, or read the expected
-  values (they never enter the sandbox, on disk or in memory). For stdin/stdout tests the checker compares the
-  program's output itself. Whatever the program does, the worst it can do is send wrong plain data.
-- The sandbox (see README "Code RL"): with bubblewrap (`bwrap`) each program gets new user, PID, network, IPC and
-  UTS namespaces (no network at all, no other processes visible, no nested user namespace), a read-only view of
-  /usr and the Python install only, an empty size-limited tmpfs as its working directory, an empty environment,
-  an unprivileged uid (also when we are root), and rlimits on CPU time, address space, processes, file size and
-  open files; the checker kills it at the item's wall-clock deadline (PID namespace: every process it started
-  dies with it). Without bwrap the
-  fallback keeps the limits, the process group, the empty environment and the fresh directory (and, run as
-  root, an unused uid of its own per program), but NOT the network, filesystem or process isolation: `sandbox_guarantees()` says which holds, and a one-time warning names
-  what is missing. When the sandbox cannot start, the item scores 0 and counts as a refusal: it is never re-run
-  with weaker isolation.
+  `check(candidate)`) the TESTS run in a trusted checker process (a grading worker, workers.py) and the PROGRAM
+  runs in a sandboxed process; every call the tests make to the program's functions crosses a pipe as plain data
+  (ints, strings, lists, dicts, ...: one JSON line, parsed by the C JSON scanner without evaluating anything).
+  Comparisons, builtins and asserts all live in the checker, so a program cannot exit early to look successful,
+  print a magic string, redefine `assert`/builtins/harness names, return an object whose `__eq__` is always True,
+  or read the expected values (they never enter the sandbox, on disk or in memory). An exception it raises
+  reaches the tests as the same builtin type only if that type is an ordinary error (PROGRAM_ERRORS); any other
+  (StopIteration, SystemExit, its own classes, ...) arrives as ProgramError, so it cannot end a test's
+  `all(map(f, xs))` early. For stdin/stdout tests the checker compares the program's output itself.
+- The checker's own work on an item (parsing replies, running the tests) stops at the item's deadline (an alarm);
+  the grading worker is SIGKILLed only if C code holds it past the deadline + WORKER_GRACE_S.
+- Statuses are measured by the trusted side: "timeout" means the item's wall clock ran out or the program's
+  processes used their whole CPU allowance (wait4 rusage), never what the program's exit status says.
+
+The sandbox, per mode (sandbox_guarantees() returns this table; tests check every claim in each mode that makes
+it). "bwrap" is the full sandbox: training and eval refuse to grade code without it (require_sandbox) unless the
+user passes the flag that accepts the fallback.
+
+    what a program may do                          bwrap (full)                  rlimits fallback
+    -------------------------------------------    ---------------------------   ------------------------------
+    run at most timeout_s wall clock, CPU limit    yes: killed at the deadline   yes
+    use memory: RLIMIT_AS per process              512 MB x 8 processes          as root 512 MB x 8; as a user
+                                                                                 512 MB per process, processes
+                                                                                 unlimited (NOT bounded)
+    memory beyond the address space (memfd,        refused (seccomp); files:     memfd, SysV refused; FILES it
+      SysV shm, files on tmpfs)                    64 MB tmpfs, / and /dev r/o   writes are each <= 16 MB but
+                                                                                 unbounded in number (NOT bounded)
+    system calls                                   allowlist (seccomp)           same allowlist
+    sockets                                        AF_UNIX, AF_INET(6) only,     AF_UNIX, AF_INET(6) only; the
+                                                   empty network namespace       host's network (NOT isolated)
+    ptrace, keyctl, bpf, userfaultfd, perf,        refused (seccomp)             refused (seccomp)
+      io_uring, mount, unshare/setns, namespaces
+    gain privileges (setuid binaries)              no (no_new_privs, userns)     no (no_new_privs)
+    SysV IPC / POSIX message queues                refused (seccomp), own ns     refused (seccomp)
+    signal other processes                         no (own PID namespace; it is  as root: no (own uid); as a
+                                                   its init: signals it sends    user: yes, it is you (NOT isolated)
+                                                   itself are ignored)
+    see other processes (/proc)                    no                            yes (NOT isolated)
+    read host files (tests, datasets, home)        no (only /usr, Python)        yes (NOT isolated)
+    write outside its working directory            no                            where its uid may (NOT isolated)
+    outlive the item (processes, IPC, files)       no (PID ns, tmpfs)            as root: no processes (real-uid
+                                                                                 sweep), its files at the top of
+                                                                                 /tmp, /var/tmp, /dev/shm removed;
+                                                                                 as a user: its process group only
+
+Kernel features relied on: user, PID, network, IPC, UTS namespaces (bwrap, unprivileged user namespaces or
+root), seccomp filters (CONFIG_SECCOMP_FILTER, through libseccomp.so.2: the allowlist is built with it in the
+grading worker and handed to bwrap with `--seccomp FD`, or loaded with prctl in the fallback), no_new_privs,
+tmpfs size limits, rlimits, /proc (the fallback's uid sweep), PR_SET_CHILD_SUBREAPER (reaping). Without a
+feature the mode that needs it does not run weaker: its probe fails, and every item is refused (score 0,
+counted as a sandbox refusal), or require_sandbox() stops the run. The allowlist names system calls, resolved
+by libseccomp for the machine; a call through another ABI (i386's int 0x80, x32) kills the process
+(libseccomp's architecture check).
 
 Tests (the `tests` field of a problem row; data.validate_tests checks the schema):
     {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
@@ -33,23 +69,38 @@ Tests (the `tests` field of a problem row; data.validate_tests checks the schema
         0 and its stdout equals the expected output up to trailing whitespace on each line and blank lines at
         the end (no float tolerance).
 
-    code_reward(response, tests) -> float               one response (a worker process, sandboxed)
-    score_code_batch(responses, tests_list, workers=2)  parallel, hard per-item timeout, stats for metrics
+    score_code_batch(responses, tests_list, workers=2)  the one scoring entry point (reward.score_problems uses it)
+    require_sandbox(allow_fallback)                      once per run, before grading: the mode, or a refusal
     python code_reward.py --references mbpp_test,humaneval   every reference solution through the reward
 """
+import argparse
+import ast
 import builtins
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import importlib
+import json
 import os
+import shutil
+import signal
+import select
+import stat
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 
-# Imports are kept light and the checker side imports what it needs inside its functions: the runner block below
-# runs in every sandboxed process, where each import is start-up time (json, signal, ast pull in re/enum: ~15 ms).
+import data
+import workers
 
 DEFAULT_TIMEOUT_S = 6.0       # wall-clock seconds per item (all of its tests), sandbox start-up included
-WORKER_GRACE_S = 3.0          # a worker (the checker) later than timeout + this is killed
+WORKER_GRACE_S = 3.0          # a worker (the checker) still busy at timeout + this is killed (C code ignores alarms)
 CPU_MARGIN_S = 1              # RLIMIT_CPU = ceil(timeout) + this: a busy loop dies even if the wall clock stalls
 MEMORY_MB = 512               # address space per sandboxed process (RLIMIT_AS); at most MAX_PROCESSES x this
-MAX_PROCESSES = 8             # processes + threads per sandbox (RLIMIT_NPROC; binds in bwrap mode only)
+MAX_PROCESSES = 8             # processes + threads per sandbox (RLIMIT_NPROC; binds in bwrap mode and as root)
 MAX_FILE_MB = 16              # largest file a program may write (RLIMIT_FSIZE)
 SANDBOX_DIR_MB = 64           # size of the program's tmpfs working directory (bwrap mode)
 MAX_OPEN_FILES = 64           # RLIMIT_NOFILE
@@ -58,14 +109,53 @@ MAX_OUTPUT_BYTES = 8 << 20    # stdout kept from a stdio program (more fails the
 MAX_REPLY_BYTES = 8 << 20     # one value sent back by a program's function (more fails the test)
 MAX_ITEMS = 1_000_000         # elements read from an iterator a function returns
 PARTIAL_CREDIT = False        # True: reward = fraction of tests passed (asserts or cases) instead of all-or-nothing
-SANDBOX = "auto"              # "auto": bwrap when it works, else the rlimits fallback; "bwrap": bwrap or refuse
+SANDBOX = "bwrap"             # "bwrap": the full sandbox or refuse each item; "rlimits": the fallback (only with
+                              # the user's consent: require_sandbox); "auto": bwrap when it works, else the fallback
 SANDBOX_UID_BASE = 1_500_000_000  # when root, a program runs as uid SANDBOX_UID_BASE + its grading worker's pid (unused uids)
 SANDBOX_SITE_PACKAGES = False # False: programs get the standard library only (python -S; ~6 ms faster start-up)
 SANDBOX_PYTHON = None         # the programs' interpreter; None: this one, or /usr/bin/python3 (see sandbox_python)
 WORKER_MEMORY_GB = 4.0        # address space of a grading worker (it runs the tests on the values it receives)
 WORKDIR_IN_SANDBOX = "/sandbox"
+UNSAFE_FLAG = "--allow_unsafe_code_sandbox"   # the flag train.py / eval.py pass to require_sandbox(allow_fallback)
 
 FENCE_LANGUAGES = ("python", "py", "python3")
+
+# Exceptions a program's function may raise into the tests as themselves (a test may expect one: `except
+# ValueError`), with their builtin subclasses (KeyError, ZeroDivisionError, FileNotFoundError, ...). Anything
+# else -- StopIteration and StopAsyncIteration (they end map/filter/iter early), GeneratorExit, SystemExit,
+# KeyboardInterrupt, ExceptionGroup, warnings, the program's own classes -- arrives as ProgramError.
+PROGRAM_ERRORS = (ArithmeticError, AssertionError, AttributeError, EOFError, ImportError, LookupError, NameError,
+                  NotImplementedError, OSError, RecursionError, TypeError, UnicodeError, ValueError)
+
+# The system calls a sandboxed Python program may make (seccomp allowlist; names resolved by libseccomp for this
+# architecture, unknown names skipped). Anything else fails with ENOSYS ("not implemented": library fallbacks
+# such as glibc's clone3 -> clone work); socket/socketpair only for the families below (else EAFNOSUPPORT);
+# clone only without namespace flags (else EPERM). Left out on purpose: ptrace, process_vm_*, keyctl & co, bpf,
+# userfaultfd, perf_event_open, io_uring_*, memfd_create, SysV IPC, mq_*, mount & co, unshare, setns, chroot,
+# set*id, kexec, modules, swap, reboot, time setting, mknod, open_by_handle_at, kcmp, pidfd_getfd, vmsplice, ...
+ALLOWED_SYSCALLS = """
+read write readv writev pread64 pwrite64 preadv preadv2 pwritev pwritev2 lseek close close_range dup dup2 dup3
+open openat creat stat fstat lstat newfstatat statx fstatfs statfs access faccessat faccessat2 readlink
+readlinkat getdents getdents64 getcwd chdir fchdir mkdir mkdirat rmdir unlink unlinkat rename renameat renameat2
+link linkat symlink symlinkat chmod fchmod fchmodat truncate ftruncate fallocate fsync fdatasync fadvise64
+flock fcntl pipe pipe2 umask utime utimes utimensat futimesat sendfile copy_file_range splice tee
+getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr
+brk mmap munmap mremap mprotect madvise mincore msync membarrier rseq
+clone fork vfork execve execveat exit exit_group wait4 waitid kill tkill tgkill
+getpid getppid gettid getpgid setpgid getpgrp getsid setsid getuid geteuid getgid getegid getgroups getresuid
+getresgid prctl arch_prctl set_tid_address set_robust_list futex futex_waitv nanosleep clock_nanosleep
+clock_gettime clock_getres gettimeofday time times getrusage sysinfo uname getrlimit setrlimit prlimit64
+sched_yield sched_getaffinity sched_getparam sched_getscheduler sched_get_priority_max sched_get_priority_min
+getpriority setpriority getcpu getrandom restart_syscall
+rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimedwait sigaltstack pause alarm
+setitimer getitimer timer_create timer_settime timer_gettime timer_getoverrun timer_delete timerfd_create
+timerfd_settime timerfd_gettime signalfd signalfd4 eventfd eventfd2 poll ppoll select pselect6 epoll_create
+epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 ioctl pidfd_open pidfd_send_signal
+socket socketpair bind connect listen accept accept4 getsockname getpeername sendto recvfrom sendmsg recvmsg
+sendmmsg recvmmsg shutdown setsockopt getsockopt
+""".split()
+SOCKET_FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
+CLONE_NAMESPACE_FLAGS = 0x7E020080   # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -105,66 +195,128 @@ def extract_program(response):
 # Plain data across the pipe, and the runner: the code between the two RUNNER lines is ALSO the whole program of
 # every sandboxed process (sent as `python -c` source, so no host file needs to be visible in the sandbox). It
 # is the first code that process runs; the program can replace any of it afterwards, and the checker trusts
-# none of it: whatever it sends is parsed as plain literals (from_literal).
+# none of it: whatever it sends is decoded as plain data (from_literal).
+#
+# Wire format: one JSON line per message, written by to_literal and read by the C scanner of `_json` (linear
+# time, and no `json`/`re` import in the sandbox's start-up). JSON's own values stand for themselves (objects
+# excepted); every other value is a one-key object: {"tuple": [..]}, {"set": [..]}, {"frozenset": [..]},
+# {"dict": [[k, v], ..]}, {"bytes": latin-1 text}, {"complex": [re, im]}, {"float": "nan"|"inf"|"-inf"},
+# {"int": hex} (more than 10,000 bits), {"range": [a, b, c]}, {"iter": [..]} (an iterator's items), {"type":
+# "int"} (a builtin type), {"obj": k} (an object the program keeps) and {"ref": name} (a name in its namespace).
 # ------------------------------------------------------------------------------------------------------------
 # RUNNER BEGIN
+import _json
+
 # builtin types a test may pass to a program (MBPP: `remove_datatype(t, int)`) or get back from it
 PLAIN_TYPES = {t.__name__: t for t in (int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset,
                                        type(None), range)}
+_text = _json.encode_basestring_ascii   # str -> JSON string, every character escaped to ASCII (surrogates too)
 
 
 def to_literal(value, _depth=0):
-    """Plain value -> literal text. Subclasses of the plain types (namedtuple, Counter, IntEnum) are sent as
-    their base type; iterators as __iter__([...]); ranges as range(...); numpy values via tolist(); builtin types
-    as __type__('int'); the checker's ProgramName / ProgramObject as references to the program's objects.
-    Anything else raises TypeError: an object with a custom __eq__ never reaches a comparison as itself."""
+    """Plain value -> one JSON line's text (see the wire format above). Subclasses of the plain types
+    (namedtuple, Counter, IntEnum) are sent as their base type; numpy values via tolist(); the checker's
+    ProgramName / ProgramObject as references. Anything else raises TypeError: an object with a custom __eq__
+    never reaches a comparison as itself."""
     if _depth > 100:
         raise TypeError("value nested too deeply")
     t = type(value)
-    if value is None or t is bool:
-        return repr(value)
+    if value is None:
+        return "null"
     if isinstance(value, bool):
-        return repr(bool(value))
+        return "true" if value else "false"
     if isinstance(value, int):
         value = int(value)
         # str(int) is quadratic and capped at 4300 digits; hexadecimal is linear and uncapped
-        return hex(value) if value.bit_length() > 10_000 else repr(value)
+        return '{"int": "%s"}' % hex(value) if value.bit_length() > 10_000 else repr(value)
     if isinstance(value, float):
         value = float(value)
-        return repr(value) if value == value and abs(value) != float("inf") else f"float({repr(value)!r})"
+        return repr(value) if value == value and abs(value) != float("inf") else '{"float": "%r"}' % value
     if isinstance(value, complex):
-        return repr(complex(value))
+        return '{"complex": [%s, %s]}' % (to_literal(value.real), to_literal(value.imag))
     if isinstance(value, str):
-        return repr(str(value))
+        return _text(str(value))
     if isinstance(value, (bytes, bytearray)):
-        return repr(bytes(value))
+        return '{"bytes": %s}' % _text(bytes(value).decode("latin-1"))
     reference = getattr(type(value), "sandbox_literal", None)   # the checker's ProgramName / ProgramObject
     if reference is not None:
         return reference(value)
     if isinstance(value, type) and PLAIN_TYPES.get(value.__name__) is value:
-        return f"__type__({value.__name__!r})"
+        return '{"type": "%s"}' % value.__name__
     if isinstance(value, range):
-        return f"range({value.start}, {value.stop}, {value.step})"
-    if isinstance(value, (list, tuple, set, frozenset, dict)):
-        if isinstance(value, dict):
-            inner = ", ".join(f"{to_literal(k, _depth + 1)}: {to_literal(v, _depth + 1)}" for k, v in value.items())
-            return "{" + inner + "}"
-        inner = ", ".join(to_literal(v, _depth + 1) for v in value)
+        return '{"range": [%d, %d, %d]}' % (value.start, value.stop, value.step)
+    if isinstance(value, dict):
+        return '{"dict": [' + ", ".join(f"[{to_literal(k, _depth + 1)}, {to_literal(v, _depth + 1)}]"
+                                        for k, v in value.items()) + "]}"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        inner = "[" + ", ".join(to_literal(v, _depth + 1) for v in value) + "]"
         if isinstance(value, list):
-            return "[" + inner + "]"
-        if isinstance(value, tuple):
-            return "(" + inner + ("," if len(value) == 1 else "") + ")"
-        return ("set" if isinstance(value, set) else "frozenset") + "([" + inner + "])"
+            return inner
+        return '{"%s": %s}' % ("tuple" if isinstance(value, tuple) else
+                               "set" if isinstance(value, set) else "frozenset", inner)
     if hasattr(value, "__next__") and hasattr(value, "__iter__"):
         items = []
         for item in value:
             items.append(item)
             if len(items) > MAX_ITEMS:
                 raise TypeError("iterator too long")
-        return "__iter__(" + to_literal(items, _depth + 1) + ")"
+        return '{"iter": ' + to_literal(items, _depth + 1) + "}"
     if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
         return to_literal(value.tolist(), _depth + 1)
     raise TypeError(f"a function returned a {t.__module__}.{t.__qualname__}, which is not plain data")
+
+
+def _plain(tagged, handles):
+    """One tagged JSON object -> its value (the scanner's object_hook). handles: {"obj": f, "ref": f}, the
+    side's meaning of object and name references (a tag without a handle is refused)."""
+    if len(tagged) == 1:
+        (tag, x), = tagged.items()
+        t = type(x)
+        if tag == "tuple" and t is list:
+            return tuple(x)
+        if tag in ("set", "frozenset") and t is list:
+            return set(x) if tag == "set" else frozenset(x)
+        if tag == "dict" and t is list and all(type(p) is list and len(p) == 2 for p in x):
+            return {k: v for k, v in x}
+        if tag == "bytes" and t is str:
+            return x.encode("latin-1")
+        if tag == "complex" and t is list and len(x) == 2 and all(type(v) in (int, float) for v in x):
+            return complex(x[0], x[1])
+        if tag == "float" and x in ("nan", "inf", "-inf"):
+            return float(x)
+        if tag == "int" and t is str and x.lstrip("-").startswith("0x"):
+            return int(x, 16)
+        if tag == "range" and t is list and len(x) == 3 and all(type(v) is int for v in x):
+            return range(*x)
+        if tag == "iter" and t is list:
+            return iter(x)
+        if tag == "type" and t is str and x in PLAIN_TYPES:
+            return PLAIN_TYPES[x]
+        if tag in handles and (t is int if tag == "obj" else t is str):
+            return handles[tag](x)
+    raise ValueError(f"not a plain value: {str(tagged)[:100]}")
+
+
+class _Scan:
+    """What `_json.make_scanner` reads its settings from."""
+    strict, object_pairs_hook, parse_float, parse_int = True, None, float, int
+
+    def __init__(self, handles):
+        self.object_hook = lambda tagged: _plain(tagged, handles)
+
+    def parse_constant(self, name):
+        raise ValueError(f"not a plain value: {name}")
+
+
+def from_literal(text, handles=None):
+    """One message's text -> value; ValueError (or TypeError, RecursionError) on anything but plain data."""
+    try:
+        value, end = _json.make_scanner(_Scan(handles or {}))(text, 0)
+    except StopIteration:   # the C scanner's way to say "no value here"
+        raise ValueError("not a plain value") from None
+    if text[end:].strip():
+        raise ValueError("extra text after the value")
+    return value
 
 
 def _write_line(fd, text):
@@ -185,26 +337,25 @@ def _read_line(fd, buffer):
 
 
 def _runner_main(argv):
-    """Sandboxed side. argv: kind, fds "R,W", limits (a literal). Sets the limits (first: no program code has
+    """Sandboxed side. argv: kind, fds "R,W", limits (a message). Sets the limits (first: no program code has
     run yet), says hello, reads the job, then either runs the program as __main__ (stdio) or loads it and answers
-    calls by name (functional). Messages both ways are one-line Python literals. Nothing here is trusted by the
-    checker: the program can replace any of it, and can still only send plain data."""
+    calls by name (functional). Nothing here is trusted by the checker: the program can replace any of it, and
+    can still only send plain data."""
     import resource
-    kind, fds, limits = argv[0], argv[1], eval(argv[2])  # noqa: S307 -- the checker's own literal
+    kind, fds, limits = argv[0], argv[1], from_literal(argv[2])
     read_fd, write_fd = (int(x) for x in fds.split(","))
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value + 1 if name == "RLIMIT_CPU" else value))
     os.environ.clear()  # the parent passes none; this drops what bwrap (PWD) and Python (LC_CTYPE) add
     _write_line(write_fd, to_literal({"hello": os.getpid()}))
     buffer = bytearray()
-    # the checker's messages: literals it wrote itself (in this process nothing is worth protecting from them)
-    objects = []   # values returned that are not plain data: the checker gets __obj__(index) handles
-    scope = {"__builtins__": {}, "set": set, "frozenset": frozenset, "float": float, "range": range, "__iter__": iter,
-             "__type__": PLAIN_TYPES.__getitem__, "__obj__": objects.__getitem__}
+    objects = []   # values returned that are not plain data: the checker gets {"obj": index} handles
+    namespace = {"__name__": "__solution__", "__builtins__": builtins}
+    handles = {"obj": objects.__getitem__, "ref": namespace.__getitem__}   # from the checker's own messages
     line = _read_line(read_fd, buffer)
     if line is None:
         os._exit(0)
-    job = eval(line, scope)  # noqa: S307
+    job = from_literal(line, handles)
     if kind == "stdio":
         os.close(read_fd)
         os.close(write_fd)
@@ -212,7 +363,6 @@ def _runner_main(argv):
         code = compile(job["program"], "solution.py", "exec")
         exec(code, {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102 -- this is the sandbox
         return
-    namespace = {"__name__": "__solution__", "__builtins__": builtins}
     try:
         for part, filename in ((job.get("prelude"), "prelude.py"), (job["program"], "solution.py"),
                                (job.get("setup"), "setup.py")):
@@ -222,20 +372,19 @@ def _runner_main(argv):
         _write_line(write_fd, to_literal({"ready": False, "error": _describe(exc)}))
         os._exit(0)
     _write_line(write_fd, to_literal({"ready": True}))
-    scope["__ref__"] = namespace.__getitem__
     while True:
         line = _read_line(read_fd, buffer)
         if line is None:
             os._exit(0)
         try:
-            request = eval(line, scope)  # noqa: S307
+            request = from_literal(line, handles)
             value = namespace[request["name"]](*request["args"], **request["kwargs"])
             try:
                 text = to_literal(value)
             except Exception:  # noqa: BLE001 -- not plain data: the checker gets an opaque handle
                 objects.append(value)
-                text = f"__obj__({len(objects) - 1})"
-            reply = "{'value': " + text + "}"
+                text = '{"obj": %d}' % (len(objects) - 1)
+            reply = '{"dict": [["value", ' + text + "]]}"
         except BaseException as exc:  # noqa: BLE001 -- reported to the checker, which fails the test
             reply = to_literal({"raised": type(exc).__name__, "message": _describe(exc)})
         _write_line(write_fd, reply)
@@ -263,6 +412,10 @@ RUNNER_SOURCE = _runner_source()
 # ------------------------------------------------------------------------------------------------------------
 # The checker's side of the channel
 # ------------------------------------------------------------------------------------------------------------
+class ProgramError(Exception):
+    """An exception the program raised that is not one of PROGRAM_ERRORS (a plain failure for the tests)."""
+
+
 class ProgramName:
     """Checker side: a name in the program's namespace. Calling it runs the program's function in the sandbox
     and returns the plain value it sends back; passing it as an argument passes the program's own object (by
@@ -273,7 +426,7 @@ class ProgramName:
         self.sandbox = sandbox
 
     def sandbox_literal(self):
-        return f"__ref__({self.name!r})"
+        return '{"ref": %s}' % to_literal(self.name)
 
     def __call__(self, *args, **kwargs):
         sandbox = self.sandbox
@@ -290,9 +443,8 @@ class ProgramName:
             return reply["value"]
         raised = reply.get("raised")
         error = getattr(builtins, raised, None) if isinstance(raised, str) else None
-        # only ordinary exceptions are re-raised by type (a test may expect one); never SystemExit & co
-        if not (isinstance(error, type) and issubclass(error, Exception)):
-            error = RuntimeError
+        if not (isinstance(error, type) and issubclass(error, PROGRAM_ERRORS)):
+            error = ProgramError
         raise error(f"raised in the program: {str(reply.get('message'))[:300]}")
 
 
@@ -305,7 +457,7 @@ class ProgramObject:
         self.index = index
 
     def sandbox_literal(self):
-        return f"__obj__({self.index})"
+        return '{"obj": %d}' % self.index
 
     def __bool__(self):
         raise TypeError("an object the program returned cannot be truth-tested by the checker")
@@ -314,66 +466,114 @@ class ProgramObject:
         return f"<program object {self.index}>"
 
 
-def from_literal(text):
-    """Checker side: literal text -> value, accepting only literals: numbers, strings, bytes, None, True/False,
-    tuples, lists, dicts, set([...]), frozenset([...]), float('nan'/'inf'), range(a, b, c), __iter__([...]),
-    __type__('int') (a builtin type) and __obj__(k) (a ProgramObject). Raises ValueError on anything else."""
-    import ast
-    tree = ast.parse(text, mode="eval").body
+CHECKER_HANDLES = {"obj": ProgramObject}   # what a program may send besides plain data: handles to its objects
 
-    def build(node):
-        if isinstance(node, ast.Constant) and not isinstance(node.value, type(...)):
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
-                and isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float, complex):
-            return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) \
-                and type(node.right) is ast.Constant and type(node.right.value) is complex:
-            left, right = build(node.left), node.right.value
-            if type(left) not in (int, float):
-                raise ValueError("bad complex literal")
-            return left + right if isinstance(node.op, ast.Add) else left - right
-        if isinstance(node, ast.Tuple):
-            return tuple(build(e) for e in node.elts)
-        if isinstance(node, ast.List):
-            return [build(e) for e in node.elts]
-        if isinstance(node, ast.Dict):
-            if any(k is None for k in node.keys):
-                raise ValueError("** in a dict literal")
-            return {build(k): build(v) for k, v in zip(node.keys, node.values)}
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-            name, args = node.func.id, [build(a) for a in node.args]
-            if name in ("set", "frozenset") and len(args) == 1 and type(args[0]) is list:
-                return set(args[0]) if name == "set" else frozenset(args[0])
-            if name == "float" and len(args) == 1 and args[0] in ("nan", "inf", "-inf"):
-                return float(args[0])
-            if name == "range" and len(args) == 3 and all(type(a) is int for a in args):
-                return range(*args)
-            if name == "__iter__" and len(args) == 1 and type(args[0]) is list:
-                return iter(args[0])
-            if name == "__type__" and len(args) == 1 and args[0] in PLAIN_TYPES:
-                return PLAIN_TYPES[args[0]]
-            if name == "__obj__" and len(args) == 1 and type(args[0]) is int:
-                return ProgramObject(args[0])
-        raise ValueError(f"not a plain literal: {type(node).__name__}")
 
-    return build(tree)
+# ------------------------------------------------------------------------------------------------------------
+# The seccomp allowlist (libseccomp through ctypes: the library Debian, Ubuntu and Fedora ship with systemd)
+# ------------------------------------------------------------------------------------------------------------
+class _ArgCmp(ctypes.Structure):   # struct scmp_arg_cmp
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+_SCMP_ALLOW, _SCMP_EQ, _SCMP_GT, _SCMP_MASKED_EQ = 0x7FFF0000, 4, 6, 7
+
+
+def _scmp_errno(code):
+    return 0x00050000 | code
+
+
+def _seccomp_program():
+    """The allowlist as classic BPF bytes (cached per process), or None with the reason in _PROBED when
+    libseccomp is missing or refuses a rule."""
+    if "seccomp" in _PROBED:
+        return _PROBED["seccomp"]
+    _PROBED["seccomp"], _PROBED["seccomp_why"] = None, ""
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("seccomp") or "libseccomp.so.2")
+    except OSError as exc:
+        _PROBED["seccomp_why"] = f"libseccomp is not installed ({exc})"
+        return None
+    lib.seccomp_init.restype, lib.seccomp_init.argtypes = ctypes.c_void_p, [ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(_scmp_errno(errno.ENOSYS))
+    if not ctx:
+        _PROBED["seccomp_why"] = "seccomp_init failed"
+        return None
+
+    def rule(action, name, *conditions):
+        nr = lib.seccomp_syscall_resolve_name(name.encode())
+        if nr < 0:   # not a system call on this architecture
+            return True
+        array = (_ArgCmp * max(1, len(conditions)))(*[_ArgCmp(*c) for c in conditions])
+        return lib.seccomp_rule_add_array(ctx, action, nr, len(conditions), array) == 0
+
+    try:
+        ok = all(rule(_SCMP_ALLOW, name) for name in ALLOWED_SYSCALLS if name not in ("socket", "socketpair", "clone"))
+        for name in ("socket", "socketpair"):   # arg 0: the family; anything but the three is refused
+            ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0)) for family in SOCKET_FAMILIES.values())
+            refused = [f for f in range(max(SOCKET_FAMILIES.values())) if f not in SOCKET_FAMILIES.values()]
+            ok &= all(rule(_scmp_errno(errno.EAFNOSUPPORT), name, (0, _SCMP_EQ, f, 0)) for f in refused)
+            ok &= rule(_scmp_errno(errno.EAFNOSUPPORT), name, (0, _SCMP_GT, max(SOCKET_FAMILIES.values()), 0))
+        ok &= rule(_SCMP_ALLOW, "clone", (0, _SCMP_MASKED_EQ, CLONE_NAMESPACE_FLAGS, 0))
+        ok &= rule(_scmp_errno(errno.EPERM), "unshare") and rule(_scmp_errno(errno.EPERM), "setns")
+        if not ok:
+            _PROBED["seccomp_why"] = "libseccomp refused a rule of the allowlist"
+            return None
+        with tempfile.TemporaryFile() as f:
+            if lib.seccomp_export_bpf(ctx, f.fileno()) != 0:
+                _PROBED["seccomp_why"] = "libseccomp could not export the filter"
+                return None
+            f.seek(0)
+            _PROBED["seccomp"] = f.read()
+    finally:
+        lib.seccomp_release(ctx)
+    return _PROBED["seccomp"]
+
+
+class _SockFprog(ctypes.Structure):   # struct sock_fprog
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _fallback_lock_down(program):
+    """preexec_fn of the fallback's sandboxed process (between fork and exec, after the uid change): set
+    no_new_privs (a setuid binary it execs gains nothing) and load the seccomp allowlist; exit 127 if either
+    fails, so the item is refused, never run weaker. The grading worker is single-threaded (fork-safe)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+
+    def lock_down():
+        if libc.prctl(pr_set_no_new_privs, 1, None, 0, 0) != 0 or \
+                libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.addressof(fprog), 0, 0) != 0:
+            os._exit(127)
+    lock_down.keep = (buffer, fprog)   # alive until the fork
+    return lock_down
 
 
 # ------------------------------------------------------------------------------------------------------------
 # The sandbox, from the checker's side
 # ------------------------------------------------------------------------------------------------------------
-_PROBED = {}
+_PROBED = {}   # per process: probe results, the seccomp program, whether this worker reaps orphans
 
 
-def _bwrap_argv(runner_args):
+def _bwrap_argv(runner_args, seccomp_fd=None):
     """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, a size-limited
-    tmpfs as the working directory, no other host path. bwrap always runs as an unprivileged user (as root we
-    start it as an unused uid), so the program is in a user namespace in which it cannot create another one
-    (--disable-userns: no private mounts, e.g. of an unbounded tmpfs), RLIMIT_NPROC counts only its own
-    processes, and it holds no capability outside its namespaces."""
-    import shutil
-    argv = [shutil.which("bwrap"), "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
+    tmpfs as the working directory, no other host path, and the seccomp allowlist (read from seccomp_fd). bwrap
+    always runs as an unprivileged user (as root we start it as an unused uid), so the program is in a user
+    namespace in which it cannot create another one (--disable-userns, and seccomp), RLIMIT_NPROC counts only its
+    own processes, and it holds no capability outside its namespaces."""
+    # --as-pid-1: the runner is the namespace's init, a direct child of bwrap, so that wait4 on bwrap reports the
+    # program's CPU time (with bwrap's own init in between it does not; see _Sandbox._ended)
+    argv = [shutil.which("bwrap") or "bwrap", "--as-pid-1", "--unshare-user", "--disable-userns", "--unshare-pid",
+            "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):  # merged-/usr symlinks, or real dirs
@@ -404,6 +604,8 @@ def _bwrap_argv(runner_args):
     argv += ["--proc", "/proc", "--dev", "/dev",
              "--perms", "1777", "--size", str(SANDBOX_DIR_MB << 20), "--tmpfs", WORKDIR_IN_SANDBOX,
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKDIR_IN_SANDBOX]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     return argv + _runner_command() + runner_args
 
 
@@ -416,7 +618,6 @@ def _runner_command():
 
 def _reachable_by_others(path):
     """True if a user with no relation to the owner can read `path` (every parent directory searchable)."""
-    import stat
     path = os.path.realpath(path)
     parts = path.split("/")
     for k in range(2, len(parts) + 1):
@@ -435,6 +636,12 @@ def sandbox_python():
     then replaced by the system's /usr/bin/python3 (programs use the standard library only)."""
     if SANDBOX_PYTHON:
         return SANDBOX_PYTHON
+    if "python" not in _PROBED:
+        _PROBED["python"] = _default_python()
+    return _PROBED["python"]
+
+
+def _default_python():
     exe = os.path.realpath(sys.executable)
     if os.geteuid() == 0 and not (_reachable_by_others(exe) and _reachable_by_others(sys.base_prefix)):
         for other in ("/usr/bin/python3", "/usr/local/bin/python3"):
@@ -448,51 +655,63 @@ class _SandboxGone(BaseException):
     swallow it (and a flag on the channel catches a bare `except:`)."""
 
 
+class _Late(BaseException):
+    """The item's deadline passed while the checker itself was busy (raised by an alarm)."""
+
+
 class _Sandbox:
     """One sandboxed process and its pipes: request/reply lines (functional), stdin/stdout (stdio), and its
-    merged stdout/stderr tail for diagnostics."""
+    merged stdout/stderr tail for diagnostics. failure: None, or "timeout" / "crash" / "refused" / "too_large"."""
 
-    def __init__(self, kind, mode, timeout_s, deadline, notify=None):
-        import subprocess
-        import tempfile
-        self.deadline, self.kind, self.mode = deadline, kind, mode
-        self.failure = None            # "timeout" / "crash" / "refused" / "too_large": the sandbox broke
+    def __init__(self, kind, mode, timeout_s, deadline, opened):
+        opened.append(self)   # first: whatever interrupts the start, the caller closes this sandbox
+        self.deadline, self.kind, self.mode, self.failure, self.closed = deadline, kind, mode, None, False
         self.buffer, self.tail, self.stdout = bytearray(), bytearray(), bytearray()
+        self.proc = self.workdir = self.uid = self.to_child = self.from_child = self.out = self.err = None
+        self.cpu_limit_s = int(timeout_s + 0.999) + CPU_MARGIN_S
+        program = _seccomp_program()
+        if program is None or mode not in ("bwrap", "rlimits"):
+            self.failure = "refused"
+            return
         to_child_r, self.to_child = os.pipe()
         self.from_child, from_child_w = os.pipe()
-        limits = {"RLIMIT_CPU": int(timeout_s + 0.999) + CPU_MARGIN_S, "RLIMIT_AS": MEMORY_MB << 20,
-                  "RLIMIT_FSIZE": MAX_FILE_MB << 20, "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0}
+        inherited = [to_child_r, from_child_w]
+        limits = {"RLIMIT_CPU": self.cpu_limit_s, "RLIMIT_AS": MEMORY_MB << 20, "RLIMIT_FSIZE": MAX_FILE_MB << 20,
+                  "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0}
+        user, lock_down = {}, None
+        if os.geteuid() == 0:  # a program never runs as root: an unused uid of its own, no groups
+            self.uid = SANDBOX_UID_BASE + os.getpid()
+            user = {"user": self.uid, "group": self.uid, "extra_groups": []}
+        if mode == "bwrap" or self.uid is not None:
+            limits["RLIMIT_NPROC"] = MAX_PROCESSES  # bwrap: counted in its user namespace; as root: for its uid
         runner_args = [kind, f"{to_child_r},{from_child_w}", to_literal(limits)]
-        self.workdir, self.uid, user = None, None, {}
+        if mode == "bwrap":
+            seccomp_r, seccomp_w = os.pipe()   # bwrap reads the filter from a descriptor (a few KB: fits a pipe)
+            os.write(seccomp_w, program)
+            os.close(seccomp_w)
+            inherited.append(seccomp_r)
+            argv, cwd = _bwrap_argv(runner_args, seccomp_r), "/"
+        else:
+            self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
+            if self.uid is not None:
+                os.chown(cwd, self.uid, self.uid)
+            argv, lock_down = _runner_command() + runner_args, _fallback_lock_down(program)
+        stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
         try:
-            if os.geteuid() == 0:  # a program never runs as root: an unused uid of its own, no groups
-                self.uid = SANDBOX_UID_BASE + os.getpid()
-                user = {"user": self.uid, "group": self.uid, "extra_groups": []}
-            if mode == "bwrap" or self.uid is not None:
-                # bwrap: counted in the sandbox's user namespace; fallback as root: counted for its own uid
-                limits["RLIMIT_NPROC"] = MAX_PROCESSES
-                runner_args[2] = to_literal(limits)
-            if mode == "bwrap":
-                argv, cwd = _bwrap_argv(runner_args), "/"
-            else:
-                self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
-                if self.uid is not None:
-                    os.chown(cwd, self.uid, self.uid)
-                argv = _runner_command() + runner_args
-            stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
-            self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
-                                         pass_fds=(to_child_r, from_child_w), cwd=cwd, env={},
-                                         start_new_session=True, **user)
-        except OSError:  # no interpreter / no bwrap binary: nothing runs, the item is refused
-            self.proc, self.failure = None, "refused"
+            with _alarm_held():   # no _Late between the fork and self.proc
+                self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
+                                             pass_fds=inherited, cwd=cwd, env={}, start_new_session=True,
+                                             preexec_fn=lock_down, **user)
+        except (OSError, subprocess.SubprocessError):  # no interpreter / no bwrap binary / lock-down failed
+            self.failure = "refused"
         finally:
-            os.close(to_child_r)
-            os.close(from_child_w)
+            for fd in inherited:
+                os.close(fd)
         if self.proc is None:
             return
-        if notify:  # the scorer cleans up after this sandbox itself if it has to kill the worker mid-item
-            notify({"pgid": self.proc.pid, "uid": self.uid if mode != "bwrap" else None, "workdir": self.workdir})
+        # the scorer cleans up after this sandbox itself if it has to kill the worker mid-item
+        workers.note({"pgid": self.proc.pid, "uid": self.uid if mode != "bwrap" else None, "workdir": self.workdir})
         self.out = self.proc.stdout.fileno()
         self.err = self.proc.stderr.fileno() if kind == "stdio" else None
         for fd in (self.to_child, self.from_child, self.out) + ((self.err,) if self.err else ()):
@@ -501,70 +720,67 @@ class _Sandbox:
             hello = self.recv(allow_eof=True)
         except TypeError:
             hello = None
-        if hello is None and self.failure is None:
-            self.failure = "refused"    # the sandbox never started the runner (bwrap error, limits too small)
+        if hello is None and self.failure in (None, "crash"):
+            self.failure = "refused"    # the sandbox never started the runner (bwrap error, lock-down failed)
 
     # -- I/O with a deadline; the program's output is drained all the time so that it never blocks on it --
-    def _drain(self, fd, readable):
-        if fd not in readable:
-            return True
+    def _pump(self, read_fd=None, write_fd=None):
+        """Wait until read_fd is readable or write_fd writable (never past the deadline: _SandboxGone), draining
+        the program's stdout/stderr meanwhile. Returns (read_fd is readable, write_fd is writable)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.failure = self.failure or "timeout"
+            raise _SandboxGone()
+        outputs = [fd for fd in (self.out, self.err) if fd is not None]
+        readable, writable, _ = select.select(outputs + ([read_fd] if read_fd is not None else []),
+                                              [write_fd] if write_fd is not None else [], [], min(left, 1.0))
+        for fd in outputs:
+            if fd in readable:
+                self._drain(fd)
+        return read_fd is not None and read_fd in readable, bool(writable)
+
+    def _drain(self, fd):
         try:
             chunk = os.read(fd, 1 << 16)
         except BlockingIOError:
-            return True
-        if fd == self.out and self.kind == "stdio":
+            return
+        if not chunk:   # closed
+            self.out, self.err = (None if fd == self.out else self.out), (None if fd == self.err else self.err)
+        elif fd == self.out and self.kind == "stdio":
             self.stdout += chunk
             if len(self.stdout) > MAX_OUTPUT_BYTES:
                 self.failure = self.failure or "too_large"
                 raise _SandboxGone()
         else:
             self.tail = (self.tail + chunk)[-4096:]
-        return bool(chunk)
-
-    def _wait(self, read_fds, write_fds=()):
-        import select
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            self.failure = self.failure or "timeout"
-            raise _SandboxGone()
-        return select.select(read_fds, write_fds, [], min(left, 1.0))[:2]
-
-    def _open_outputs(self):
-        return [fd for fd in (self.out, self.err) if fd is not None]
 
     def send(self, message):
         data = (to_literal(message) + "\n").encode()
         while data:
-            readable, writable = self._wait(self._open_outputs(), [self.to_child])
-            for fd in self._open_outputs():
-                if not self._drain(fd, readable):
-                    self._close_output(fd)
-            if writable:
+            if self._pump(write_fd=self.to_child)[1]:
                 try:
                     data = data[os.write(self.to_child, data):]
                 except BlockingIOError:
                     pass
                 except BrokenPipeError:
-                    self.failure = self.failure or self._exit_kind()
+                    self._ended(within_s=1.0, mid_protocol=True)
                     raise _SandboxGone() from None
 
     def recv(self, allow_eof=False):
+        """The next message (a dict); None at EOF when allow_eof; TypeError if it is not plain data."""
         while b"\n" not in self.buffer:
             try:
-                readable, _ = self._wait([self.from_child] + self._open_outputs())
+                readable = self._pump(read_fd=self.from_child)[0]
             except _SandboxGone:
                 if allow_eof:
                     return None
                 raise
-            for fd in self._open_outputs():
-                if not self._drain(fd, readable):
-                    self._close_output(fd)
-            if self.from_child in readable:
+            if readable:
                 chunk = os.read(self.from_child, 1 << 20)
                 if not chunk:
+                    self._ended(within_s=1.0, mid_protocol=True)
                     if allow_eof:
                         return None
-                    self.failure = self.failure or self._exit_kind()
                     raise _SandboxGone()
                 self.buffer += chunk
                 if len(self.buffer) > MAX_REPLY_BYTES:
@@ -573,116 +789,139 @@ class _Sandbox:
         line, _, rest = bytes(self.buffer).partition(b"\n")
         self.buffer[:] = rest
         try:
-            reply = from_literal(line.decode())
-        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError, UnicodeDecodeError) as exc:
+            reply = from_literal(line.decode(), CHECKER_HANDLES)
+        except (ValueError, TypeError, RecursionError, MemoryError, UnicodeDecodeError) as exc:
             raise TypeError(f"the program sent something that is not plain data ({_describe(exc)})") from None
         if not isinstance(reply, dict):
             raise TypeError("the program sent something that is not a message")
         return reply
 
-    def _close_output(self, fd):
-        if fd == self.out:
-            self.out = None
-        if fd == self.err:
-            self.err = None
-
-    def _exit_kind(self):
-        """After the reply pipe closed: 'timeout' if the CPU limit or a kill ended it, else 'crash'."""
-        import signal
-        try:
-            code = self.proc.wait(timeout=max(0.0, min(1.0, self.deadline - time.monotonic())))
-        except Exception:  # noqa: BLE001 -- still running (it closed the pipe itself): a crash of the protocol
-            return "crash"
-        return "timeout" if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGKILL) \
-            else "crash"
+    def _ended(self, within_s, mid_protocol=False):
+        """The program's side closed: wait (at most within_s, never past the deadline) for its exit, and say what
+        ended it, from what the trusted side measured: "timeout" when its processes used their whole CPU
+        allowance (wait4's rusage, reaped descendants included), else "crash" for a signal, an abnormal exit
+        status, or any exit in the middle of the protocol -- whatever status the program chose. Returns the exit
+        code, or None if it is still running."""
+        until = min(self.deadline, time.monotonic() + within_s)
+        while True:
+            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > until:
+                self.failure = self.failure or ("timeout" if time.monotonic() > self.deadline else "crash")
+                return None
+            time.sleep(0.002)
+        code = self.proc.returncode = os.waitstatus_to_exitcode(status)
+        if usage.ru_utime + usage.ru_stime >= self.cpu_limit_s - 0.05:
+            self.failure = self.failure or "timeout"
+        elif mid_protocol or code < 0 or code > 128:
+            self.failure = self.failure or "crash"
+        return code
 
     def run_stdio(self, program, stdin_text):
-        """Send the program, feed stdin, collect stdout until exit. Returns the exit code (None if it broke)."""
-        import signal
+        """Send the program, feed stdin, collect stdout until exit. Returns the exit code."""
         self.send({"program": program})
         os.close(self.to_child)
         self.to_child = None
         data = stdin_text.encode()
         stdin_fd = self.proc.stdin.fileno()
         os.set_blocking(stdin_fd, False)
-        if not data:
-            self.proc.stdin.close()
-            stdin_fd = None
         while self.out is not None or self.err is not None:
-            readable, writable = self._wait(self._open_outputs(), [stdin_fd] if stdin_fd is not None else [])
-            for fd in self._open_outputs():
-                if not self._drain(fd, readable):
-                    self._close_output(fd)
-            if stdin_fd is not None and writable:
+            if not data and stdin_fd is not None:
+                self.proc.stdin.close()
+                stdin_fd = None
+            if self._pump(write_fd=stdin_fd)[1]:
                 try:
                     data = data[os.write(stdin_fd, data[:1 << 16]):]
                 except BlockingIOError:
-                    continue
+                    pass
                 except BrokenPipeError:  # it exited or closed stdin without reading all of it: fine
                     data = b""
-                if not data:
-                    self.proc.stdin.close()
-                    stdin_fd = None
-        while True:
-            code = self.proc.poll()
-            if code is not None:
-                if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
-                    self.failure = "timeout"
-                elif code < 0 or code > 128:
-                    self.failure = self.failure or "crash"
-                return code
-            if time.monotonic() > self.deadline:
-                self.failure = self.failure or "timeout"
-                raise _SandboxGone()
-            time.sleep(0.002)
+        code = self._ended(within_s=float("inf"))
+        if code is None:
+            raise _SandboxGone()
+        return code
 
     def close(self):
-        """Kill everything the program started: its process group (bwrap: the PID namespace dies with it)."""
-        import signal
+        """Kill everything the program started (its process group; bwrap: the PID namespace dies with it; the
+        fallback as root: every process of its uid) and remove what it left. Idempotent, and never interrupted
+        by the item's alarm (a pending one is raised when it is done)."""
+        if self.closed:
+            return
+        with _alarm_held():
+            self._close()
+        self.closed = True
+
+    def _close(self):
         for fd in (self.to_child, self.from_child):
             if fd is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
-        if self.proc is None:
-            if self.workdir:
-                import shutil
-                shutil.rmtree(self.workdir, ignore_errors=True)
-            return
+        self.to_child = self.from_child = None
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=5)   # reaped: only the program's own processes can remain in the group
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                with contextlib.suppress(OSError):
+                    stream and stream.close()
+        _clean_up({"pgid": self.proc.pid if self.proc else None, "workdir": self.workdir,
+                   "uid": self.uid if self.mode != "bwrap" else None})
+        self.proc = self.workdir = None
+
+
+def _clean_up(child):
+    """Kill and remove what one sandbox left: its process group; the fallback's uid (its processes, and its files
+    at the top of the world-writable directories); its working directory. In a grading worker, which is a child
+    subreaper, every process a sandbox started that outlived it (setsid, double fork, a setuid binary) became
+    the worker's child: those are killed and reaped (cheap). Elsewhere the fallback's processes are found by
+    their real uid in /proc."""
+    if child.get("pgid"):
+        _kill_group(child["pgid"])
+    if not _kill_orphans() and child.get("uid") is not None:
+        _kill_user(child["uid"])
+    if child.get("uid") is not None:
+        for shared in ("/tmp", "/var/tmp", "/dev/shm"):
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(shared):
+                    with contextlib.suppress(OSError):
+                        if entry.stat(follow_symlinks=False).st_uid == child["uid"]:
+                            if entry.is_dir(follow_symlinks=False):
+                                shutil.rmtree(entry.path, ignore_errors=True)
+                            else:
+                                os.unlink(entry.path)
+    if child.get("workdir"):
+        shutil.rmtree(child["workdir"], ignore_errors=True)
+
+
+def _kill_orphans():
+    """In a grading worker (a child subreaper whose only children are sandboxes): SIGKILL and reap its children
+    until none is left. False where that does not apply (not a subreaper, or no /proc/PID/task/TID/children)."""
+    if not _PROBED.get("subreaper"):
+        return False
+    me = os.getpid()
+    for _ in range(500):
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=5)   # reaped: only the program's own processes can remain in the group
-        except Exception:  # noqa: BLE001
-            pass
-        _kill_group(self.proc.pid)
-        if self.mode != "bwrap" and self.uid is not None:
-            _kill_user(self.uid)   # the fallback as root: whatever left the group (setsid) still has its uid
-        if _PROBED.get("subreaper"):  # a grading worker: the program's orphans are its children; reap them
-            while True:
-                try:
-                    if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                        break
-                except ChildProcessError:
-                    break
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-        if self.workdir:
-            import shutil
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+                children = [int(pid) for pid in f.read().split()]
+        except OSError:
+            return False
+        if not children:
+            return True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.001)
+    return False
 
 
 def _kill_group(pgid):
     """SIGKILL a process group, then again while a live (non-zombie) member remains: a fork racing the kill
     can leave a child behind. Bounded: a group that keeps growing for ~1 s is left to its CPU limit."""
-    import signal
     for _ in range(500):
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -694,88 +933,114 @@ def _kill_group(pgid):
 
 
 def _live_members(pgid=None, uid=None):
-    """pids of live (non-zombie) processes in group pgid, or owned by uid (from /proc; [] without /proc)."""
+    """pids of live (non-zombie) processes in group pgid, or whose REAL uid is uid (a setuid binary changes
+    only the effective uid, and the owner of /proc/PID); from /proc ([] without it)."""
     members = []
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat", "rb") as f:
                     fields = f.read().rsplit(b")", 1)[1].split()
-                owner = os.stat(f"/proc/{entry}").st_uid if uid is not None else None
-            except OSError:
+                if uid is not None:
+                    with open(f"/proc/{entry}/status", "rb") as f:
+                        real_uid = int(next(line for line in f if line.startswith(b"Uid:")).split()[1])
+            except (OSError, StopIteration, ValueError, IndexError):
                 continue
-            if fields[0] != b"Z" and (int(fields[2]) == pgid if pgid is not None else owner == uid):
+            if fields[0] != b"Z" and (int(fields[2]) == pgid if pgid is not None else real_uid == uid):
                 members.append(int(entry))
     return members
 
 
 def _kill_user(uid):
     """SIGKILL every process of uid (the fallback's own sandbox uid) until none is left; bounded like _kill_group."""
-    import signal
     for _ in range(500):
         pids = _live_members(uid=uid)
         if not pids:
             return
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         time.sleep(0.002)
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Modes: probe, refuse, and say what holds
+# ------------------------------------------------------------------------------------------------------------
 def _probe(mode):
-    """(works, why): one trivial program through the sandbox `mode`, cached per process."""
+    """(works, why): one trivial program through the sandbox `mode`, in a grading worker; cached per process."""
     if mode not in _PROBED:
-        import shutil
         if mode == "bwrap" and not shutil.which("bwrap"):
             _PROBED[mode] = (False, "bwrap is not installed")
+        elif _seccomp_program() is None:
+            _PROBED[mode] = (False, f"no seccomp filter: {_PROBED['seccomp_why']}")
         else:
-            result = run_tests("def f():\n    return 41 + 1\n", {"kind": "functional", "asserts": ["assert f() == 42"]},
-                               timeout_s=10.0, mode=mode)
+            result = _grade_in_workers(["def f():\n    return 41 + 1\n"],
+                                       [{"kind": "functional", "asserts": ["assert f() == 42"]}], 1, 10.0, mode, False)[0]
             _PROBED[mode] = (result["status"] == "passed",
                              f"{mode} probe: {result['status']} {result.get('detail', '')} (interpreter "
                              f"{sandbox_python()})")
     return _PROBED[mode]
 
 
-def sandbox_mode(requested=SANDBOX):
-    """'bwrap' when bubblewrap runs a probe program here, else 'rlimits' (the fallback) -- or 'unavailable'
-    when `requested` is 'bwrap' and it does not work (every item is then refused). Cached per process."""
+def sandbox_mode(requested=None):
+    """The mode items are graded in: 'bwrap' when the full sandbox runs a probe program here; 'rlimits' when
+    that is requested (or 'auto' and bwrap fails); 'unavailable' when the requested mode cannot run (every item
+    is then refused). requested: None reads SANDBOX. Cached per process."""
+    requested = requested or SANDBOX
     if requested not in ("auto", "bwrap", "rlimits"):
         raise ValueError(f"sandbox must be auto, bwrap or rlimits, got {requested!r}")
-    if requested == "rlimits":
-        return "rlimits"
-    ok, why = _probe("bwrap")
-    if ok:
+    if requested in ("auto", "bwrap") and _probe("bwrap")[0]:
         return "bwrap"
     if requested == "bwrap":
         return "unavailable"
-    if not _PROBED.get("warned"):
-        _PROBED["warned"] = True
-        missing = [claim for claim, holds in sandbox_guarantees("rlimits").items() if not holds]
-        print(f"code_reward.py: WARNING: {why}; programs run with the rlimits fallback, which does NOT give: "
-              f"{'; '.join(missing)} (README 'Code RL'). Install bubblewrap for the sandbox.", file=sys.stderr)
+    return "rlimits" if _probe("rlimits")[0] else "unavailable"
+
+
+def require_sandbox(allow_fallback=False, log=print):
+    """Call once before a run grades code (train.py, eval.py). Returns the mode every later grade in this process
+    uses, after logging it: 'bwrap' (the full sandbox). Without it, raises SystemExit saying why, unless
+    allow_fallback (the user passed UNSAFE_FLAG): then 'rlimits', with a warning naming what is missing -- a
+    program can then read the shipped datasets (tests and reference solutions included) and earn reward
+    without solving anything. Never falls back silently."""
+    global SANDBOX
+    works, why = _probe("bwrap")
+    if works:
+        SANDBOX = "bwrap"
+    elif not allow_fallback:
+        raise SystemExit(f"code_reward.py: the full code sandbox does not work here ({why}). Install bubblewrap "
+                         f"and libseccomp (setup.sh), or pass {UNSAFE_FLAG} to grade with the rlimits fallback, "
+                         f"in which a program can read the shipped datasets (the tests and reference solutions "
+                         f"included), reach the network and write where this user can.")
+    else:
         works, why_not = _probe("rlimits")
-        if not works:  # e.g. root, and no interpreter the sandbox uid may read: fail closed, and say why
-            print(f"code_reward.py: WARNING: the fallback cannot run programs either ({why_not}): every code item "
-                  f"will be refused (score 0). Set code_reward.SANDBOX_PYTHON to a Python that others can read.",
-                  file=sys.stderr)
-    return "rlimits"
+        if not works:
+            raise SystemExit(f"code_reward.py: neither the sandbox ({why}) nor the fallback ({why_not}) runs here")
+        SANDBOX = "rlimits"
+        missing = [claim for claim, holds in sandbox_guarantees("rlimits").items() if not holds]
+        log(f"code_reward.py: WARNING: {why}; {UNSAFE_FLAG}: programs run with the rlimits fallback, which does "
+            f"NOT give: {'; '.join(missing)}")
+    log(f"code_reward.py: code is graded in sandbox mode {SANDBOX!r}")
+    return SANDBOX
 
 
 def sandbox_guarantees(mode):
-    """What holds in each mode (the README table; tests check each claim in the modes that make it). The
-    fallback run by root still gives each program an unused uid of its own (so RLIMIT_NPROC binds, its processes
-    can be found and killed, and other users' processes are out of reach); run by a user, the program is you."""
+    """What holds in each mode (the table in the module docstring; tests check each claim in the modes that make
+    it). The fallback run by root still gives each program an unused uid of its own (so RLIMIT_NPROC binds, its
+    processes can be found and killed, and other users' processes are out of reach); run by a user, the
+    program is you."""
     isolated = mode == "bwrap"
     own_uid = isolated or os.geteuid() == 0
     return {"own process group, killed at the deadline": True, "fresh empty working directory": True,
             "empty environment": True, "CPU time, address space, file size, open files limited": True,
+            "system calls limited to an allowlist; sockets AF_UNIX/AF_INET/AF_INET6 only": True,
+            "no memory outside the address space limit (memfd, SysV shared memory refused)": True,
+            "no SysV IPC or message queue outlives it (refused)": True,
+            "cannot gain privileges (no_new_privs: setuid binaries run as the program's uid)": True,
             "runs as an unprivileged uid of its own; process count limited; every process reaped": own_uid,
             "cannot signal other users' processes or read their environment": own_uid,
             "no network": isolated,
             "nothing writable outside its directory; working directory size-limited": isolated,
+            "whole memory bounded, files it writes included": isolated,
             "host files invisible (tests, datasets, home)": isolated,
             "cannot see or signal any process outside the sandbox": isolated}
 
@@ -785,7 +1050,6 @@ def sandbox_guarantees(mode):
 # ------------------------------------------------------------------------------------------------------------
 def _names(code):
     """(names loaded, names bound, names used as `name.attr`) anywhere in code."""
-    import ast
     loaded, bound, attr_bases = set(), set(), set()
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.Name):
@@ -806,22 +1070,21 @@ def _names(code):
 
 
 def _check_functional(sandbox, program, tests, partial):
-    """Returns (passed, total, detail)."""
+    """Returns (passed, detail)."""
     asserts = tests["asserts"]
     sandbox.send({"prelude": tests.get("prelude", ""), "program": program, "setup": tests.get("setup", "")})
     try:
         ready = sandbox.recv()
     except TypeError as exc:
-        return 0, len(asserts), f"program failed to load: {exc}"
+        return 0, f"program failed to load: {exc}"
     if ready.get("ready") is not True:
-        return 0, len(asserts), f"program failed to load: {str(ready.get('error'))[:300]}"
+        return 0, f"program failed to load: {str(ready.get('error'))[:300]}"
     checker = {"__name__": "__checker__", "__builtins__": builtins}
     if tests.get("prelude"):
         exec(compile(tests["prelude"], "prelude.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
     loaded, bound, attr_bases = _names("\n".join(asserts))
     for name in sorted(loaded - bound - set(checker) - set(dir(builtins))):
         if name in sys.stdlib_module_names and name in attr_bases:
-            import importlib
             checker[name] = importlib.import_module(name)   # `math.isclose` is the real one, never the program's
         else:
             checker[name] = ProgramName(name, sandbox)
@@ -832,80 +1095,109 @@ def _check_functional(sandbox, program, tests, partial):
         try:
             exec(compile(statement, f"test_{k}.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
             ok = sandbox.failure is None   # a bare `except:` in a test cannot hide a dead or late sandbox
-        except _SandboxGone:
-            return passed, len(asserts), f"test {k}: sandbox {sandbox.failure}"
+        except (_SandboxGone, _Late):
+            raise
         except BaseException as exc:  # noqa: BLE001 -- a failing test, whatever it raised
             ok, detail = False, f"test {k}: {_describe(exc)}"
         if sandbox.failure:
-            return passed, len(asserts), f"test {k}: sandbox {sandbox.failure}"
+            raise _SandboxGone()
         passed += ok
         if not ok and not partial:
             break
-    return passed, len(asserts), detail
+    return passed, detail
 
 
-def run_tests(program, tests, timeout_s=DEFAULT_TIMEOUT_S, mode=None, partial=PARTIAL_CREDIT, notify=None):
-    """Run `program` (source text) against `tests` in the sandbox. Call it in a grading worker (the tests run
-    here, in this process). Returns {"status": passed|failed|timeout|crash|refused|no_program, "passed": int,
-    "total": int, "score": float, "detail": str, "seconds": float}."""
+_ALARM = {"held": 0, "rang": False}   # the item's alarm: whether it is held off, and whether it rang meanwhile
+
+
+@contextlib.contextmanager
+def _alarm(deadline):
+    """Raise _Late in this (main) thread at `deadline`: the checker's own work on an item (decoding replies,
+    running tests on what the program sent) never runs past it. A no-op outside the main thread."""
+    def late(signum, frame):
+        if _ALARM["held"]:
+            _ALARM["rang"] = True
+        else:
+            raise _Late()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, max(1e-3, deadline - time.monotonic()))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        _ALARM["rang"] = False
+
+
+@contextlib.contextmanager
+def _alarm_held():
+    """Hold the item's alarm off while starting or cleaning up a sandbox (a _Late in the middle would leave a
+    process nobody knows of); it is raised when the block ends. (Not a signal mask: children would inherit it.)"""
+    _ALARM["held"] += 1
+    try:
+        yield
+    finally:
+        _ALARM["held"] -= 1
+        if not _ALARM["held"] and _ALARM["rang"]:
+            _ALARM["rang"] = False
+            raise _Late()
+
+
+def _run_tests(program, tests, timeout_s, mode, partial):
+    """Run `program` (source text) against `tests` in the sandbox `mode`, with the tests in THIS process (a
+    grading worker). Returns {"status": passed|failed|timeout|crash|refused|no_program, "passed": int, "total":
+    int, "score": float, "detail": str, "seconds": float, "sandbox": mode}."""
     start = time.monotonic()
     deadline = start + timeout_s
-    mode = mode or sandbox_mode()
-    total = len(tests["asserts"]) if tests["kind"] == "functional" else len(tests["cases"])
-    result = {"status": "failed", "passed": 0, "total": total, "score": 0.0, "detail": ""}
+    cases = tests["asserts"] if tests["kind"] == "functional" else tests["cases"]
+    result = {"status": "failed", "passed": 0, "total": len(cases), "score": 0.0, "detail": "", "sandbox": mode}
     if program is None or len(program) > MAX_PROGRAM_CHARS:
         result.update(status="no_program", detail="no program" if program is None else "program too long")
-    elif mode == "unavailable":
-        result.update(status="refused", detail="bwrap required but not usable")
-    elif tests["kind"] == "functional":
-        sandbox = None
-        try:
-            sandbox = _Sandbox("functional", mode, timeout_s, deadline, notify)
-            if sandbox.failure:
-                raise _SandboxGone()
-            passed, _, detail = _check_functional(sandbox, program, tests, partial)
-            result.update(passed=passed, detail=detail)
-        except _SandboxGone:
-            pass
-        finally:
-            if sandbox is not None:
+        return result
+    sandboxes = []
+    try:
+        with _alarm(deadline + 0.05):
+            for k in range(1 if tests["kind"] == "functional" else len(cases)):
+                sandbox = _Sandbox(tests["kind"], mode, timeout_s, deadline, sandboxes)
+                try:
+                    if sandbox.failure:
+                        raise _SandboxGone()
+                    if tests["kind"] == "functional":
+                        result["passed"], result["detail"] = _check_functional(sandbox, program, tests, partial)
+                    else:
+                        code = sandbox.run_stdio(program, cases[k]["input"])
+                        output = bytes(sandbox.stdout).decode(errors="replace")
+                        if code == 0 and sandbox.failure is None and same_output(output, cases[k]["output"]):
+                            result["passed"] += 1
+                        else:
+                            result["detail"] = f"case {k}: exit {code}" + (", wrong output" if code == 0 else "") + \
+                                (f"; stderr: {bytes(sandbox.tail[-300:]).decode(errors='replace')}"
+                                 if sandbox.tail else "")
+                except _SandboxGone:
+                    pass
                 sandbox.close()
                 if sandbox.failure:
                     result["status"] = sandbox.failure if sandbox.failure != "too_large" else "failed"
-                    result["detail"] = (result["detail"] or f"sandbox {sandbox.failure}") + \
+                    where = f"case {k}: " if tests["kind"] == "stdio" else ""
+                    result["detail"] = f"{where}sandbox {sandbox.failure}" + \
                         (f"; output: {bytes(sandbox.tail[-300:]).decode(errors='replace')}" if sandbox.tail else "")
-    else:
-        passed, detail = 0, ""
-        for k, case in enumerate(tests["cases"]):
-            sandbox = None
-            try:
-                sandbox = _Sandbox("stdio", mode, timeout_s, deadline, notify)
-                if sandbox.failure:
-                    raise _SandboxGone()
-                code = sandbox.run_stdio(program, case["input"])
-                if code == 0 and sandbox.failure is None and \
-                        same_output(bytes(sandbox.stdout).decode(errors="replace"), case["output"]):
-                    passed += 1
-                else:
-                    detail = f"case {k}: exit {code}" + (", wrong output" if code == 0 else "") + \
-                             (f"; stderr: {bytes(sandbox.tail[-300:]).decode(errors='replace')}" if sandbox.tail else "")
-            except _SandboxGone:
-                pass
-            finally:
-                if sandbox is not None:
-                    sandbox.close()
-            if sandbox is not None and sandbox.failure:
-                result["status"] = sandbox.failure if sandbox.failure != "too_large" else "failed"
-                detail = f"case {k}: sandbox {sandbox.failure}"
-                if sandbox.failure in ("timeout", "refused"):
+                    if sandbox.failure in ("timeout", "refused"):
+                        break
+                if tests["kind"] == "stdio" and result["passed"] < k + 1 and not partial:
                     break
-            if passed < k + 1 and not partial:
-                break
-        result.update(passed=passed, detail=detail)
-    if result["passed"] == total and total > 0 and result["status"] == "failed":
+    except _Late:
+        result.update(status="timeout", detail="the checker reached the item's deadline")
+    finally:
+        for sandbox in sandboxes:
+            sandbox.close()
+    if result["passed"] == len(cases) and len(cases) > 0 and result["status"] == "failed":
         result["status"] = "passed"
     if result["status"] == "passed" or (partial and result["status"] not in ("refused", "no_program")):
-        result["score"] = result["passed"] / total if partial else 1.0
+        result["score"] = result["passed"] / len(cases) if partial else 1.0
     result["seconds"] = time.monotonic() - start
     return result
 
@@ -921,98 +1213,59 @@ def same_output(got, expected):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Grading workers: trusted checker processes with a hard per-item timeout (killed when late)
+# Scoring: grading workers (workers.py) with a hard per-item timeout
 # ------------------------------------------------------------------------------------------------------------
-def _serve(mode, memory_limit_bytes):
-    """Worker loop: one JSON job per stdin line ({program, tests, timeout_s, partial}), one JSON reply per line
-    ({"child": pgid} when a sandbox starts, then {"result": ...})."""
-    import json
-    try:
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
-    except (ImportError, ValueError, OSError):
-        pass
-    try:  # orphans of a sandboxed program become this worker's children, so that it can reap them: zombies
-        import ctypes  # would otherwise pile up under an init that does not reap, and count against RLIMIT_NPROC
-        _PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-    def notify(child):
-        sys.stdout.write(json.dumps({"child": child}) + "\n")
-        sys.stdout.flush()
-
-    for line in sys.stdin:
-        job = json.loads(line)
-        try:
-            result = run_tests(job["program"], job["tests"], job["timeout_s"], mode, job["partial"], notify)
-        except Exception as exc:  # noqa: BLE001 -- a grader bug must not take the batch down
-            result = {"status": "grader_error", "score": 0.0, "detail": _describe(exc)}
-        sys.stdout.write(json.dumps({"result": result}) + "\n")
-        sys.stdout.flush()
+def _grade(program, tests, timeout_s, mode, partial):
+    """The grading worker's op: one item (a worker adopts its sandboxes' orphans so that it can reap them:
+    zombies would otherwise pile up under an init that does not reap, and count against RLIMIT_NPROC)."""
+    if "subreaper" not in _PROBED:
+        with contextlib.suppress(OSError, AttributeError):
+            _PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+    return _run_tests(program, tests, timeout_s, mode, partial)
 
 
-class _Worker:
-    """A grading process (the checker): a plain `python -c` child, so no fork of a parent holding vLLM threads."""
-
-    def __init__(self, mode):
-        import subprocess
-        here = os.path.dirname(os.path.abspath(__file__))
-        code = (f"import sys; sys.path.insert(0, {here!r}); import code_reward; "
-                f"code_reward._serve({mode!r}, {int(WORKER_MEMORY_GB * 2**30)})")
-        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     start_new_session=True)
-        self.fd = self.proc.stdout.fileno()
-        self.buffer, self.started, self.children = bytearray(), None, []
-
-    def send(self, job):
-        import json
-        self.proc.stdin.write((json.dumps(job) + "\n").encode())
-        self.proc.stdin.flush()
-        self.started, self.children = time.monotonic(), []
-
-    def replies(self):
-        """Complete reply lines read so far (after select said the pipe is readable); None at EOF."""
-        import json
-        chunk = os.read(self.fd, 1 << 20)
-        if not chunk:
-            return None
-        self.buffer += chunk
-        *lines, rest = bytes(self.buffer).split(b"\n")
-        self.buffer[:] = rest
-        return [json.loads(line) for line in lines]
-
-    def kill(self):
-        """Kill the worker and what its current sandbox left: the process group (bwrap: the whole sandbox dies
-        with its parent anyway), the fallback's uid, the fallback's working directory."""
-        import shutil
-        self.proc.kill()
-        self.proc.wait()
-        for child in self.children:
-            _kill_group(child["pgid"])
-            if child["uid"] is not None:
-                _kill_user(child["uid"])
-            if child["workdir"]:
-                shutil.rmtree(child["workdir"], ignore_errors=True)
-
-
-_POOL = {}  # mode -> persistent workers (starting one costs ~50 ms; they are reused across batches)
-
+WORKER_OPS = {"grade": _grade}
 STAT_KEYS = ("code_timeouts", "code_crashes", "sandbox_refusals", "code_no_program", "code_grader_errors")
+_STATUS_STAT = {"timeout": "code_timeouts", "crash": "code_crashes", "refused": "sandbox_refusals",
+                "no_program": "code_no_program", "grader_error": "code_grader_errors"}
+
+
+def _clean_up_after_kill(notes):
+    for child in notes:
+        _clean_up(child)
+
+
+def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial):
+    """_run_tests for each item in grading workers; a worker still busy at timeout + WORKER_GRACE_S is killed
+    (and its sandbox cleaned up from here)."""
+    pool = workers.get_pool("code_reward", WORKER_MEMORY_GB * 2**30)
+    todo = [k for k, program in enumerate(programs) if program is not None]   # nothing to run: no worker
+    results = [{"status": "no_program", "score": 0.0, "detail": "no program", "sandbox": mode}] * len(programs)
+    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeout_s, mode, partial) for k in todo],
+                        workers_n, timeout_s + WORKER_GRACE_S, on_kill=_clean_up_after_kill)
+    for k, (kind, value) in zip(todo, outcomes):
+        if kind == "ok":
+            results[k] = value
+        elif kind == "timeout":
+            results[k] = {"status": "timeout", "score": 0.0, "detail": "grading worker killed at the deadline"}
+        else:
+            results[k] = {"status": "grader_error", "score": 0.0, "detail": value}
+        results[k].setdefault("sandbox", mode)
+    return results
 
 
 def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT_S, stats=None,
-                     partial=PARTIAL_CREDIT, sandbox=SANDBOX, results=None):
-    """code_reward for each (response, tests) in parallel grading workers, each item with a hard timeout.
+                     partial=PARTIAL_CREDIT, sandbox=None, results=None):
+    """The code reward: for each (response, tests), 1.0 if the program in the response passes every test (with
+    partial=True the fraction passed), else 0.0; graded in parallel workers, each item with a hard timeout.
 
-    Returns a list of len(responses) floats. `stats`, when a dict, receives counts (STAT_KEYS): timeouts
-    (the program or the tests ran out of time), crashes (the program's process died mid-protocol: a signal, the
-    memory limit, os._exit), sandbox refusals (it could not start), responses without a program, and grader
-    errors. `results`, when a list, receives each item's run_tests dict (status, detail, seconds)."""
-    import select
+    Returns a list of len(responses) floats. sandbox: None uses SANDBOX (set by require_sandbox). `stats`, when
+    a dict, receives counts (STAT_KEYS): timeouts (the item's wall clock ran out, or the program used its whole
+    CPU allowance), crashes (the program's process died mid-protocol: a signal, the memory limit, os._exit),
+    sandbox refusals (it could not start), responses without a program, and grader errors. `results`, when a
+    list, receives each item's dict (status, detail, seconds, sandbox: the mode that graded it)."""
     if len(responses) != len(tests_list):
         raise ValueError(f"{len(responses)} responses but {len(tests_list)} test sets")
-    import data
     checked = []
     for k, tests in enumerate(tests_list):
         tests, error = data.validate_tests(tests)
@@ -1020,62 +1273,13 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
             raise ValueError(f"item {k}: {error}")
         checked.append(tests)
     mode = sandbox_mode(sandbox)
-    jobs = [{"program": extract_program(r), "tests": t, "timeout_s": timeout_s, "partial": partial}
-            for r, t in zip(responses, checked)]
-    outcome = [None] * len(jobs)
-    pool = _POOL.setdefault(mode, [])
-    workers = max(1, workers)
-    while len(pool) < workers:
-        pool.append(_Worker(mode))
-    queue = list(reversed(range(len(jobs))))
-    busy = {}  # worker index -> item index
-    while queue or busy:
-        for w in range(workers):
-            if w not in busy and queue:
-                k = queue.pop()
-                if jobs[k]["program"] is None:   # nothing to run: no need to involve a worker
-                    outcome[k] = {"status": "no_program", "score": 0.0, "detail": "no program"}
-                    continue
-                try:
-                    pool[w].send(jobs[k])
-                except OSError:  # a dead worker: replace it and retry the item
-                    pool[w].kill()
-                    pool[w] = _Worker(mode)
-                    pool[w].send(jobs[k])
-                busy[w] = k
-        if not busy:
-            continue
-        ready, _, _ = select.select([pool[w].fd for w in busy], [], [], 0.05)
-        now = time.monotonic()
-        for w in list(busy):
-            worker, k = pool[w], busy[w]
-            if worker.fd in ready:
-                replies = worker.replies()
-                if replies is None:      # the worker died (its memory limit): replace it
-                    outcome[k] = {"status": "grader_error", "score": 0.0, "detail": "grading worker died"}
-                    worker.kill()
-                    pool[w] = _Worker(mode)
-                    del busy[w]
-                    continue
-                for reply in replies:
-                    if "child" in reply:
-                        worker.children.append(reply["child"])
-                    else:
-                        outcome[k] = reply["result"]
-                        del busy[w]
-            elif now - worker.started > timeout_s + WORKER_GRACE_S:
-                outcome[k] = {"status": "timeout", "score": 0.0, "detail": "grading worker killed at the deadline"}
-                worker.kill()
-                pool[w] = _Worker(mode)
-                del busy[w]
+    outcome = _grade_in_workers([extract_program(r) for r in responses], checked, workers, timeout_s, mode, partial)
     if stats is not None:
-        status_to_key = {"timeout": "code_timeouts", "crash": "code_crashes", "refused": "sandbox_refusals",
-                         "no_program": "code_no_program", "grader_error": "code_grader_errors"}
         for key in STAT_KEYS:
             stats.setdefault(key, 0)
         for o in outcome:
-            if o["status"] in status_to_key:
-                stats[status_to_key[o["status"]]] += 1
+            if o["status"] in _STATUS_STAT:
+                stats[_STATUS_STAT[o["status"]]] += 1
     if results is not None:
         results.extend(outcome)
     return [float(o["score"]) for o in outcome]
@@ -1083,25 +1287,15 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
 
 def close_pool():
     """Stop the grading workers (the next batch starts new ones)."""
-    for pool in _POOL.values():
-        for worker in pool:
-            worker.kill()
-    _POOL.clear()
-
-
-def code_reward(response, tests, timeout_s=DEFAULT_TIMEOUT_S, partial=PARTIAL_CREDIT):
-    """1.0 if the program in `response` passes every test in `tests` (else 0.0; with partial=True the fraction
-    of tests passed). Runs in a grading worker and a sandbox like score_code_batch."""
-    return score_code_batch([response], [tests], workers=1, timeout_s=timeout_s, partial=partial)[0]
+    workers.close_pools("code_reward")
 
 
 # ------------------------------------------------------------------------------------------------------------
 # CLI
 # ------------------------------------------------------------------------------------------------------------
-def check_references(specs, workers=2, timeout_s=DEFAULT_TIMEOUT_S, sandbox=SANDBOX, log=print):
+def check_references(specs, workers=2, timeout_s=DEFAULT_TIMEOUT_S, sandbox=None, log=print):
     """Run every reference solution of each set through the reward. Returns {set: (passed, total, failures)}
     where failures lists (id, status, detail)."""
-    import data
     report = {}
     for spec in specs:
         problems = [p for p in data.load_dataset(spec) if p.get("tests") is not None and p.get("solution")]
@@ -1119,8 +1313,6 @@ def check_references(specs, workers=2, timeout_s=DEFAULT_TIMEOUT_S, sandbox=SAND
 
 
 def main():
-    import argparse
-    import json
     parser = argparse.ArgumentParser(description="Code reward. Examples:\n"
                                      "  python code_reward.py --references mbpp_train,mbpp_valid,mbpp_test,humaneval,stdio_demo\n"
                                      "  python code_reward.py --describe\n"
@@ -1131,7 +1323,9 @@ def main():
     parser.add_argument("--describe", action="store_true", help="print the sandbox mode and what it guarantees")
     parser.add_argument("--workers", type=int, default=2, help="grading workers")
     parser.add_argument("--timeout_s", type=float, default=DEFAULT_TIMEOUT_S, help="hard limit per item")
-    parser.add_argument("--sandbox", default=SANDBOX, choices=["auto", "bwrap", "rlimits"], help="isolation")
+    parser.add_argument("--sandbox", default=SANDBOX, choices=["auto", "bwrap", "rlimits"],
+                        help="isolation: bwrap (the full sandbox, else refuse), rlimits (the fallback: programs can "
+                             "read this machine's files, the shipped tests and reference solutions included), auto")
     parser.add_argument("--partial", action="store_true", help="reward = fraction of tests passed")
     args = parser.parse_args()
     if args.describe or not (args.file or args.references):

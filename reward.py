@@ -102,9 +102,7 @@ import json
 import os
 import random
 import re
-import select
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -115,8 +113,9 @@ import sympy
 
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
 from code_reward import STAT_KEYS as CODE_STAT_KEYS  # noqa: F401  (re-exported for train.py)
-from code_reward import code_reward, score_code_batch  # noqa: F401  (re-exported)
+from code_reward import score_code_batch
 from latex import is_english, is_infinite, parse_math
+from workers import close_pools, get_pool
 
 MAX_ANSWER_CHARS = 1000      # longer "answers" are not answers
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
@@ -1599,111 +1598,38 @@ def format_reward(response, mode="strict"):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Worker processes with a hard per-item timeout (killed when late)
+# Worker processes with a hard per-item timeout (workers.py: killed when late)
 # ------------------------------------------------------------------------------------------------------------
-_OPS = {"_math_reward_unbounded": _math_reward_unbounded, "_is_equiv_unbounded": _is_equiv_unbounded}
+def _hang_or(op):
+    """Tests only: with REWARD_TEST_HANG_S set in a worker's environment, a check of "<hang>" sleeps that long."""
+    def run(*args):
+        if args and args[0] == "<hang>" and float(os.environ.get("REWARD_TEST_HANG_S", "0")):
+            time.sleep(float(os.environ["REWARD_TEST_HANG_S"]))
+        return op(*args)
+    return run
 
 
-def _serve(memory_limit_bytes):
-    """Worker loop: one JSON request per stdin line ({"op", "args"}), one JSON reply per stdout line."""
-    try:
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
-    except (ImportError, ValueError, OSError):
-        pass
-    debug_sleep = float(os.environ.get("REWARD_TEST_HANG_S", "0"))  # tests only: simulate a check that hangs
-    sys.stdout.write("ready\n")  # imports done: the parent starts an item's clock only now
-    sys.stdout.flush()
-    for line in sys.stdin:
-        item = json.loads(line)
-        if debug_sleep and item["args"][0] == "<hang>":
-            time.sleep(debug_sleep)
-        try:
-            reply = {"result": _OPS[item["op"]](*item["args"])}
-        except Exception as exc:  # noqa: BLE001 -- a crash is reported to the parent, never propagated
-            reply = {"error": type(exc).__name__}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-
-
-class _Worker:
-    """A grading process: a plain `python -c` child (no fork of a parent holding vLLM threads, and no re-import
-    of the caller's __main__ as multiprocessing's spawn would do), killed with SIGKILL when late."""
-
-    def __init__(self, memory_limit_bytes):
-        here = os.path.dirname(os.path.abspath(__file__))
-        code = f"import sys; sys.path.insert(0, {here!r}); import reward; reward._serve({memory_limit_bytes})"
-        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, encoding="utf-8")
-        self.started = None
-        self.ready = False
-
-    def send(self, op, args):
-        if not self.ready:  # start-up (imports, ~0.5 s; longer on a busy machine) does not count against an item
-            ready, _, _ = select.select([self.proc.stdout], [], [], 120)
-            if not ready or self.proc.stdout.readline() != "ready\n":
-                raise OSError("grading worker did not start")
-            self.ready = True
-        self.proc.stdin.write(json.dumps({"op": op, "args": list(args)}) + "\n")
-        self.proc.stdin.flush()
-        self.started = time.monotonic()
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
-_POOL = []  # persistent workers: starting one costs ~0.5 s of imports, so they are reused across batches
-_POOL_LOCK = threading.Lock()
+WORKER_OPS = {"_math_reward_unbounded": _hang_or(_math_reward_unbounded),
+              "_is_equiv_unbounded": _hang_or(_is_equiv_unbounded)}
 
 
 def _run_pool(op, arg_lists, workers, timeout_s, memory_limit_gb, counts):
     """Results of op(*args) for each args in arg_lists (None when late or crashed), `workers` processes at a time."""
-    results = [None] * len(arg_lists)
-    limit = int(memory_limit_gb * 2**30)
-    with _POOL_LOCK:
-        while len(_POOL) < workers:
-            _POOL.append(_Worker(limit))
-        queue = list(reversed(range(len(arg_lists))))
-        busy = {}  # worker index -> item index
-        while queue or busy:
-            for w in range(workers):
-                if w not in busy and queue:
-                    k = queue.pop()
-                    try:
-                        _POOL[w].send(op, arg_lists[k])
-                    except OSError:  # a dead worker: replace it and retry the item
-                        _POOL[w].kill()
-                        _POOL[w] = _Worker(limit)
-                        _POOL[w].send(op, arg_lists[k])
-                    busy[w] = k
-            ready, _, _ = select.select([_POOL[w].proc.stdout for w in busy], [], [], 0.05)
-            now = time.monotonic()
-            for w in list(busy):
-                worker, k = _POOL[w], busy[w]
-                if worker.proc.stdout in ready:
-                    line = worker.proc.stdout.readline()
-                    reply = json.loads(line) if line else {"error": "worker died"}
-                    if now - worker.started > timeout_s and line:
-                        counts["timeouts"] += 1          # answered, but too late: counts like any timeout
-                    elif "result" in reply:
-                        results[k] = reply["result"]
-                    else:
-                        counts["errors"] += 1
-                        if not line:  # died (memory limit, segfault): replace it
-                            worker.kill()
-                            _POOL[w] = _Worker(limit)
-                    del busy[w]
-                elif now - worker.started > timeout_s:
-                    counts["timeouts"] += 1
-                    worker.kill()
-                    _POOL[w] = _Worker(limit)
-                    del busy[w]
+    results = []
+    for kind, value in get_pool("reward", memory_limit_gb * 2**30).run(op, arg_lists, workers, timeout_s):
+        if kind != "ok":
+            counts["timeouts" if kind == "timeout" else "errors"] += 1
+        results.append(value if kind == "ok" else None)
     return results
 
 
 def _pool_call(op_name, args, timeout_s):
     return _run_pool(op_name, [args], 1, timeout_s, 4.0, {"timeouts": 0, "errors": 0})[0]
+
+
+def close_pool():
+    """Stop the math grading workers (the next batch starts new ones)."""
+    close_pools("reward")
 
 
 def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=None, stats=None,

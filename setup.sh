@@ -9,18 +9,24 @@ if [ -z "${DEVICE:-}" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then DEVICE=gpu; else DEVICE=cpu; fi
 fi
 if [ "$DEVICE" = gpu ]; then reqs=requirements.txt; else reqs=requirements-cpu.txt; fi
-# The code reward's sandbox is bubblewrap (README "Code RL"). Installed here when we can (root with apt-get);
-# elsewhere code_reward.py falls back to resource limits only, and says what that does not guarantee.
-if ! command -v bwrap >/dev/null 2>&1; then
+# The code reward's sandbox (code_reward.py's docstring) needs bubblewrap and libseccomp (its system-call
+# allowlist). Installed here when we can (root with apt-get); without them training and eval refuse to grade
+# code unless told to use the weaker fallback (--allow_unsafe_code_sandbox), and the fallback needs libseccomp.
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+if ! (ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null) | grep -c 'libseccomp\.so\.2' >/dev/null; then
+  missing+=(libseccomp2)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup.sh: installing bubblewrap (the code reward's sandbox)"
-    { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q bubblewrap >/dev/null 2>&1 \
+    echo "setup.sh: installing ${missing[*]} (the code reward's sandbox)"
+    { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 \
       || { timeout 300 apt-get update -q >/dev/null 2>&1 \
-           && DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q bubblewrap >/dev/null 2>&1; }; } \
-      || echo "setup.sh: could not install bubblewrap: code rewards use the rlimits fallback (README 'Code RL')"
+           && DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q "${missing[@]}" >/dev/null 2>&1; }; } \
+      || echo "setup.sh: could not install ${missing[*]}: code rewards refuse to run (code_reward.py's docstring)"
   else
-    echo "setup.sh: note: bubblewrap (bwrap) is not installed: code rewards use the rlimits fallback, which does not" \
-         "isolate network or files. Install it (e.g. apt-get install bubblewrap) for the sandbox (README 'Code RL')."
+    echo "setup.sh: note: ${missing[*]} not installed: code rewards refuse to run without the sandbox." \
+         "Install them (e.g. apt-get install ${missing[*]}); code_reward.py's docstring says what each gives."
   fi
 fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"

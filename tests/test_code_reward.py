@@ -8,7 +8,9 @@ its directory) never runs in a mode that does not claim to contain it.
 """
 import json
 import os
+import platform
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +23,8 @@ import pytest
 
 import code_reward
 import data
-from code_reward import extract_program, from_literal, run_tests, score_code_batch, to_literal
+import workers
+from code_reward import extract_program, from_literal, score_code_batch, to_literal
 from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +58,11 @@ def grade(program, tests, mode, timeout_s=SLOW_S, partial=False):
 def warm(mode):
     """Start the mode's grading worker, so that timed items measure the item, not the worker's start-up."""
     assert grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)[0] == 1
+
+
+def grading_worker():
+    """The first persistent grading worker of the code reward (workers.py)."""
+    return workers.get_pool("code_reward", code_reward.WORKER_MEMORY_GB * 2**30).workers[0]
 
 
 def functional(*asserts, entry_point=None, **extra):
@@ -399,7 +407,7 @@ def f():
 def test_signalling_the_parent_or_everyone_hurts_nobody(mode):
     needs(mode, "cannot signal other users' processes or read their environment")
     grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)      # start the worker
-    worker = code_reward._POOL[mode][0]
+    worker = grading_worker()
     program = f"""
 import os, signal
 def f():
@@ -426,9 +434,9 @@ def f():
     assert score == 0 and seconds < FAST_S + MARGIN_S, result
     score, result, _ = grade(program, functional("assert f() == []"), mode)         # it ran, and hit nothing
     assert score == 1, result["detail"]
-    assert worker.proc.poll() is None and code_reward._POOL[mode][0] is worker, "the grading worker survived"
+    assert worker.proc.poll() is None and grading_worker() is worker, "the grading worker survived"
     score, _, _ = grade("def f():\n    return 1\n", functional("assert f() == 1"), mode)
-    assert score == 1 and code_reward._POOL[mode][0] is worker
+    assert score == 1 and grading_worker() is worker
 
 
 UNPRIVILEGED_CHECKS = r"""
@@ -437,30 +445,39 @@ sys.path.insert(0, sys.argv[1])
 import code_reward as c
 assert c.sandbox_mode("auto") == "bwrap", c._PROBED
 T = lambda *a: {"kind": "functional", "asserts": list(a)}
+
+
+def run(program, tests, timeout_s=10.0):
+    results = []
+    c.score_code_batch(["```python\n" + program + "\n```"], [tests], workers=1, timeout_s=timeout_s, sandbox="bwrap",
+                       results=results)
+    return results[0]
+
+
 bomb = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
 start = time.monotonic()
-assert c.run_tests(bomb, T("assert f() == 1"), timeout_s=2, mode="bwrap")["status"] == "timeout"
-assert time.monotonic() - start < 3.5
+assert run(bomb, T("assert f() == 1"), timeout_s=2)["status"] == "timeout"
+assert time.monotonic() - start < 2 + float(sys.argv[2])   # the item's timeout + the test's margin
 forks = ("import os, time\ndef f():\n    n = 0\n    for _ in range(100):\n        try:\n"
          "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
          "            n += 1\n        except OSError:\n            break\n    return n\n")
-assert c.run_tests(forks, T(f"assert f() < {c.MAX_PROCESSES}"), mode="bwrap")["status"] == "passed"
+assert run(forks, T(f"assert f() < {c.MAX_PROCESSES}"))["status"] == "passed"
 fill = ("import errno\ndef f():\n    for k in range(1000):\n        try:\n            open(f'p{k}', 'wb').write(b'x' * (8 << 20))\n"
         "        except OSError as e:\n            return errno.errorcode[e.errno]\n")
-assert c.run_tests(fill, T("assert f() == 'ENOSPC'"), mode="bwrap")["status"] == "passed"
+assert run(fill, T("assert f() == 'ENOSPC'"))["status"] == "passed"
 import socket
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(1)
 reach = ("import socket\ndef f():\n    try:\n        socket.create_connection(('127.0.0.1', %d), timeout=1)\n"
          "        return 'connected'\n    except OSError as e:\n        return type(e).__name__\n") % listener.getsockname()[1]
-assert c.run_tests(reach, T("assert f() == 'ConnectionRefusedError'"), mode="bwrap")["status"] == "passed"
+assert run(reach, T("assert f() == 'ConnectionRefusedError'"))["status"] == "passed"
 env = "import os\ndef f():\n    return [dict(os.environ), len([p for p in os.listdir('/proc') if p.isdigit()])]\n"
-assert c.run_tests(env, T("assert f()[0] == {} and f()[1] <= 3"), mode="bwrap")["status"] == "passed"
+assert run(env, T("assert f()[0] == {} and f()[1] <= 3"))["status"] == "passed"
 writable = ("import os\ndef f():\n    ok = []\n    for d in ('/', '/dev', '/dev/shm', '/nano', '/proc', '/sandbox'):\n"
             "        try:\n            open(os.path.join(d, 'probe'), 'w').write('x')\n            ok.append(d)\n"
             "        except OSError:\n            pass\n    return ok\n")   # bwrap's own tmpfs root and /dev too
-assert c.run_tests(writable, T("assert f() == ['/sandbox']"), mode="bwrap")["status"] == "passed"
+assert run(writable, T("assert f() == ['/sandbox']"))["status"] == "passed"
 print("unprivileged sandbox ok")
 """
 
@@ -471,10 +488,251 @@ def test_an_unprivileged_user_gets_the_same_sandbox():
     python = "/usr/bin/python3"
     if not (HAVE_BWRAP and os.geteuid() == 0 and os.path.exists(python) and os.path.exists("/usr/bin/setpriv")):
         pytest.skip("needs root (to become another user), bwrap, setpriv and /usr/bin/python3")
-    proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c",
-                           UNPRIVILEGED_CHECKS, str(ROOT)], capture_output=True, text=True, timeout=120, cwd="/")
+    # the modules it imports, where that user can read them: the checkout may sit in a directory only we can enter
+    readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
+    try:
+        readable.chmod(0o755)
+        for module in ("code_reward.py", "workers.py", "data.py"):
+            shutil.copy(ROOT / module, readable / module)
+            (readable / module).chmod(0o644)
+        proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c",
+                               UNPRIVILEGED_CHECKS, str(readable), str(MARGIN_S)], capture_output=True, text=True,
+                              timeout=120, cwd="/")
+    finally:
+        shutil.rmtree(readable, ignore_errors=True)
     assert proc.returncode == 0 and "unprivileged sandbox ok" in proc.stdout, proc.stdout + proc.stderr
     assert not leftover_runners()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 25: each class of escape, run for real in each mode it applies to
+# ------------------------------------------------------------------------------------------------------------
+X86_64 = platform.machine() == "x86_64"   # the raw syscall numbers below are x86_64's
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("raised", ["StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt",
+                                    "SystemExit", "Halt", "StopIteration(1)", "BaseExceptionGroup('x', [Halt()])"])
+def test_control_flow_exceptions_reach_the_tests_as_failures(mode, raised):
+    """A program's exception that is not an ordinary error must not change how a test runs: StopIteration would
+    end map()/filter()/iter() early and make `all(...)` true with no solution."""
+    program = f"class Halt(BaseException):\n    pass\ndef f(x=0):\n    raise {raised}\n"
+    for test in ("assert all(map(f, [1, 2, 3]))", "assert list(filter(f, [1])) == []",
+                 "assert next(iter(f, None), 'end') == 'end'", "assert [f(x) for x in (1,)] == [] or True"):
+        score, result, _ = grade(program, functional(test), mode)
+        assert score == 0, (test, result)
+    # an ordinary error still arrives as itself (a test may expect it)
+    program = "def f(x):\n    raise KeyError(x)\n"
+    assert grade(program, functional("try:\n    f(1)\nexcept KeyError:\n    pass\nelse:\n    assert False"), mode)[0] == 1
+
+
+MEMORY_ROUTES = {   # each holds up to 1.5 GB outside ordinary heap memory, 16 MB at a time (RLIMIT_FSIZE)
+    "memfd_fallocate": "import os\nfds = []\ndef grab(k):\n    fds.append(os.memfd_create('m'))\n"
+                       "    os.posix_fallocate(fds[-1], 0, 16 << 20)\n",
+    "memfd_write": "import os\nfds = []\ndef grab(k):\n    fds.append(os.memfd_create('m'))\n"
+                   "    os.write(fds[-1], b'x' * (8 << 20))\n    os.write(fds[-1], b'x' * (8 << 20))\n",
+    "sysv_shm": "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
+                "def grab(k):\n    sid = libc.shmget(0, 16 << 20, 0o1600)\n    if sid < 0:\n        raise OSError('shmget')\n"
+                "    at = libc.shmat(sid, None, 0)\n    if at in (None, ctypes.c_void_p(-1).value):\n        raise OSError('shmat')\n"
+                "    ctypes.memset(at, 1, 16 << 20)\n    libc.shmdt(ctypes.c_void_p(at))\n",
+    "dev_shm_files": "def grab(k):\n    with open(f'/dev/shm/nano-grab-{k}', 'wb') as out:\n        out.write(b'x' * (16 << 20))\n",
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("route", sorted(MEMORY_ROUTES))
+def test_memory_outside_the_address_space_is_bounded(mode, route):
+    """RLIMIT_AS counts mappings only: memory a program holds in files (memfd, tmpfs, SysV segments) after
+    unmapping them escapes it (RLIMIT_FSIZE only caps each file). Each route must stop well below the 1.5 GB it
+    tries to hold: at most the size of the working directory."""
+    if route == "dev_shm_files":
+        needs(mode, "whole memory bounded, files it writes included")
+    else:
+        needs(mode, "no memory outside the address space limit (memfd, SysV shared memory refused)")
+    program = MEMORY_ROUTES[route] + ("def f():\n    held = 0\n    for k in range(96):\n        try:\n"
+                                      "            grab(k)\n        except (OSError, MemoryError):\n            break\n"
+                                      "        held += 16\n    return held\n")
+    before = set(Path("/dev/shm").glob("nano-grab-*"))
+    score, result, _ = grade(program, functional(f"assert f() <= {code_reward.SANDBOX_DIR_MB}"), mode)
+    assert score == 1, result
+    assert set(Path("/dev/shm").glob("nano-grab-*")) <= before
+
+
+SYSCALL_ATTEMPTS = r"""
+import ctypes, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(nr, *args):
+    return libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+def f():
+    out = {}
+    for name, family, kind in [("AF_UNIX", 1, 1), ("AF_INET", 2, 1), ("AF_INET6", 10, 1), ("AF_NETLINK", 16, 3),
+                               ("AF_PACKET", 17, 3), ("AF_ALG", 38, 5), ("AF_VSOCK", 40, 1), ("AF_XDP", 44, 3),
+                               ("AF_MCTP", 45, 2), ("AF_VSOCK_high_bits", (1 << 32) | 40, 1)]:
+        fd = call(41, family, kind, 0)
+        out[name] = "created" if fd >= 0 else "refused"
+        pair = (ctypes.c_int * 2)()
+        if libc.socketpair(ctypes.c_int(family & 0xFFFFFFFF), kind, 0, pair) == 0:
+            out[name + " pair"] = "created"
+    buffer = ctypes.create_string_buffer(256)
+    for name, nr, args in [("ptrace", 101, (0, 0, 0, 0)), ("keyctl", 250, (0, -3, 1)), ("add_key", 248, (0, 0, 0, 0, -3)),
+                           ("bpf", 321, (5, 0, 0)), ("userfaultfd", 323, (1,)), ("perf_event_open", 298, (0, 0, -1, -1, 0)),
+                           ("unshare", 272, (0x00020000,)), ("unshare_user", 272, (0x10000000,)), ("setns", 308, (0, 0)),
+                           ("mount", 165, (0, 0, 0, 0, 0)), ("io_uring_setup", 425, (1, ctypes.addressof(buffer))),
+                           ("memfd_create", 319, (ctypes.addressof(buffer), 0)), ("process_vm_readv", 310, (1, 0, 0, 0, 0, 0)),
+                           ("clone_newns", 56, (0x00020000 | 17, 0, 0, 0, 0)), ("shmget", 29, (0, 4096, 0o1600)),
+                           ("msgget", 68, (0, 0o1600)), ("semget", 64, (0, 1, 0o1600)), ("mq_open", 240, (0, 0, 0, 0)),
+                           ("kcmp", 312, (1, 1, 0, 0, 0)), ("pidfd_getfd", 438, (0, 0, 0)), ("setuid", 105, (0,))]:
+        ctypes.set_errno(0)
+        result = call(nr, *args)
+        if name == "clone_newns" and result == 0:
+            os._exit(0)
+        out[name] = "refused" if result < 0 and ctypes.get_errno() in (1, 38, 97) else f"ran ({result}, errno {ctypes.get_errno()})"
+    return out
+"""
+
+
+@pytest.mark.skipif(not X86_64, reason="raw x86_64 system call numbers")
+@pytest.mark.parametrize("mode", MODES)
+def test_only_an_allowlist_of_system_calls_and_socket_families(mode):
+    """The network namespace does not cover every socket family (AF_VSOCK reaches the hypervisor), and a
+    program needs none of the kernel's debugging, key, BPF, io_uring or namespace interfaces: refused (EPERM,
+    ENOSYS or EAFNOSUPPORT), whatever their number, while what programs use keeps working."""
+    allowed = {"AF_UNIX", "AF_INET", "AF_INET6", "AF_UNIX pair"}
+    score, result, _ = grade(SYSCALL_ATTEMPTS, functional(
+        "got = f()\n"
+        f"assert {{k for k, v in got.items() if v != 'refused'}} == {allowed!r}, got"), mode)
+    assert score == 1, result["detail"]
+    assert grade("import subprocess, sys, threading\ndef f():\n    t = threading.Thread(target=print)\n    t.start()\n"
+                 "    t.join()\n    return subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True,"
+                 " text=True).stdout\n", functional("assert f() == '42\\n'"), mode)[0] == 1
+
+
+@pytest.mark.skipif(not X86_64, reason="x86_64's other system call ABIs")
+@pytest.mark.parametrize("mode", MODES)
+def test_system_calls_through_another_abi_kill_the_program(mode):
+    """An allowlist by number is only as good as its architecture check: the same call through x32 numbering
+    or i386's int 0x80 must not slip past the filter's rules (libseccomp kills the process instead)."""
+    x32 = ("import ctypes\nlibc = ctypes.CDLL(None)\nlibc.syscall.restype = ctypes.c_long\ndef f():\n"
+           "    return libc.syscall(ctypes.c_long(41 | 0x40000000), ctypes.c_long(40), ctypes.c_long(1), ctypes.c_long(0))\n")
+    i386 = ("import ctypes, mmap\ndef f():\n    m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+            "    m.write(bytes([0xb8, 0x14, 0, 0, 0, 0xcd, 0x80, 0xc3]))   # mov eax, 20 (getpid); int 0x80; ret\n"
+            "    return ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))()\n")
+    for program in (x32, i386):
+        score, result, _ = grade(program, functional("assert f() >= 0"), mode)
+        assert score == 0 and result["status"] == "crash", result
+
+
+@pytest.fixture
+def setuid_copies(tmp_path_factory):
+    """Root-owned setuid copies of `id` and `sleep` in a directory the sandbox uid can reach."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (to make setuid binaries)")
+    folder = Path(tempfile.mkdtemp(prefix="nano-setuid-"))
+    folder.chmod(0o755)
+    copies = {}
+    for name in ("id", "sleep"):
+        copy = folder / f"suid-{name}"
+        shutil.copy(shutil.which(name), copy)
+        copy.chmod(0o4755)
+        copies[name] = str(copy)
+    yield copies
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_fallback_gains_no_privileges_and_leaves_no_setuid_process(setuid_copies):
+    """The fallback as root: a child that leaves the process group and execs a setuid binary must neither run
+    as root (no_new_privs) nor outlive the item (processes are found by their real uid)."""
+    mode = "rlimits"
+    score, result, _ = grade("import subprocess\ndef f():\n    return subprocess.run([%r, '-u'], capture_output=True, "
+                             "text=True).stdout.strip()\n" % setuid_copies["id"], functional("assert f() != '0'"), mode)
+    assert score == 1, result["detail"]
+    escaper = ("import os\ndef f():\n    if os.fork() == 0:\n        os.setsid()\n        os.execv(%r, ['sleep', '60'])\n"
+               "    return 1\n" % setuid_copies["sleep"])
+    assert grade(escaper, functional("assert f() == 1"), mode)[0] == 1
+    time.sleep(0.3)
+    survivors = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
+                 if os.path.exists(f"/proc/{pid}/cmdline") and
+                 Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\x0060")]
+    assert not survivors, "the setuid child survived the grade"
+
+
+def sysv_objects():
+    return {kind: Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:] for kind in ("shm", "sem", "msg")}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sysv_ipc_does_not_outlive_the_program(mode):
+    """Shared memory segments, semaphores and message queues stay in the kernel after their creator dies."""
+    if not Path("/proc/sysvipc/shm").exists():
+        pytest.skip("no /proc/sysvipc")
+    before = sysv_objects()
+    program = ("import ctypes\nlibc = ctypes.CDLL(None)\ndef f():\n"
+               "    return [libc.shmget(0, 1 << 20, 0o1600), libc.semget(0, 1, 0o1600), libc.msgget(0, 0o1600)]\n")
+    grade(program, functional("assert f()"), mode)
+    assert sysv_objects() == before
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_program_cannot_choose_its_statistics_bucket(mode):
+    """"timeout" is what the trusted side measured (the clock, the CPU time it used), not the exit status the
+    program picked: killing itself with SIGXCPU or exiting with 128 + SIGXCPU is a crash (or, under bwrap, where
+    the runner is its PID namespace's init and a signal it sends itself is ignored, a plain failure)."""
+    warm(mode)
+    fakes = ["import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGXCPU)\n",
+             "import os\ndef f():\n    os._exit(128 + 24)\n",
+             "import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGKILL)\n"]
+    stats, results = {}, []
+    score_code_batch([fenced(p) for p in fakes], [functional("assert f() == 1")] * len(fakes), workers=1,
+                     timeout_s=SLOW_S, stats=stats, results=results, sandbox=mode)
+    assert results[1]["status"] == "crash" and stats["code_timeouts"] == 0, results
+    assert all(r["status"] in ("crash", "failed") for r in results), results
+    stdio = {"kind": "stdio", "cases": [{"input": "", "output": "1"}]}
+    stats = {}
+    score_code_batch([fenced("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\n"), fenced("import os\nos._exit(152)\n")],
+                     [stdio] * 2, workers=1, stats=stats, sandbox=mode)
+    assert stats["code_timeouts"] == 0, stats
+    # burning the CPU allowance is a timeout, whatever the wall clock
+    stats = {}
+    score_code_batch([fenced("def f():\n    while True:\n        pass\n")], [functional("assert f() == 1")], workers=1,
+                     timeout_s=1.0, stats=stats, sandbox=mode)
+    assert stats["code_timeouts"] == 1, stats
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_crafted_reply_is_decoded_within_the_items_deadline(mode):
+    """Replies are one line of at most MAX_REPLY_BYTES; decoding the worst of them (millions of tiny elements)
+    must end within the item's deadline, without the grading worker being killed at deadline + grace."""
+    warm(mode)
+    for body in ("b'[' + b'0,' * 4_000_000 + b'0]'", "b'[' + b'{\"tuple\": []},' * 700_000 + b'0]'",
+                 "b'{\"dict\": [' + b'[0, 0],' * 1_000_000 + b'[0, 0]]}'", "b'[' * 4_000_000"):
+        program = ("import os, sys, time\ndef f():\n"
+                   "    fd = int([a for a in sys.argv if ',' in a and a.replace(',', '').isdigit()][0].split(',')[1])\n"
+                   f"    os.write(fd, {body} + b'\\n')\n    time.sleep(60)\n")
+        score, result, seconds = grade(program, functional("assert f() == 1"), mode, timeout_s=FAST_S)
+        assert score == 0 and not result["detail"].startswith("grading worker killed"), result
+        assert seconds < FAST_S + MARGIN_S, (body, result)
+
+
+def test_training_refuses_to_run_code_without_the_full_sandbox(monkeypatch, capsys):
+    """require_sandbox: the full sandbox, or a refusal that names the flag and the risk; with the flag, the
+    fallback, said out loud; every result says which mode graded it."""
+    assert code_reward.SANDBOX == "bwrap"   # the library default refuses rather than falls back
+    if HAVE_BWRAP:
+        assert code_reward.require_sandbox(allow_fallback=False) == "bwrap"
+    monkeypatch.setattr(code_reward, "SANDBOX", "bwrap")
+    monkeypatch.setitem(code_reward._PROBED, "bwrap", (False, "pretend bwrap is broken"))
+    with pytest.raises(SystemExit, match="allow_unsafe_code_sandbox.*reference solutions"):
+        code_reward.require_sandbox(allow_fallback=False)
+    results = []
+    assert score_code_batch([fenced("def f():\n    return 1\n")], [functional("assert f() == 1")], results=results,
+                            stats=(stats := {})) == [0.0]
+    assert results[0]["status"] == "refused" and stats["sandbox_refusals"] == 1   # never a silent fallback
+    assert code_reward.require_sandbox(allow_fallback=True) == "rlimits"
+    assert "WARNING" in capsys.readouterr().out
+    results = []
+    assert score_code_batch([fenced("def f():\n    return 1\n")], [functional("assert f() == 1")], results=results) == [1.0]
+    assert results[0]["sandbox"] == "rlimits"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -625,7 +883,7 @@ def test_batch_stats_count_timeouts_crashes_and_refusals(monkeypatch):
     tests = functional("assert f() == 1", entry_point="f")
     responses = [fenced("def f():\n    return 1\n"), fenced("def f():\n    return 2\n"),
                  fenced("def f():\n    while True:\n        pass\n"), fenced("import os\ndef f():\n    os._exit(3)\n"),
-                 fenced("import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSEGV)\n"), "no code here"]
+                 fenced("import ctypes\ndef f():\n    ctypes.string_at(0)\n"), "no code here"]   # a real segfault
     stats, results = {}, []
     scores = score_code_batch(responses, [tests] * len(responses), workers=2, timeout_s=4.0, stats=stats,
                               results=results)
@@ -639,29 +897,33 @@ def test_batch_stats_count_timeouts_crashes_and_refusals(monkeypatch):
     assert score_code_batch(responses[:2], [tests] * 2, sandbox="bwrap", stats=stats) == [0, 0]
     assert stats["sandbox_refusals"] == 2
     monkeypatch.setattr(code_reward, "SANDBOX_PYTHON", "/nonexistent/python")
-    assert run_tests("def f():\n    return 1\n", tests, mode=MODES[0])["status"] == "refused"
+    assert code_reward._run_tests("def f():\n    return 1\n", tests, 10.0, MODES[0], False)["status"] == "refused"
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_late_checker_is_killed_and_replaced(mode):
-    """Trusted test code that never ends: the scorer kills the worker, and cleans up its sandbox itself."""
-    hang = functional("while True:\n    pass", entry_point="f")
+    """Trusted test code that never ends: Python code stops at the item's deadline (the worker's alarm); C code
+    that ignores signals is ended by the scorer, which kills the worker and cleans up its sandbox itself."""
+    program = fenced("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\ndef f():\n    return 1\n")
     before = set(Path(tempfile.gettempdir()).glob("nano-code-*"))
     code_reward.close_pool()
     warm(mode)
-    stats, results = {}, []
-    start = time.monotonic()
-    scores = score_code_batch([fenced("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
-                                      "def f():\n    return 1\n")], [hang], workers=1, timeout_s=3.0, stats=stats,
-                              results=results, sandbox=mode)
-    assert scores == [0] and stats["code_timeouts"] == 1 and results[0]["detail"].startswith("grading worker killed")
-    assert time.monotonic() - start < 3.0 + code_reward.WORKER_GRACE_S + MARGIN_S
-    assert score_code_batch([fenced("def f():\n    return 1\n")], [functional("assert f() == 1")], workers=1,
-                            sandbox=mode) == [1]
-    if code_reward.sandbox_guarantees(mode)["runs as an unprivileged uid of its own; process count limited; "
-                                            "every process reaped"]:
-        assert not leftover_runners()   # the child that left the process group too
-    assert set(Path(tempfile.gettempdir()).glob("nano-code-*")) <= before
+    worker = grading_worker()
+    for hang, killed in [("while True:\n    pass", False), ("sum(range(10 ** 12))", True)]:
+        stats, results = {}, []
+        start = time.monotonic()
+        scores = score_code_batch([program], [functional(hang, entry_point="f")], workers=1, timeout_s=3.0,
+                                  stats=stats, results=results, sandbox=mode)
+        assert scores == [0] and stats["code_timeouts"] == 1, results
+        assert results[0]["detail"].startswith("grading worker killed") == killed, results
+        assert (grading_worker() is worker) != killed
+        assert time.monotonic() - start < 3.0 + (code_reward.WORKER_GRACE_S if killed else 0) + MARGIN_S
+        assert score_code_batch([fenced("def f():\n    return 1\n")], [functional("assert f() == 1")], workers=1,
+                                sandbox=mode) == [1]
+        if code_reward.sandbox_guarantees(mode)["runs as an unprivileged uid of its own; process count limited; "
+                                                "every process reaped"]:
+            assert not leftover_runners()   # the child that left the process group too
+        assert set(Path(tempfile.gettempdir()).glob("nano-code-*")) <= before
 
 
 def test_bad_tests_are_refused_with_the_field_named():
@@ -686,7 +948,7 @@ def test_cli_describes_the_sandbox_and_grades_a_file(tmp_path):
 # ------------------------------------------------------------------------------------------------------------
 def test_dispatcher_grades_each_row_by_its_data():
     import reward
-    assert reward.code_reward is code_reward.code_reward
+    assert reward.score_code_batch is code_reward.score_code_batch
     math_row = data.load_dataset("math500")[0]
     code_row = data.load_dataset("humaneval")[0]
     responses = [f"\\boxed{{{math_row['answer']}}}", fenced(code_row["solution"]), "\\boxed{nope}", "```python\npass\n```"]

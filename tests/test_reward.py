@@ -224,9 +224,7 @@ def test_in_process_checks_are_bounded_in_any_thread(monkeypatch):
     thread.join(60)
     assert results == [(1.0, True)]
     # a check that really hangs, from a thread: the worker is killed at the deadline
-    for worker in reward._POOL:
-        worker.kill()
-    reward._POOL.clear()
+    reward.close_pool()
     monkeypatch.setenv("REWARD_TEST_HANG_S", "600")
     out = []
     thread = threading.Thread(target=lambda: out.append(math_reward("<hang>", "5", timeout_s=1)))
@@ -234,9 +232,7 @@ def test_in_process_checks_are_bounded_in_any_thread(monkeypatch):
     thread.start()
     thread.join(30)
     assert out == [0.0] and time.time() - start < 10
-    for worker in reward._POOL:
-        worker.kill()
-    reward._POOL.clear()
+    reward.close_pool()
 
 
 # ------------------------------------------------------------------------------------------------ real model outputs
@@ -268,9 +264,7 @@ def test_power_tower_gold_against_itself_does_not_hang():
 def test_timeout_kills_and_counts(monkeypatch):  # noqa: D103
     """A check that really hangs is killed at the timeout, counted, and the batch still completes."""
     import reward
-    for worker in reward._POOL:  # fresh workers that see the test-only hang switch
-        worker.kill()
-    reward._POOL.clear()
+    reward.close_pool()  # fresh workers that see the test-only hang switch
     monkeypatch.setenv("REWARD_TEST_HANG_S", "600")
     stats = {}
     start = time.time()
@@ -280,9 +274,7 @@ def test_timeout_kills_and_counts(monkeypatch):  # noqa: D103
     assert scores == [1.0, 0.0, 1.0, 0.0, 0.0] and stats["timeouts"] == 2
     # the pool recovered: its workers were replaced and grade correctly
     assert reward.score_batch(["\\boxed{5}", "\\boxed{6}"], ["5", "5"], workers=2, timeout_s=5) == [1.0, 0.0]
-    for worker in reward._POOL:
-        worker.kill()
-    reward._POOL.clear()
+    reward.close_pool()
 
 
 def test_cli(tmp_path):
