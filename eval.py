@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import data
+from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import all_gather_objects, distributed, get_rank
 from reward import extract_answer, is_equiv, score_problems
 
@@ -218,6 +219,11 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
     return results
 
 
+def load_benchmarks(specs):
+    """The problems of every benchmark in a comma-separated spec ('' -> [])."""
+    return [p for spec in specs.split(",") if spec for p in data.load_dataset(spec)]
+
+
 def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, tp):
     """train.py's and sft.py's periodic evaluation of the current weights on --eval_data, written to
     out_dir/eval-<step>/. Every rank takes part: the problems are sharded over the data-parallel ranks (a vLLM TP
@@ -332,6 +338,8 @@ def build_parser():
     p.add_argument("--workers", type=int, default=2, help="grading processes")
     p.add_argument("--strict_answers", type=int, default=0, help="1: only explicit answers count (box, answer phrase, "
                    "JSON field, ####); 0: also reward.py's free-text fallback")
+    p.add_argument(UNSAFE_FLAG, type=int, default=0, help="1: grade code with the rlimits fallback when the full "
+                   "sandbox cannot run: programs can then read the datasets' tests and solutions, and the network")
     p.add_argument("--dry_run", action="store_true", help="check flags and paths, load nothing, exit")
     return p
 
@@ -347,6 +355,8 @@ def main(argv=None, engine=None):
     if args.dry_run:
         print(f"eval.py: dry run ok: {benchmarks}")
         return None
+    if any("tests" in p for p in load_benchmarks(",".join(benchmarks))):  # code runs: the full sandbox, or refuse
+        require_sandbox(bool(args.allow_unsafe_code_sandbox))
     if engine is None:
         from rollout import make_engine
         kwargs = {} if args.engine == "hf" else {"gpu_memory_utilization": args.gpu_memory_utilization}

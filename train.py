@@ -37,6 +37,7 @@ import data
 import eval as evaluation
 import grpo
 from batching import collate, pad_rows, same_count_micro_batches
+from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model, optimizer_step
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
 from reward import format_reward, score_problems
@@ -152,6 +153,8 @@ def build_parser():
                    "JSON field, ####); 0: also reward.py's free-text fallback (what eval.py uses)")
     g.add_argument("--code_timeout_s", type=float, default=None, help="hard limit per code response, all its tests "
                    "(default code_reward.DEFAULT_TIMEOUT_S)")
+    g.add_argument(UNSAFE_FLAG, type=int, default=0, help="1: grade code with the rlimits fallback when the full sandbox "
+                   "cannot run: programs can then read the datasets' tests and solutions (reward hacking), the network")
     g = p.add_argument_group("run control (may change on --resume)")
     g.add_argument("--out_dir", default="out/run", help="checkpoints, metrics.jsonl, samples.jsonl")
     g.add_argument("--max_steps", type=int, default=500, help="optimizer steps")
@@ -493,6 +496,8 @@ def main(argv=None, engine=None):
         if hits:
             print(f"train.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
     batcher = data.PromptBatcher(problems, args.batch_size, seed=args.data_seed, rank=dp_rank, world_size=dp_world)
+    if any("tests" in p for p in problems + evaluation.load_benchmarks(args.eval_data)):  # code runs: the full
+        args.code_sandbox = require_sandbox(bool(args.allow_unsafe_code_sandbox))     # sandbox, or refuse to start
 
     # ---- models, optimizer, checkpoint -------------------------------------------------------------------
     resume_ckpt = latest_checkpoint(args.resume) if args.resume else None

@@ -1008,3 +1008,19 @@ def test_train_on_mbpp_and_eval_on_humaneval(vllm_engine, tiny_model_path, tmp_p
     rows = [json.loads(line) for line in (tmp_path / "eval" / "humaneval" / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and all(r["correct"] is False and r["gold"] is None for r in rows)
     assert data.CODE_INSTRUCTION in rows[0]["prompt"] and "HumanEval" not in rows[0]["prompt"]
+
+
+def test_train_and_eval_refuse_code_without_the_full_sandbox(warm_model_path, tmp_path, monkeypatch):
+    """Issue 25, class 6 in the scripts themselves: with the full sandbox broken, train.py and eval.py stop before
+    loading a model, naming the flag and the risk; they never grade code with the fallback unasked."""
+    import eval as evaluation
+    import train
+    monkeypatch.setitem(code_reward._PROBED, "bwrap", (False, "pretend bwrap is broken"))
+    with pytest.raises(SystemExit, match="allow_unsafe_code_sandbox"):
+        train.main([*TOY_FLAGS, "--model", warm_model_path, "--train_data", "mbpp_train", "--template", "code",
+                    "--out_dir", str(tmp_path / "run")])
+    with pytest.raises(SystemExit, match="allow_unsafe_code_sandbox"):
+        train.main([*TOY_FLAGS, "--model", warm_model_path, "--eval_data", "humaneval", "--out_dir",
+                    str(tmp_path / "run2")])   # math training, code evaluation: refused as well
+    with pytest.raises(SystemExit, match="allow_unsafe_code_sandbox"):
+        evaluation.main(["--model", "unused", "--benchmarks", "humaneval", "--template", "code"])
