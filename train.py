@@ -45,9 +45,7 @@ from rollout import Sample, make_engine
 from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
     start_stage
 
-# ------------------------------------------------------------------------------------------------------------
-# Defaults (AceMath-RL stage 1; DeepSeek-R1-Distill-Qwen-1.5B)
-# ------------------------------------------------------------------------------------------------------------
+# ---- defaults (AceMath-RL stage 1; DeepSeek-R1-Distill-Qwen-1.5B) -------------------------------------------
 MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
 TRAIN_DATA = "math_train12k,aime_1983_2023"
 TEMPLATE = "chat"
@@ -220,9 +218,7 @@ def parse_args(argv=None):
     return args
 
 
-# ------------------------------------------------------------------------------------------------------------
-# The steps of the algorithm, in the order main() calls them
-# ------------------------------------------------------------------------------------------------------------
+# ---- the steps of the algorithm, in the order main() calls them ---------------------------------------------
 def next_prompts(batcher, tokenizer, template, max_prompt_tokens):
     """This rank's problems of the next global batch and their prompt token ids. A prompt longer than
     max_prompt_tokens (--max_prompt_len, or the engine's context) is skipped: (problems, prompts, skipped ids)."""
@@ -461,9 +457,7 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
     return totals
 
 
-# ------------------------------------------------------------------------------------------------------------
-# The run
-# ------------------------------------------------------------------------------------------------------------
+# ---- the run -----------------------------------------------------------------------------------------------
 def main(argv=None, engine=None):
     args = parse_args(argv)
     if args.dry_run:
