@@ -1024,3 +1024,25 @@ def test_train_and_eval_refuse_code_without_the_full_sandbox(warm_model_path, tm
                     str(tmp_path / "run2")])   # math training, code evaluation: refused as well
     with pytest.raises(SystemExit, match="allow_unsafe_code_sandbox"):
         evaluation.main(["--model", "unused", "--benchmarks", "humaneval", "--template", "code"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_replies_that_cost_the_checker_c_time_end_at_the_deadline(mode):
+    """Red-team finds (issue 25, "replies bounded by the item's deadline"): a reply whose set members all share one
+    hash costs O(n^2) to build, and a reply range(2 ** 62) makes a test's sum() run for ever -- both in C, where the
+    alarm cannot reach. Sets and dicts are now built one member at a time (the alarm stops it at the deadline) and
+    a range is no longer than an iterator may be: the item ends at its deadline and the worker is not killed."""
+    colliding = fenced("import sys\nP = 2 ** 61 - 1\ndef f():\n    return 1\n"
+                       "def forged(value, _depth=0):\n"
+                       "    return '{\"set\": [' + ','.join(str(k * P) for k in range(150000)) + ']}'\n"
+                       "sys.modules['__main__'].to_literal = forged\n")
+    huge_range = fenced("def f():\n    return range(2 ** 62)\n")
+    warm(mode)
+    worker = grading_worker()
+    for program, test in ((colliding, "assert f() == {1}"), (huge_range, "assert sum(f()) == 9")):
+        results, start = [], time.monotonic()
+        assert score_code_batch([program], [functional(test)], workers=1, timeout_s=3.0, results=results,
+                                sandbox=mode) == [0], results
+        assert not results[0].get("detail", "").startswith("grading worker killed"), results
+        assert time.monotonic() - start < 3.0 + MARGIN_S, results
+    assert grading_worker() is worker
