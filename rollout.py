@@ -177,9 +177,9 @@ class VLLMEngine:
     def update_weights(self, named_tensors):
         """Push the trainer's weights into vLLM, then drop the prefix cache (its KV entries came from the old
         weights). Pass EVERY tensor: `model.state_dict().items()`. `named_parameters()` omits a tied lm_head,
-        and a partial push is not a no-op: it leaves vLLM's head corrupted (see README).
+        and a partial push is not a no-op: it leaves vLLM's head corrupted (module docstring).
 
-        Streamed: `named_tensors` may be a lazy generator (train.full_weights gathers one FSDP2 tensor at a time)
+        Streamed: `named_tensors` may be a lazy generator (distributed.full_weights gathers one FSDP2 tensor at a time)
         and is consumed one tensor at a time, each cast to the engine's dtype on the way in, so this side keeps
         one tensor alive, never the whole model. (vLLM 0.32's layerwise reload itself buffers the pieces of a
         fused layer -- q/k/v of qkv_proj, gate/up of gate_up_proj -- until that layer is complete.) Casting

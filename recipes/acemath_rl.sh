@@ -6,7 +6,7 @@
 #   then:    measure pass rates (16 samples) and keep the hard problems (pass rate <= 6/16)
 #   stage 3: 24K tokens on the hard problems
 #   stage 4: 32K tokens, KL 0, temperature raised to 0.8 (1.0 in the paper's last phase)
-# A 7B model needs several GPUs for full fine-tuning (README "Several GPUs"): run it as
+# A 7B model needs several GPUs for full fine-tuning (distributed.py's docstring): run it as
 #   LAUNCHER="torchrun --nproc_per_node 8" bash recipes/acemath_rl.sh
 # Usage: bash recipes/acemath_rl.sh [--dry_run]      (PYTHON=... selects the interpreter)
 source "$(dirname "$0")/_common.sh"
