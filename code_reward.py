@@ -878,6 +878,8 @@ class _Sandbox:
                     stream and stream.close()
         _clean_up({"pgid": self.proc.pid if self.proc else None, "workdir": self.workdir,
                    "uid": self.uid if self.mode != "bwrap" else None})
+        if self.proc is not None:   # the scorer must not kill this pgid later: once reaped, the number is reused
+            workers.note({"closed": self.proc.pid})
         self.proc = self.workdir = None
 
 
@@ -1241,8 +1243,11 @@ _STATUS_STAT = {"timeout": "code_timeouts", "crash": "code_crashes", "refused": 
 
 
 def _clean_up_after_kill(notes):
+    """After the scorer killed a grading worker: clean up after each sandbox it started and had not closed."""
+    closed = {note["closed"] for note in notes if "closed" in note}
     for child in notes:
-        _clean_up(child)
+        if "pgid" in child and child["pgid"] not in closed:
+            _clean_up(child)
 
 
 def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial):

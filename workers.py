@@ -84,7 +84,7 @@ class _Worker:
 
     def read(self):
         """Complete messages read now (call when select says the pipe is readable); None at EOF."""
-        chunk = os.read(self.fd, 1 << 20)
+        chunk = os.read(self.fd, 1 << 16)
         if not chunk:
             return None
         self.buffer += chunk

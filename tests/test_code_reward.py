@@ -52,6 +52,7 @@ def grade(program, tests, mode, timeout_s=SLOW_S, partial=False):
     start = time.monotonic()
     score = score_code_batch([fenced(program)], [tests], workers=1, timeout_s=timeout_s, sandbox=mode,
                              results=results, partial=partial)[0]
+    note_our_workers()
     return score, results[0], time.monotonic() - start
 
 
@@ -72,9 +73,20 @@ def functional(*asserts, entry_point=None, **extra):
     return tests
 
 
-def leftover_runners(wait_s=2.0):
-    """Processes of any sandbox still alive after wait_s (a SIGKILLed process takes a moment to go): the
-    runner's command line names its entry function."""
+OUR_WORKERS = {os.getpid()}   # this session's grading workers (and itself): as root, their sandboxes' uids name them
+
+
+def note_our_workers():
+    for pool in workers._POOLS.values():
+        OUR_WORKERS.update(worker.proc.pid for worker in pool.workers)
+
+
+def leftover_runners(wait_s=2.0, uids=()):
+    """Processes of this session's sandboxes still alive after wait_s (a SIGKILLed process takes a moment to
+    go): the runner's command line names its entry function. As root, a sandbox runs as SANDBOX_UID_BASE + its
+    grading worker's pid, which tells ours from those of other checkouts tested on the same machine."""
+    note_our_workers()
+    ours = {code_reward.SANDBOX_UID_BASE + pid for pid in OUR_WORKERS} | set(uids) if os.geteuid() == 0 else None
     deadline = time.monotonic() + wait_s
     while True:
         found = []
@@ -82,9 +94,11 @@ def leftover_runners(wait_s=2.0):
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
                 state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                status = Path(f"/proc/{pid}/status").read_text()
             except OSError:
                 continue
-            if b"_runner_main" in cmd and state != "Z":
+            uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+            if b"_runner_main" in cmd and state != "Z" and (ours is None or uid in ours):
                 found.append(int(pid))
         if not found or time.monotonic() > deadline:
             return found
@@ -501,7 +515,7 @@ def test_an_unprivileged_user_gets_the_same_sandbox():
     finally:
         shutil.rmtree(readable, ignore_errors=True)
     assert proc.returncode == 0 and "unprivileged sandbox ok" in proc.stdout, proc.stdout + proc.stderr
-    assert not leftover_runners()
+    assert not leftover_runners(uids={65534})
 
 
 # ------------------------------------------------------------------------------------------------------------
