@@ -515,7 +515,7 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
             times.append(time.perf_counter() - start)
         print(f"{mode:8s} one item through a grading worker: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
     bare = [code_reward.sandbox_python(), "-I", "-S", "-c", "pass"]
-    namespaces = code_reward._bwrap_argv([])
+    namespaces = code_reward.bwrap_argv([])
     namespaces = namespaces[:namespaces.index("--chdir") + 2] + ["/bin/true"]
     uid = code_reward.SANDBOX_UID_BASE + os.getpid()   # as the sandbox runs it: an unprivileged uid when root
     as_sandbox = {"user": uid, "group": uid, "extra_groups": []} if os.geteuid() == 0 else {}

@@ -574,7 +574,7 @@ def _fallback_lock_down(program):
 _PROBED = {}   # per process: probe results, the seccomp program, whether this worker reaps orphans
 
 
-def _bwrap_argv(runner_args, seccomp_fd=None):
+def bwrap_argv(runner_args, seccomp_fd=None):
     """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, a size-limited
     tmpfs as the working directory, no other host path, and the seccomp allowlist (read from seccomp_fd). bwrap
     always runs as an unprivileged user (as root we start it as an unused uid), so the program is in a user
@@ -700,7 +700,7 @@ class _Sandbox:
             os.write(seccomp_w, program)
             os.close(seccomp_w)
             inherited.append(seccomp_r)
-            argv, cwd = _bwrap_argv(runner_args, seccomp_r), "/"
+            argv, cwd = bwrap_argv(runner_args, seccomp_r), "/"
         else:
             self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
             if self.uid is not None:
