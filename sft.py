@@ -2,9 +2,9 @@
 
 The Perplexity study starts its best RL run from an SFT-warmed-up model: SFT on chain-of-thought solutions makes
 the model comfortable with the answer format and long reasoning, so RL starts higher and learns faster. This file
-does that with train.py's own parts (model loading with fp32 master weights and FSDP2, checkpoints, resume, the
-metrics logger, periodic eval through eval.py) and data.py's templates, so the SFT model is asked exactly what RL
-will ask it. Read top to bottom; the loop in main() is:
+does that with train.py's parts (distributed.py: fp32 master weights and FSDP2; runs.py: checkpoints, resume, the
+metrics log; batching.py / packing.py: packed micro-batches; periodic eval through eval.py) and data.py's
+templates, so the SFT model is asked exactly what RL will ask it. Read top to bottom; the loop in main() is:
 
     for step in range(max_steps):
         examples = next(batcher)                         # batch_size worked examples, seeded order   (data.py)
@@ -12,7 +12,7 @@ will ask it. Read top to bottom; the loop in main() is:
         AdamW step (warmup + cosine lr, gradient clipping); periodic held-out eval in vLLM          (eval.py)
 
     python sft.py --model Qwen/Qwen2.5-Math-1.5B --train_data my_cot.jsonl --template think_answer --max_steps 500
-    python sft.py --train_data gsm8k_test --template chat --eval_data math500      # shipped sets with a solution
+    python sft.py --train_data my_cot.jsonl --eval_data math500   # (no shipped set is a training set of solutions)
     torchrun --nproc_per_node 8 sft.py ...                                         # FSDP2, exactly as train.py
     python sft.py --resume out/sft                                                 # continue exactly
     python train.py --init_from out/sft/ckpt-000500 ...                            # then RL from the SFT model
