@@ -177,7 +177,7 @@ def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, 
     fp32, no gradient checkpointing) over one step's samples, micro-batched two ways at the same token budget,
     train.py's --micro_batch_tokens scaled like the responses (cap / 8192): the default 32768 -> 4 x cap, and
     recipes/single_gpu_1p5b.sh's 16384 -> 2 x cap:
-      padded  train.micro_batches (length-sorted, count x longest <= budget), right-padded [B, S] rows
+      padded  batching.micro_batches (length-sorted, count x longest <= budget), right-padded [B, S] rows
       packed  packing.balanced_micro_batches (real tokens <= budget), one row each, attention per sequence
               (packing's "sdpa_varlen"); also with transformers' sdpa and its block-diagonal mask, for reference.
     The model is Qwen2-shaped, its output head kept near Qwen2.5-1.5B's share of the per-token FLOPs (here 21%,
@@ -194,7 +194,7 @@ def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, 
 
     import grpo
     import packing
-    import train
+    import batching
     from rollout import Sample
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -212,7 +212,7 @@ def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, 
         """One step's forward + backward; micro: lists of sample indices."""
         n_scored = sum(len(seqs[i].response_ids) for mb in micro for i in mb)
         for mb in micro:
-            ids, attention, mask, _ = train.collate([seqs[i] for i in mb], 0, "cpu")
+            ids, attention, mask, _ = batching.collate([seqs[i] for i in mb], 0, "cpu")
             logp, _ = grpo.token_logprobs(model, ids, attention, with_entropy=True, score_mask=mask, packed=packed)
             loss, _ = grpo.policy_loss(logp, logp.detach(), advantages[mb], mask, num_tokens=n_scored)
             loss.backward()
@@ -231,7 +231,7 @@ def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, 
         print(f"{kind}: {real} real tokens ({scored} scored), lengths {min(lengths)}-{max(lengths)} "
               f"(mean {real / samples:.0f})")
         for budget in (4 * cap, 2 * cap):
-            padded_mb = train.micro_batches(list(range(samples)), lengths, budget)
+            padded_mb = batching.micro_batches(list(range(samples)), lengths, budget)
             packed_mb = [mb for mb in packing.balanced_micro_batches(lengths, budget)[0] if mb]
             padded_tokens = sum(len(mb) * max(lengths[i] for i in mb) for mb in padded_mb)
             ways = {"padded": (padded_mb, False, "sdpa"), "packed": (packed_mb, True, packing.VARLEN_ATTENTION),
