@@ -226,8 +226,8 @@ def test_targets_follow_the_template_and_conversations_are_taught_as_written(tok
 
 def test_cli_dry_run_and_bad_flags():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    dry = subprocess.run([sys.executable, str(ROOT / "sft.py"), "--device", "cpu", "--dry_run"], capture_output=True,
-                         text=True, env=env, cwd=ROOT)
+    dry = subprocess.run([sys.executable, str(ROOT / "sft.py"), "--device", "cpu", "--train_data", "out/traces.jsonl",
+                          "--dry_run"], capture_output=True, text=True, env=env, cwd=ROOT)
     assert dry.returncode == 0 and "dry run ok" in dry.stdout
     bad = subprocess.run([sys.executable, str(ROOT / "sft.py"), "--device", "cpu", "--train_data", "nope.jsonl"],
                          capture_output=True, text=True, env=env, cwd=ROOT)
