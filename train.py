@@ -335,7 +335,7 @@ def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, tota
     sampled the batch -- and the sampler-correction weights from pi_old / pi_vllm; with --top_entropy_quantile < 1,
     the entropies of every trained token on every rank (the quantile is the batch's, as in the 80/20 paper).
     Returns ({sample: logp [T]}, {sample: weights [T]}, pool of entropies [n] or None)."""
-    old_logp, is_weights, entropies = {}, {}, []
+    old_logp, is_weights, entropies, select = {}, {}, [], args.top_entropy_quantile < 1
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
     with torch.no_grad():
@@ -343,9 +343,10 @@ def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, tota
             ids, attention, mask, rollout_logp = collate([dummy] if mb is None else [samples[i] for i in mb],
                                                          pad_id, device)
             with autocast:
-                logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
-                                                    with_entropy=True, score_mask=mask, packed=args.packing)
-            if mb and args.top_entropy_quantile < 1:
+                out = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
+                                          with_entropy=select, score_mask=mask, packed=args.packing)
+            logp, entropy = out if select else (out, None)   # entropy only when the 80/20 selection needs it
+            if mb and select:
                 entropies.append(entropy[mask.bool()].float().cpu())
             if not old_policy:
                 continue
@@ -355,11 +356,10 @@ def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, tota
                 old_logp[i], is_weights[i] = logp[row, :lengths[i] - 1], weights[row, :lengths[i] - 1]
             if mb:
                 record_mismatch(totals, mismatch, mask)
-    pool = None
-    if args.top_entropy_quantile < 1:
-        pool = torch.cat([part for rank_parts in all_gather_objects(entropies) for part in rank_parts] or
-                         [torch.zeros(0)]).to(device)
-    return old_logp, is_weights, pool
+    if not select:
+        return old_logp, is_weights, None
+    return old_logp, is_weights, torch.cat([part for parts in all_gather_objects(entropies) for part in parts] or
+                                           [torch.zeros(0)]).to(device)
 
 
 def update_policy(policy, reference, optimizer, samples, advantages, scored, trained, args, step, device, autocast,
