@@ -1,7 +1,7 @@
 """Micro-batches: which samples go through the model together, and the tensors they become.
 
 A micro-batch is collated as a [B, S] block right-padded to its longest sequence. Packed (the trainers' default,
---packing 1), the model then runs on the real tokens only (grpo.token_logprobs(packed=True), packing.py), so the
+--packing 1), the model then runs on the real tokens only (logprobs.token_logprobs(packed=True), packing.py), so the
 token budget counts real tokens and micro-batches are filled by packing.balanced_micro_batches; padded, the budget
 counts count x longest and similar lengths are grouped to waste little.
 """

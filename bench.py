@@ -1,6 +1,6 @@
 """Benchmarks that print numbers (speed and memory targets live here, not in timed tests).
 
-    python bench.py logprobs     peak memory / time of grpo.token_logprobs fwd+bwd, 32K tokens x 152K vocab
+    python bench.py logprobs     peak memory / time of logprobs.token_logprobs fwd+bwd, 32K tokens x 152K vocab
     python bench.py grader       agreement with careful verdicts on real model outputs (per benchmark, per answer
                                  format, false positives and negatives apart), the adversarial table, items/s with
                                  2 workers, per-item p50/p99/max; the same for math-verify when it is installed
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent
 _LOGPROBS_CHILD = r"""
 import resource, sys, time, torch
 sys.path.insert(0, {root!r})
-import grpo
+import logprobs
 from transformers import Qwen2Config, Qwen2ForCausalLM
 seq, vocab, hidden, chunk, device = {seq}, {vocab}, {hidden}, {chunk}, {device!r}
 torch.manual_seed(0)
@@ -50,7 +50,7 @@ if device == "cuda":
 else:
     base = rss_gb()
 start = time.perf_counter()
-logp = grpo.token_logprobs(model, ids, attention, temperature=0.6, chunk_size=chunk)
+logp = logprobs.token_logprobs(model, ids, attention, temperature=0.6, chunk_size=chunk)
 logp.sum().backward()
 if device == "cuda":
     torch.cuda.synchronize(); peak = torch.cuda.max_memory_allocated() / 2**30
@@ -61,7 +61,7 @@ print(f"RESULT {{peak - base:.3f}} {{time.perf_counter() - start:.2f}} {{base:.3
 
 
 def bench_logprobs(seq=32768, vocab=151936):
-    print(f"== grpo.token_logprobs forward+backward, one sequence of {seq} tokens, vocab {vocab}")
+    print(f"== logprobs.token_logprobs forward+backward, one sequence of {seq} tokens, vocab {vocab}")
     naive_gb = seq * vocab * 4 / 2**30
     print(f"naive: fp32 logits alone {naive_gb:.1f} GB (plus log-softmax output and its gradient: ~3x); not run")
     import torch
@@ -97,7 +97,7 @@ def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, 
 
     import distributed
     import train
-    from rollout import Sample
+    from data import Sample
     if device == "cuda" and not torch.cuda.is_available():
         print("bench.py step: needs a GPU (the figures are for a 1.5B-parameter model)")
         return
@@ -173,7 +173,7 @@ def _pack_lengths(kind, n, cap, rng):
 
 def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, repeats=2, threads=1,
                kinds=("long-tailed", "uniform", "all-at-cap")):
-    """Forward + backward of the GRPO log-prob loss (grpo.token_logprobs with entropy as a metric, policy_loss;
+    """Forward + backward of the GRPO log-prob loss (logprobs.token_logprobs with entropy as a metric, policy_loss;
     fp32, no gradient checkpointing) over one step's samples, micro-batched two ways at the same token budget,
     train.py's --micro_batch_tokens scaled like the responses (cap / 8192): the default 32768 -> 4 x cap, and
     recipes/single_gpu_1p5b.sh's 16384 -> 2 x cap:
@@ -192,10 +192,11 @@ def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, 
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    import grpo
-    import packing
     import batching
-    from rollout import Sample
+    import grpo
+    import logprobs
+    import packing
+    from data import Sample
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers,
@@ -213,7 +214,7 @@ def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, 
         n_scored = sum(len(seqs[i].response_ids) for mb in micro for i in mb)
         for mb in micro:
             ids, attention, mask, _ = batching.collate([seqs[i] for i in mb], 0, "cpu")
-            logp, _ = grpo.token_logprobs(model, ids, attention, with_entropy=True, score_mask=mask, packed=packed)
+            logp, _ = logprobs.token_logprobs(model, ids, attention, with_entropy=True, score_mask=mask, packed=packed)
             loss, _ = grpo.policy_loss(logp, logp.detach(), advantages[mb], mask, num_tokens=n_scored)
             loss.backward()
         model.zero_grad(set_to_none=True)
@@ -466,7 +467,8 @@ def bench_rollout():
     import torch
     from transformers import AutoModelForCausalLM
     from data import render_prompt
-    from rollout import HFEngine, VLLMEngine
+    from hf_engine import HFEngine
+    from rollout import VLLMEngine
     from tiny_model import build_tiny_model
     path = build_tiny_model(Path(tempfile.mkdtemp()) / "model")
     print("== rollout.py on the tiny model (2 layers, hidden 64)")

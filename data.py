@@ -1,7 +1,8 @@
-"""Datasets, prompt templates and batching.
+"""The records that flow through the loop, datasets, prompt templates and batching.
 
 A problem is a dict in one schema everywhere: {"id": str, "problem": str, "answer": str, ...optional fields}; a
-code problem has "tests" (the dict code_reward.py takes; see validate_tests) instead of "answer".
+code problem has "tests" (the dict code_reward.py takes; see validate_tests) instead of "answer". A response is a
+Sample: what both engines return (rollout.py, hf_engine.py) and what the trainers batch (batching.collate).
 
     load_dataset("math500")                       a set shipped in data/ (see data/README.md)
     load_dataset("path/to/file.jsonl")            .jsonl, .jsonl.gz, .json, .parquet
@@ -15,6 +16,7 @@ import gzip
 import json
 import random
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -25,6 +27,25 @@ SHIPPED_TRAIN = ("math_train12k", "gsm8k_train", "aime_1983_2023", "mbpp_train",
 
 class DatasetError(ValueError):
     """Bad input data; the message names the file and line (or hub dataset and row)."""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Samples: what an engine returns for a prompt (rollout.py, hf_engine.py) and what the trainers consume
+# ------------------------------------------------------------------------------------------------------------
+@dataclass
+class Sample:
+    """One generated response. Lists are plain Python (cheap to pass around and to write as JSON)."""
+    prompt_ids: list          # [P] prompt token ids
+    response_ids: list        # [R] generated token ids, including the EOS token when the model sampled it
+    logprobs: list            # [R] sampler log-probs of response_ids (after temperature / top-p)
+    finish_reason: str        # "stop" (EOS or stop token) or "length" (cut off at max_tokens: truncated)
+    text: str                 # decoded response_ids, special tokens removed
+
+
+def check_prompt_ids(prompt_token_ids):
+    """What both engines take as prompts: a non-empty list of non-empty token id lists."""
+    if not prompt_token_ids or not all(isinstance(p, (list, tuple)) and len(p) > 0 for p in prompt_token_ids):
+        raise ValueError("prompt_token_ids must be a non-empty list of non-empty token id lists")
 
 
 # ------------------------------------------------------------------------------------------------------------

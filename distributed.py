@@ -112,7 +112,7 @@ def all_gather_objects(obj):
 
 def shard_model(model, cpu_offload=False):
     """FSDP2: fully_shard every transformer block, then the root (embeddings, final norm, head). The root stays
-    gathered from its forward until backward: grpo.token_logprobs projects hidden states through the head
+    gathered from its forward until backward: logprobs.token_logprobs projects hidden states through the head
     weight itself, after the model's forward has returned (a no-grad model calls .reshard() after use)."""
     kwargs = {"offload_policy": CPUOffloadPolicy()} if cpu_offload else {}
     for block in model.get_decoder().layers:

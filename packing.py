@@ -8,7 +8,7 @@ varlen with cu_seqlens), OpenRLHF `packing_samples`, prime-rl, slime. The same h
 1. Layout.  pack(attention_mask) lays the real tokens of a padded [B, S] batch (left or right padding) end to end
    in ONE row [1, N], N = number of real tokens: their flat index, position ids restarting at 0 for each
    sequence, the boundaries cu_seqlens [B'+1] (int32, flash-attention's convention) and the inverse map [B, S]
-   from padded positions to packed ones (-1 on padding). grpo.token_logprobs(..., packed=True) uses it and
+   from padded positions to packed ones (-1 on padding). logprobs.token_logprobs(..., packed=True) uses it and
    returns the same [B, S-1] log-probs as the padded path, so every loss function works unchanged.
 
 2. Attention that never crosses a sequence boundary. The model is called with attention_mask=None, the restarting
@@ -30,7 +30,7 @@ How a trainer pass uses it (the micro-batch loop keeps its padded [B, S] collate
     count = all_reduce_max(len(packing.balanced_micro_batches(my_lengths, budget)[0]))
     for mb in packing.balanced_micro_batches(my_lengths, budget, min_count=count)[0]:   # [] = zero-weight pass
         ids, attention, mask, _ = collate(mb's samples)
-        logp = grpo.token_logprobs(model, ids, attention, ..., score_mask=mask, packed=True)   # [B, S-1] as before
+        logp = logprobs.token_logprobs(model, ids, attention, ..., score_mask=mask, packed=True)   # [B, S-1] as before
 """
 import math
 from typing import NamedTuple

@@ -1,6 +1,5 @@
-"""Generation: vLLM in the training process (colocated on the trainer's GPU), or transformers as a fallback.
-
-Both engines have the same four-call surface, and nothing else in the project imports vllm:
+"""Generation: vLLM in the training process, colocated on the trainer's GPU (or hf_engine.py's transformers
+fallback, `--engine hf`). Both engines have the same four-call surface, and nothing else in the project imports vllm:
 
     engine.generate(prompt_token_ids, n, temperature, top_p, max_tokens, seed) -> list[Sample]   (n per prompt)
     engine.update_weights(named_tensors)   push the trainer's weights (ALL of them), streamed, in the engine's dtype
@@ -44,24 +43,11 @@ push, CUDA graphs.
 """
 import os
 import time
-from dataclasses import dataclass
 
 import torch
 
-
-@dataclass
-class Sample:
-    """One generated response. Lists are plain Python (cheap to pass around and to write as JSON)."""
-    prompt_ids: list          # [P] prompt token ids
-    response_ids: list        # [R] generated token ids, including the EOS token when the model sampled it
-    logprobs: list            # [R] sampler log-probs of response_ids (after temperature / top-p)
-    finish_reason: str        # "stop" (EOS or stop token) or "length" (cut off at max_tokens: truncated)
-    text: str                 # decoded response_ids, special tokens removed
-
-
-def _check_prompts(prompt_token_ids):
-    if not prompt_token_ids or not all(isinstance(p, (list, tuple)) and len(p) > 0 for p in prompt_token_ids):
-        raise ValueError("prompt_token_ids must be a non-empty list of non-empty token id lists")
+from data import Sample, check_prompt_ids
+from hf_engine import HFEngine
 
 
 # vLLM lines that are normal on every step of a colocated loop, by logger: one weight push, one prefix-cache reset
@@ -151,7 +137,7 @@ class VLLMEngine:
         """Sample n responses per prompt. Returns len(prompts) * n Samples: n consecutive ones per prompt, in
         prompt order. With a seed, sample j of prompt i uses seed + i * n + j (vLLM gives child k seed + k)."""
         from vllm import SamplingParams
-        _check_prompts(prompt_token_ids)
+        check_prompt_ids(prompt_token_ids)
         if not self.weights_valid:
             raise RuntimeError("vLLM holds no valid weights (dummy load or level-2 sleep): call update_weights first")
         self.wake_up()
@@ -223,89 +209,6 @@ class VLLMEngine:
 
     def close(self):
         del self.llm
-
-
-class HFEngine:
-    """The same interface on transformers' generate(), for machines without vLLM and as a cross-check.
-
-    model: a local path / hub id (the engine loads its own copy), or the trainer's nn.Module itself (then
-    update_weights is a no-op: generation always sees the current weights, at the cost of no KV-cache reuse).
-    Log-probs are those of the processed distribution (temperature and top-p applied), like vLLM's.
-    """
-
-    def __init__(self, model, tokenizer=None, dtype=torch.float32, device=None, seed=0, batch_size=64,
-                 max_model_len=None):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if isinstance(model, torch.nn.Module):
-            self.model, self.shared = model, True
-        else:
-            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(self.device)
-            self.shared = False
-        self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(
-            model if isinstance(model, str) else self.model.name_or_path)
-        self.seed = seed
-        self.batch_size = batch_size
-        self.max_model_len = max_model_len or self.model.config.max_position_embeddings
-        self.last_sync_s = 0.0
-
-    @torch.no_grad()
-    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None):
-        _check_prompts(prompt_token_ids)
-        eos = self.model.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
-        was_training = self.model.training
-        self.model.eval()
-        generator_seed = self.seed if seed is None else seed
-        samples = []
-        per_call = max(1, self.batch_size // n)
-        try:
-            for start in range(0, len(prompt_token_ids), per_call):
-                chunk = prompt_token_ids[start:start + per_call]
-                torch.manual_seed(generator_seed + start * n)
-                width = max(map(len, chunk))
-                ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in chunk], device=self.device)
-                attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=self.device)
-                new_tokens = min(max_tokens, self.max_model_len - width)
-                out = self.model.generate(
-                    input_ids=ids, attention_mask=attention, do_sample=temperature > 0, temperature=temperature or None,
-                    top_p=top_p, top_k=0, max_new_tokens=new_tokens, num_return_sequences=n, pad_token_id=pad,
-                    eos_token_id=sorted(eos_ids), return_dict_in_generate=True, output_scores=True, use_cache=True)
-                generated = out.sequences[:, width:]                                   # [len(chunk)*n, L]
-                scores = torch.stack(out.scores, dim=1).float().log_softmax(-1)        # processed distribution
-                token_lp = scores.gather(-1, generated.unsqueeze(-1)).squeeze(-1)      # [len(chunk)*n, L]
-                for row in range(generated.shape[0]):
-                    tokens = generated[row].tolist()
-                    stop_at = next((k for k, t in enumerate(tokens) if t in eos_ids), None)
-                    length = len(tokens) if stop_at is None else stop_at + 1
-                    tokens = tokens[:length]
-                    samples.append(Sample(
-                        list(chunk[row // n]), tokens, token_lp[row, :length].tolist(),
-                        "stop" if stop_at is not None else "length",
-                        self.tokenizer.decode(tokens, skip_special_tokens=True)))
-        finally:
-            self.model.train(was_training)
-        return samples
-
-    @torch.no_grad()
-    def update_weights(self, named_tensors):
-        start = time.perf_counter()
-        if not self.shared:
-            own = self.model.state_dict()
-            for name, tensor in named_tensors:
-                own[name].copy_(tensor)
-        self.last_sync_s = time.perf_counter() - start
-        return self.last_sync_s
-
-    def sleep(self):
-        pass
-
-    def wake_up(self):
-        pass
-
-    def close(self):
-        pass
 
 
 def make_engine(kind, model, tokenizer=None, dtype="auto", seed=0, world=1, **vllm_kwargs):

@@ -41,11 +41,11 @@ from transformers import AutoConfig, AutoTokenizer
 
 import data
 import eval as evaluation
-import grpo
+import logprobs
 from batching import collate, same_count_micro_batches
 from distributed import all_reduce, full_weights, init_distributed, load_model, optimizer_step
 from reward import last_boxed
-from rollout import Sample, make_engine
+from rollout import make_engine
 from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
     start_stage
 
@@ -221,7 +221,7 @@ def sft_response(example, template, think_prefilled=False):
 def tokenize_examples(examples, tokenizer, template, max_len):
     """Worked examples -> (samples, skipped ids). A sample holds the prompt exactly as RL renders it and the
     target response + EOS, tokenized separately (as in RL, where the response is generated after the prompt).
-    It is a rollout.Sample, so collate builds its batch and response mask. Skipped: longer than max_len
+    It is a data.Sample, so collate builds its batch and response mask. Skipped: longer than max_len
     tokens, or with no answer where the format must state one (think_answer's <answer>, or after a <think> the
     prompt opened) and none in the row or in the solution's last \\boxed."""
     eos = tokenizer.eos_token_id
@@ -250,7 +250,7 @@ def tokenize_examples(examples, tokenizer, template, max_len):
         if len(prompt) + len(response) > max_len:
             skipped.append(ex["id"])
             continue
-        samples.append(Sample(prompt, response, [0.0] * len(response), "stop", ""))
+        samples.append(data.Sample(prompt, response, [0.0] * len(response), "stop", ""))
     return samples, skipped
 
 
@@ -271,21 +271,21 @@ def sft_step(model, optimizer, batch, args, device, autocast, pad_id, step):
 
     loss = -(1 / N) * sum over the RESPONSE tokens of every example of log p(token | everything before it),
     N = the number of response tokens in the whole global batch (all ranks). Prompt tokens and padding get no
-    loss (the mask of collate; grpo.token_logprobs does not even project them through the head). With this
+    loss (the mask of collate; logprobs.token_logprobs does not even project them through the head). With this
     global normaliser the micro-batch losses sum to the batch loss, so --micro_batch_tokens and the number of
     ranks change nothing but memory. Returns {loss (that mean NLL per response token), grad_norm, tokens,
     response_tokens, skipped}."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in batch]
     num_tokens = all_reduce([sum(len(s.response_ids) for s in batch)])[0]
-    dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
+    dummy = data.Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
     loss_sum = 0.0
     for mb in same_count_micro_batches(list(range(len(batch))), lengths, args.micro_batch_tokens, args.packing):
         ids, attention, mask, _ = collate([dummy] if mb is None else [batch[i] for i in mb], pad_id, device)
         if mb is None:
             mask.zero_()
         with autocast:
-            logp = grpo.token_logprobs(model, ids, attention, chunk_size=args.logprob_chunk,
+            logp = logprobs.token_logprobs(model, ids, attention, chunk_size=args.logprob_chunk,
                                        score_mask=mask if mb else None, packed=args.packing)
         loss = -(logp * mask).sum() / num_tokens
         # FSDP averages gradients over ranks; the loss is already normalised globally, so undo the mean

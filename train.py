@@ -36,12 +36,13 @@ from transformers import AutoTokenizer
 import data
 import eval as evaluation
 import grpo
+import logprobs
 from batching import collate, pad_rows, same_count_micro_batches
 from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model, optimizer_step
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
 from reward import format_reward, score_problems
-from rollout import Sample, make_engine
+from rollout import make_engine
 from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
     start_stage
 
@@ -138,7 +139,7 @@ def build_parser():
                    help="tokens per micro-batch (packed: real tokens; padded: count x longest)")
     g.add_argument("--packing", type=int, default=1, help="1: the trainer's passes run on real tokens only, sequences "
                    "packed into one row (batching.py, packing.py); 0: padded micro-batches")
-    g.add_argument("--logprob_chunk", type=int, default=256, help="positions per chunk in grpo.token_logprobs (memory ~ chunk x vocab)")
+    g.add_argument("--logprob_chunk", type=int, default=256, help="positions per chunk in logprobs.token_logprobs (memory ~ chunk x vocab)")
     g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
     g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="vLLM's share of the GPU while awake")
     g.add_argument("--max_model_len", type=int, default=None, help="vLLM context (default max_prompt_len + max_response_len)")
@@ -337,13 +338,13 @@ def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, tota
     Returns ({sample: logp [T]}, {sample: weights [T]}, pool of entropies [n] or None)."""
     old_logp, is_weights, entropies, select = {}, {}, [], args.top_entropy_quantile < 1
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
-    dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
+    dummy = data.Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
     with torch.no_grad():
         for mb in same_count_micro_batches(trained, lengths, args.micro_batch_tokens, args.packing):
             ids, attention, mask, rollout_logp = collate([dummy] if mb is None else [samples[i] for i in mb],
                                                          pad_id, device)
             with autocast:
-                out = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
+                out = logprobs.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
                                           with_entropy=select, score_mask=mask, packed=args.packing)
             logp, entropy = out if select else (out, None)   # entropy only when the 80/20 selection needs it
             if mb and select:
@@ -379,7 +380,7 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
     on_policy = args.ppo_epochs == 1 and args.mini_batches == 1
     correct_sampler, select_tokens = args.tis_cap > 0, args.top_entropy_quantile < 1
     trained_set = set(trained)
-    dummy = Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
+    dummy = data.Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
     totals = dict(loss=0.0, pg_loss=0.0, updates=0, kl=0.0, entropy=0.0, clip=0.0, kl_old=0.0, tokens=0, aligned=0,
                   mismatch_tokens=0, align_max=1.0, max_abs_diff=0.0, ratio_max=1.0, ratio_min=1.0,
                   grad_norm=0.0, skipped=False, **{f"sum_{key}": 0.0 for key in MISMATCH_MEANS})
@@ -406,7 +407,7 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                 if mb is None:
                     mask.zero_()  # all positions still go through the head: every parameter gets its (zero) gradient
                 with autocast:
-                    logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
+                    logp, entropy = logprobs.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
                                                         with_entropy=True, score_mask=mask if mb else None,
                                                         entropy_grad=args.entropy_coef > 0, packed=args.packing)
                 if on_policy:
@@ -429,7 +430,7 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                 kl_tok = torch.zeros_like(logp)
                 if reference is not None:
                     with torch.no_grad(), autocast:
-                        ref_logp = grpo.token_logprobs(reference, ids, attention, args.temperature,
+                        ref_logp = logprobs.token_logprobs(reference, ids, attention, args.temperature,
                                                        args.logprob_chunk, score_mask=mask if mb else None,
                                                        packed=args.packing)
                     if hasattr(reference, "reshard"):  # FSDP2: do not keep its gathered embeddings/head around

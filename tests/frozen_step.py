@@ -8,9 +8,10 @@ import random
 import torch
 
 import grpo
+import logprobs
 from batching import collate, pad_rows, same_count_micro_batches
 from distributed import all_reduce
-from rollout import Sample
+from data import Sample
 from test_grpo import frozen_policy_loss, frozen_rollout_correction
 
 
@@ -55,7 +56,7 @@ def frozen_update_policy(policy, reference, optimizer, samples, advantages, scor
                 ids, attention, mask, rollout_logp = collate([dummy] if mb is None else [samples[i] for i in mb],
                                                              pad_id, device)
                 with autocast:
-                    logp = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
+                    logp = logprobs.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
                                                score_mask=mask)
                 weights, mismatch = frozen_rollout_correction(logp, rollout_logp, mask, cap=cap)
                 for row, i in enumerate(mb or []):
@@ -80,7 +81,7 @@ def frozen_update_policy(policy, reference, optimizer, samples, advantages, scor
                 if mb is None:
                     mask.zero_()  # all positions still go through the head: every parameter gets its (zero) gradient
                 with autocast:
-                    logp, entropy = grpo.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
+                    logp, entropy = logprobs.token_logprobs(policy, ids, attention, args.temperature, args.logprob_chunk,
                                                         with_entropy=True, score_mask=mask if mb else None,
                                                         entropy_grad=args.entropy_coef > 0)
                 if on_policy:
@@ -98,7 +99,7 @@ def frozen_update_policy(policy, reference, optimizer, samples, advantages, scor
                 kl_tok = torch.zeros_like(logp)
                 if reference is not None:
                     with torch.no_grad(), autocast:
-                        ref_logp = grpo.token_logprobs(reference, ids, attention, args.temperature,
+                        ref_logp = logprobs.token_logprobs(reference, ids, attention, args.temperature,
                                                        args.logprob_chunk, score_mask=mask if mb else None)
                     if hasattr(reference, "reshard"):  # FSDP2: do not keep its gathered embeddings/head around
                         reference.reshard()

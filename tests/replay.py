@@ -4,7 +4,7 @@ the trainer is compared (1 rank vs 2 ranks; a flag on vs off). The samples come 
 import json
 from pathlib import Path
 
-from rollout import Sample
+from data import Sample
 
 
 class ReplayEngine:

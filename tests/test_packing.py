@@ -1,4 +1,4 @@
-"""Packed micro-batches (packing.py, grpo.token_logprobs(packed=True)) equal the padded path: per-token log-probs,
+"""Packed micro-batches (packing.py, logprobs.token_logprobs(packed=True)) equal the padded path: per-token log-probs,
 losses and gradients within 1e-5 (fp32, CPU), for any packing, on 1 rank and on 2 (gloo)."""
 import os
 import random
@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import grpo  # noqa: E402
+import logprobs  # noqa: E402
 import packing  # noqa: E402
 
 VOCAB = 1024  # tests/tiny_model.py's vocabulary
@@ -51,7 +52,7 @@ def loss_and_grads(model, seqs, micro_batches, advantages, packed, side="right")
         if not mb:
             continue
         ids, attention, mask = collate([seqs[i] for i in mb], side)
-        logp, entropy = grpo.token_logprobs(model, ids, attention, temperature=0.7, chunk_size=5, with_entropy=True,
+        logp, entropy = logprobs.token_logprobs(model, ids, attention, temperature=0.7, chunk_size=5, with_entropy=True,
                                             score_mask=mask, entropy_grad=True, packed=packed)
         old = logp.detach() - 0.05 * mask  # ratio != 1, so the clip is exercised
         loss, _ = grpo.policy_loss(logp, old, advantages[mb], mask, num_tokens=num_tokens)
@@ -184,9 +185,9 @@ def test_packed_attention_stays_within_each_sequence(model):
     seqs = make_sequences([(4, 6), (5, 5), (3, 7)], seed=5)
     ids, attention, mask = collate(seqs)
     with torch.no_grad():
-        before = grpo.token_logprobs(model, ids, attention, score_mask=mask, packed=True)
+        before = logprobs.token_logprobs(model, ids, attention, score_mask=mask, packed=True)
         ids[1, :10] = torch.randint(1, VOCAB, (10,), generator=torch.Generator().manual_seed(6))
-        after = grpo.token_logprobs(model, ids, attention, score_mask=mask, packed=True)
+        after = logprobs.token_logprobs(model, ids, attention, score_mask=mask, packed=True)
     assert torch.equal(before[0], after[0]) and torch.equal(before[2], after[2])
     assert not torch.equal(before[1], after[1])
 
@@ -199,7 +200,7 @@ def test_varlen_attention_is_sdpa_on_padded_calls(tiny_model_path):
     assert varlen.config._attn_implementation == packing.VARLEN_ATTENTION
     ids, attention, _ = collate(make_sequences([(4, 9), (2, 3)], seed=7), side="left")
     with torch.no_grad():
-        assert torch.equal(grpo.token_logprobs(stock, ids, attention), grpo.token_logprobs(varlen, ids, attention))
+        assert torch.equal(logprobs.token_logprobs(stock, ids, attention), logprobs.token_logprobs(varlen, ids, attention))
 
 
 # ---------------------------------------------------------------------------------------------- 2 ranks (gloo)

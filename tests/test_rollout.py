@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from data import render_prompt
-from grpo import token_logprobs
+from logprobs import token_logprobs
 
 PROBLEMS = ["What is $1+1$?", "Compute \\frac{3}{4} + \\frac{1}{4}.", "Find x if 2x = 10.", "How many primes are below 20?"]
 
@@ -125,12 +125,12 @@ def test_vllm_refuses_without_valid_weights_and_long_prompts(vllm_engine, traine
 
 @pytest.fixture(scope="module")
 def hf_engine(tiny_model_path):
-    from rollout import HFEngine
+    from hf_engine import HFEngine
     return HFEngine(tiny_model_path, seed=0)
 
 
 def test_hf_engine_bookkeeping(warm_model_path, prompts, tokenizer):
-    from rollout import HFEngine
+    from hf_engine import HFEngine
     # the warmed model ends its answers with EOS after ~6 tokens; 3 tokens cut them off
     check_bookkeeping(HFEngine(warm_model_path, seed=0), prompts, tokenizer.eos_token_id, max_tokens=48,
                       short_max_tokens=3)

@@ -15,6 +15,7 @@ import data
 import distributed
 import eval as evaluation
 import grpo
+import logprobs
 import metrics
 import runs
 import train
@@ -105,7 +106,6 @@ def test_end_to_end_on_real_data_with_every_option(vllm_engine, tiny_model_path,
 
 
 def test_nan_loss_skips_the_update(vllm_engine, warm_model_path, toy, tmp_path, monkeypatch, capsys):
-    import grpo
     real = grpo.policy_loss
 
     def poisoned(*args, **kwargs):
@@ -216,9 +216,8 @@ def handmade(tmp_path_factory, warm_model_path):
     log-probs as the sampler's: a task file, the rows, and the trainer's log-probs per sample."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import grpo
     from data import render_prompt
-    from rollout import Sample
+    from data import Sample
     from tiny_model import QUESTIONS
     tok = AutoTokenizer.from_pretrained(warm_model_path)
     model = AutoModelForCausalLM.from_pretrained(warm_model_path, dtype=torch.float32)
@@ -233,7 +232,7 @@ def handmade(tmp_path_factory, warm_model_path):
         for response in group:
             ids = torch.tensor([prompt + response])
             with torch.no_grad():
-                logp = grpo.token_logprobs(model, ids, torch.ones_like(ids))[0, len(prompt) - 1:]
+                logp = logprobs.token_logprobs(model, ids, torch.ones_like(ids))[0, len(prompt) - 1:]
             rows += sample_rows([Sample(prompt, response, logp.tolist(), "length" if response is cut else "stop",
                                         tok.decode(response, skip_special_tokens=True))])
     task = tmp_path_factory.mktemp("hand") / "task.jsonl"
@@ -244,7 +243,6 @@ def handmade(tmp_path_factory, warm_model_path):
 def expected_pg_loss(rows, mask_truncated):
     """Hand computation of step 1's token-mean policy-gradient loss (ratio 1): sum over trained samples of
     -A_i * n_i, over the response tokens of every scored sample."""
-    import grpo
     truncated = [r["finish_reason"] == "length" for r in rows]
     rewards = torch.tensor([0.0 if cut else float(r["text"] == "\\boxed{7}") for r, cut in zip(rows, truncated)])
     adv = grpo.group_advantages(rewards, 4)
@@ -275,7 +273,6 @@ def test_tis_weights_are_pi_old_over_vllm_computed_once(handmade, warm_model_pat
     """Item 3: off-policy (2 epochs x 2 mini-batches, large lr), the truncated IS weight of every token in every
     update is min(pi_old / pi_vllm, cap), with pi_old the trainer's log-prob before any update; not
     pi_theta / pi_vllm, which changes with every update and counts the PPO ratio twice."""
-    import grpo
     task, rows = handmade
     shifted = [dict(r, logprobs=[lp - 0.3 for lp in r["logprobs"]]) for r in rows]  # vLLM 'disagrees' by 0.3 nat
     calls = []
@@ -441,16 +438,15 @@ def test_full_weights_gathers_offloaded_shards_on_the_device_in_the_engine_dtype
 def test_parts_a_second_script_can_reuse(warm_model_path, tmp_path):
     """Item 13: what sft.py will import -- model loading, micro-batching/collate, a step, checkpoint save and
     load (optimizer state and trainer state restored), the metrics logger -- works outside train.main."""
-    from rollout import Sample
+    from data import Sample
     device = torch.device("cpu")
     model = distributed.load_model(warm_model_path, device, torch.float32).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     samples = [Sample([1, 2, 3], [4, 5], [0.0, 0.0], "stop", ""), Sample([1, 2], [6, 7, 8], [0.0] * 3, "stop", "")]
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
-    import grpo
     for mb in batching.micro_batches(range(2), lengths, token_budget=5):
         ids, attention, mask, _ = batching.collate([samples[i] for i in mb], pad_id=0, device=device)
-        logp = grpo.token_logprobs(model, ids, attention, score_mask=mask)
+        logp = logprobs.token_logprobs(model, ids, attention, score_mask=mask)
         (-(logp * mask).sum() / 5).backward()
     optimizer.step()
     from transformers import AutoTokenizer
