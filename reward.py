@@ -11,7 +11,8 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
      cut off mid-thought) has NO final answer, whatever tentative \\boxed{} it contains.
   1. a JSON object's "answer" field (ZeroEval-style `{"reasoning": ..., "answer": ...}`)
   2. <answer>...</answer>                      (the answer inside is extracted again: boxed, phrase, or all of it)
-  3. \\boxed{...} / \\fbox{...}                 (boxes joined only by "and"/","/"or" are ONE list answer, so
+  3. \\boxed{...} / \\fbox{...}                 (boxes joined only by "and"/","/"or" or by part labels ("for part
+                                               (a) and", "(b)") are ONE list answer, so
                                                `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
                                                condition between them are no answer: "if ... \\boxed{10}; if not,
                                                \\boxed{5}"; a LAST box that is empty is no answer: `\\boxed{5} \\boxed{}`)
@@ -29,7 +30,11 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
     "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); among several asserted, the one sum
     of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18). A `$` before a number is a dollar sign, not
     math, when no `$` closes it on its line or words come before the next `$`. Plain-text `x >= 2` and `2 1/2`
-    are single values; a unit word after the number stays with it ("60 degrees").
+    are single values; a unit word after the number stays with it ("60 degrees"), also written against it
+    (`12kg`, `1,000.99m²`; a number is never cut inside its decimals).
+  - a value the sentence rejects is no answer and no hedge: "12, not 15" is 12, "not 10, it's 12" is 12, "The
+    answer is not 5." is nothing; a sentence that ends "which is B" restates its value as B ("250 cm, which is
+    2.5 m" is 2.5 m; "which is 2 more than Tom" is no restatement).
   - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
     n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0") is no answer, in a
     phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such a
@@ -41,7 +46,8 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
   is not `1/2^98`). Irrational values are compared to 50 significant digits, never with a loose tolerance.
 - A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
-  `0.\\overline{3}` = `1/3`.
+  `0.\\overline{3}` = `1/3`. A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
+  the same decimal written with a point, on either side, and nothing else (`2,5` is not `\\frac52`).
 - A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
   measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
   = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53).
@@ -53,12 +59,18 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   `9 p.m.` != `9 a.m.`). Other trailing text is not a unit: `3 \\text{ or more}`, `3 \\text{ is not the answer}` fail.
 - Several answers: a bare list `1, 2`, a set `\\{1,2\\}`, `x \\in \\{1,2\\}`, `1 \\text{ and } 2`, `x = 1 \\text{ or } x = 2`
   and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an interval whose
-  brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`. A prediction with more or fewer
-  answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`, `B`, `5`.
+  brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`; with both `;` and `,`, the
+  semicolons separate solutions and the commas their parts (`p=5,q=2; p=7,q=2` = `(5,2),(7,2)`). A prediction with
+  more or fewer answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`,
+  `B`, `5`; an answer listed twice counts once (`1, 2, 2` = `1, 2`), unless the gold repeats one (`1, 1, 2` is a
+  multiset: not `1, 2, 2`).
 - Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `AB = 5`, `m+n = 29` for
   29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
-  relation is its value (`c = I(0)`), and every other side of a chain must equal the gold (`x = 2+3 = 5` is 5;
-  `x = 3 = 5` is nothing). An identity is no answer (`3 = 3`, `\\frac12 = \\frac12`). A trailing domain
+  relation is its value (`c = I(0)`). The sides before it are a label, the quantity asked for, or working: a
+  computation without unknowns, whose slips are not graded (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human
+  grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
+  `2x + 3 = 7` is an equation). A gold chain (`z = 1 + 1 = 2`) is its label and last side. An identity or a check
+  is no answer (`3 = 3`, `5 = 2 + 3`, `\\frac12 = \\frac12`). A trailing domain
   exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`).
 - Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
   solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
@@ -218,7 +230,10 @@ def _connective(between):
     """'and' / 'or' if the text between two boxes only joins them (`$\\boxed{1}$ and $\\boxed{2}$`), else None.
     "or maybe", "or perhaps" are hedges too."""
     between = re.sub(r"(?:\\[a-zA-Z]+|[A-Za-z])(?:_\{?\w+\}?)?\s*=\s*$", " ", between.rstrip(" $(\\"))  # "and y_2 ="
-    words = re.sub(r"\\[()\[\]]|\$|\\q?quad|\\text\s*\{|\\mbox\s*\{|[{}&]|\\\\", " ", between).replace(",", " , ").split()
+    words = re.sub(r"\\[()\[\]]|\$|\\q?quad|\\text\s*\{|\\mbox\s*\{|[{}&]|\\\\", " ", between)
+    # part labels name what each box answers: `\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}` is one list
+    words = re.sub(r"\b(?:for\s+)?(?:part|question)\s*\(?\s*(?:[a-h]|[ivx]{1,4}|\d)\s*\)?(?![\w(])|\(\s*(?:[a-h]|[ivx]{1,4})\s*\)",
+                   " ", words, flags=re.IGNORECASE).replace(",", " , ").split()
     if len(words) > 4 or not all(w.lower() in (",", ";", "and", "or", "maybe", "perhaps", "possibly") for w in words):
         return None
     return "or" if any(w.lower() in ("or", "maybe", "perhaps", "possibly") for w in words) else "and"
@@ -490,11 +505,15 @@ def _sentence_head(line):
 
 
 _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
-_NUMBER = re.compile(r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?(?![\w^/])")
+_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
+# a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
+# part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
+_GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|yd|mph|kph|Hz|eV|Pa|J|N|W|V|K)[²³]?(?![\w^])"
+_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))")
 
 
 _PLAIN_VALUE = re.compile(r"(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
-                          r"|" + _NUMBER.pattern[:-len(r"(?:/\d+)?(?![\w^/])")] + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
+                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
 
 
 def _candidates(sentence):
@@ -521,6 +540,13 @@ def _conclusion_answer(text, finished=True):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
         # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
         sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
+        if _candidates(sentence):
+            sentence = _without_rejected_values(sentence)
+            if not _candidates(sentence):
+                return None  # "The answer is not 5.": a rejected value, and nothing asserted
+        restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
+        if restated and len(_candidates(sentence[restated.end():])) == 1:
+            sentence = sentence[restated.end():]
         cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)
         if cut and _candidates(sentence[:cut.start()]):
             sentence = sentence[:cut.start()]
@@ -529,6 +555,22 @@ def _conclusion_answer(text, finished=True):
         if _candidates(sentence):
             return None if _HEDGE_WORDS.search(sentence) or _UNSURE.search(sentence) else _one_candidate(sentence)
     return None
+
+
+_VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
+_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?", re.I)
+# "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
+_RESTATED = re.compile(r"[,;]?\s+(?:which|that)\s+(?:is|equals)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³]{1,6}\.?)?"
+                       r"\s*[.!]?\s*$)", re.I)
+
+
+def _without_rejected_values(sentence):
+    """A value the sentence rejects ("not 10", "6, not 5") is no answer and no hedge: it is dropped with its "not",
+    and so is a leading "No,"/"Not": "not it's not 10 it's 1,000.99" asserts 1,000.99."""
+    kept = _REJECTED.sub(" ", sentence)
+    if kept == sentence:
+        return sentence
+    return re.sub(r"^\s*(?:no|not)\b[,!]?\s*", "", kept, flags=re.I)
 
 
 def _word_predicate(sentence):
@@ -591,8 +633,9 @@ def _one_candidate(sentence):
         return None
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
-    if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after):
-        return None  # 5x, 5 + y, 5(1+x), 5 = ...
+    if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
+            and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)):
+        return None  # 5x, 5 + y, 5(1+x), 5 = ... (but "5 m", "5m²": a unit)
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
     before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
     nearby = " ".join(before.split()[-4:] + after.split()[:2])
@@ -783,7 +826,7 @@ def clean(s):
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"(?:\s*(?:\\\\|[.,;]))+$", "", s).strip()                     # trailing punctuation / row breaks
     # thousands separators: 1,000 and 1,234,567.5 -- not `1, 000` or `1,2` (lists), and not inside a list
-    thousands = re.compile(r"(?<![\d,.(\[{])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,)\]}])")
+    thousands = re.compile(r"(?<![\d,.(\[{])(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,)\]}])")
     if thousands.search(s) and "," not in thousands.sub("", s):
         s = thousands.sub(lambda m: m.group(0).replace(",", ""), s)
     if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):                    # 1 000 000
@@ -1117,6 +1160,9 @@ def _shape(s):
         inner = s[1:-1]                                               # {1, 2, 3} written without backslashes
     if inner is not None and "|" not in inner and ":" not in inner:
         return _Shape("set", _split_top(inner, [",", ";"]) if inner.strip() else [])
+    groups = _split_top(s, [";"])
+    if len(groups) > 1 and all(len(_split_top(x, [","])) > 1 for x in groups):
+        return _Shape("list", groups)  # `p=5,q=2; p=7,q=2`: semicolons separate solutions, commas their parts
     parts = [p for p in _split_top(s, [",", ";", "and", "or", "\\quad"]) if p]
     parts = [x for p in parts for x in _expand_pm(p)]           # 1 \pm \sqrt 2 -> two answers
     if len(parts) > 1:
@@ -1147,7 +1193,18 @@ def _expand_pm(s):
     return _expand_pm(head + "+" + tail) + _expand_pm(head + "-" + tail)
 
 
+def _distinct(items):
+    """The items with repeats dropped (`(3,17,3,7)` listed twice is one solution)."""
+    kept = []
+    for item in items:
+        if not any(_canon(item) == _canon(k) or _equiv(item, k) for k in kept):
+            kept.append(item)
+    return kept
+
+
 def _match_unordered(preds, golds):
+    if len(preds) > len(golds) and len(preds) <= 20 and len(_distinct(golds)) == len(golds):
+        preds = _distinct(preds)  # a solution named twice is still one solution (unless the gold repeats one too)
     if len(preds) != len(golds) or len(golds) > 50:
         return False
     remaining = list(preds)
@@ -1323,8 +1380,23 @@ def _canon_label(side):
     return re.sub(r"[\s{}]", "", side)
 
 
+def _is_working(side):
+    """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`): the work before a chain's value."""
+    value = parse_math(side)
+    return value is not None and not value.free_symbols
+
+
+def _chain_value(sides):
+    """A chain of three or more sides (`z = 1 + 1 = 2`) stands for its first side if that is a label, and its last:
+    the sides between are working."""
+    if len(sides) < 3:
+        return sides
+    return [sides[0], sides[-1]] if _is_label(sides[0]) else sides[-1:]
+
+
 def _relations_equal(p_sides, g_sides):
-    """At least one side has '='. Labels are stripped; every remaining side of the prediction must be the answer."""
+    """At least one side has '='. Labels are stripped; the prediction's value is its last side (see below)."""
+    g_sides = _chain_value(g_sides)
     g_value = parse_math(g_sides[0]) if len(g_sides) == 1 else None
     g_constant = g_value is not None and not g_value.free_symbols
     if len(g_sides) == 1 or (len(g_sides) == 2 and _is_label(g_sides[0])):
@@ -1339,8 +1411,11 @@ def _relations_equal(p_sides, g_sides):
             return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
         if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({_canon(x) for x in p_sides}) == 1:
             return False                                              # 3 = 3, 5 = 2 + 3: an identity, not an answer
-        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)))]
-        return all(_equiv(v, gold) for v in values + p_sides[-1:])  # the last side is the value (`c = I(0)`)
+        # the last side is the value (`c = I(0)`); a side before it is a label, the quantity asked for, or working:
+        # a computation without unknowns (`x = 5+5+1 = 7 = 11` is 11, its slips are not graded); a side with an
+        # unknown must itself be the answer (`2x + 3 = 7` is an equation, not 7)
+        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s))]
+        return all(_equiv(v, gold) for v in values + p_sides[-1:])
     if len(p_sides) != len(g_sides):
         return False
     if len(g_sides) == 2:
@@ -1438,9 +1513,23 @@ def _choice_equal(p, letter):
 _NOT_EQUAL = re.compile(r"^([A-Za-z])\s*\\ne\s*([^,;=<>]+)$")   # x \ne 2: every real but 2
 
 
+_DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
+_DECIMAL_COMMA = re.compile(r"([-+]?\d+),(\d+)")
+
+
+def _decimal_comma_equal(p, g):
+    """`1000,99` and `0,111` are decimals written with a comma (`1,000` is a thousand, `1, 22` a list): they equal
+    the same decimal written with a point on the other side (prediction or gold), and nothing else."""
+    for a, b in ((p, g), (g, p)):
+        comma = _DECIMAL_COMMA.fullmatch(a)
+        if comma and _DECIMAL_POINT.fullmatch(b) and (len(comma.group(2)) != 3 or comma.group(1).lstrip("+-") == "0"):
+            return Fraction(f"{comma.group(1)}.{comma.group(2)}") == Fraction(b)
+    return False
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
-    if p == g or _canon(p) == _canon(g):
+    if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
         return True
     if "\\emptyset" in (p, g):
         return False  # the empty set is only itself (`\{\emptyset\}` is not empty)
