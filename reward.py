@@ -46,11 +46,14 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
   is not `1/2^98`). Irrational values are compared to 50 significant digits, never with a loose tolerance.
 - A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
-  `0.\\overline{3}` = `1/3`. A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
+  `0.\\overline{3}` = `1/3`; only a decimal with 4+ decimals and 5+ significant digits, correctly rounded, stands for
+  a gold with no finite decimal (`2.6667` = `8/3`, `3.1416` = `\\pi`; not `0.3333`, `2.6666`, `12.566`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
   the same decimal written with a point, on either side, and nothing else (`2,5` is not `\\frac52`).
 - A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
   measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
-  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53).
+  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53);
+  but an exact value that it rounds, when the gold has the digits a prediction would need (4+ decimals, 5+
+  significant digits: `\\sqrt{17}` = `4.123105625617661`, `\\pi` = `3.14159`; not `\\sqrt{3}` = `1.732`).
 - Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
   without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
   `0.5\\%` != `0.5`.
@@ -79,7 +82,8 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   K, k, C_1) and the prediction's too (a capital, c, k, m, n): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` =
   `C_1 e^t + C_2 e^{-t}`, `\\frac{\\pi}{6} + n\\pi` = `\\frac{\\pi}{6} + k\\pi`; `\\frac{hv}{\\lambda}` is not `\\frac{hc}{\\lambda}`.
 - Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
-  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it); `x \\ne 2` is
+  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it), and so is an absolute
+  value of one (`|x - 1| < 2` = `(-1, 3)`, `1 \\le |z| \\le 2` = `[-2, -1] \\cup [1, 2]`; `|x| < 3` is not `x < 3`); `x \\ne 2` is
   `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", `\\mathbb{R}`, `x \\in \\mathbb{R}` are `(-\\infty, \\infty)`.
 - The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
   itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
@@ -98,7 +102,11 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   "not even" and "neither even nor odd" are not `even`).
 - Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
 - `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
-  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry.
+  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry; a sum, difference or
+  product of written-out matrices and numbers is computed, in the order written (`A + B`, `2A - B`, `A B` != `B A`).
+- Sums and products: `\\sum_{k=1}^{10} k^2` = 385, `\\sum_{k=1}^{n} k` = `\\frac{n(n+1)}{2}` (a polynomial body has a closed
+  form); any other `\\sum` (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares by its structure: factors may commute, the index
+  and bounds may not be renamed.
 - A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
 
 Safety: untrusted text is never evaluated. latex.py's parser builds the sympy tree itself (no `eval`, `sympify` or
@@ -134,7 +142,7 @@ MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response
 DEFAULT_TIMEOUT_S = 5.0      # hard limit per graded item (worker processes and in-process alarm)
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
-DECIMAL_DIGITS = 6           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
+DECIMAL_DIGITS = 5           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -901,6 +909,10 @@ def _renamed_constants(p, g):
 def _exprs_equal(p, g):
     """Parsed answers: constants by _numbers_equal, formulas by agreement at random rational points (exact
     arithmetic), which decides polynomial and rational identities with negligible error."""
+    if p == g:
+        return True  # the same tree (sympy orders the factors of a product: `F_{n-k-1} F_k` is `F_k F_{n-k-1}`)
+    if p.has(sympy.Sum, sympy.Product) or g.has(sympy.Sum, sympy.Product):
+        return False  # an unevaluated sum (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares only by its structure
     if not p.free_symbols and not g.free_symbols:
         return _numbers_equal(p, g)
     return any(_same_function(q, g) for q in _renamed_constants(p, g))
@@ -926,6 +938,20 @@ def _same_function(p, g):
     return False
 
 
+def _rounded_value(decimal_text, exact):
+    """Is `decimal_text` the exact number `exact` (one with no finite decimal expansion: 1/12, pi, sqrt 17) rounded?
+    Only a decimal with 4+ decimals and DECIMAL_DIGITS+ significant digits may stand for it; None when the rule does
+    not apply (then the two compare exactly)."""
+    decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", decimal_text)
+    if exact.free_symbols or (exact.is_Rational and exact.q in (1, 2, 4, 5, 8, 10)) or not exact.is_number:
+        return None
+    digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
+    if digits < DECIMAL_DIGITS or len(decimal.group(2)) < 4:
+        return None if exact.is_Rational else False
+    half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
+    return bool(abs(sympy.N(exact - parse_math(decimal_text), 30)) <= half_unit)
+
+
 def _values_equal(p, g):
     """Single values (cleaned text, no units, lists or relations)."""
     p, g = _mixed_number(p), _mixed_number(g)
@@ -937,14 +963,15 @@ def _values_equal(p, g):
     if pp is None or gp is None:
         return False
     try:
-        decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", p)
         gold_has_decimal = re.search(r"\.\d*[1-9]", g) is not None
-        if decimal and not gp.free_symbols and not gold_has_decimal and not gp.is_Rational or (
-                decimal and gp.is_Rational and gp.q not in (1, 2, 4, 5, 8, 10)):
-            digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
-            if digits >= DECIMAL_DIGITS and len(decimal.group(2)) >= 4:  # 0.0833333333 for 1/12, 3.14159 for pi
-                half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
-                return bool(abs(sympy.N(gp - pp, 30)) <= half_unit)
+        if re.fullmatch(r"[-+]?\d*\.\d+", p) and not gold_has_decimal:
+            rounded = _rounded_value(p, gp)       # 0.0833333333 for 1/12, 2.6667 for 8/3, 3.14159 for pi
+            if rounded is not None:
+                return rounded
+        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p:
+            rounded = _rounded_value(g, pp)       # \sqrt{17} for a gold 4.123105625617661
+            if rounded is not None:
+                return rounded
         return _exprs_equal(pp, gp)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
         return False
@@ -1315,10 +1342,49 @@ def _solved_inequality(parts, op):
     return ("-\\infty", bound, False, closed) if upper else (bound, "\\infty", closed, False)
 
 
+def _abs_intervals(s):
+    """`|x - 1| < 2`, `1 \\le |z| \\le \\frac{3}{2}`, `|x| > 3`: an absolute value of a linear expression in one
+    variable bounded by numbers, solved into its intervals [(lo, hi, lo_closed, hi_closed)]; None otherwise."""
+    parts, ops = [p.strip() for p in _INEQ.split(s)], _INEQ.findall(s)
+    bars = [k for k, part in enumerate(parts) if re.fullmatch(r"\|[^|]+\|", part)]
+    if len(bars) != 1 or len(parts) not in (2, 3):
+        return None
+    k = bars[0]
+    if len(parts) == 3 and (k != 1 or not (set(ops) <= {"<", "\\le"} or set(ops) <= {">", "\\ge"})):
+        return None
+    solved = _linear_root(parts[k][1:-1], "0")
+    bounds = [parse_math(part) for j, part in enumerate(parts) if j != k]
+    if solved is None or any(b is None or not b.is_Rational for b in bounds):
+        return None
+    slope, root = solved
+    lower, upper, lower_closed, upper_closed = None, None, False, False   # bounds on |x - root| * |slope|
+    for j, op in enumerate(ops):                                          # op between parts[j] and parts[j + 1]
+        bound, bound_is_left = (parts[j], True) if j + 1 == k else (parts[j + 1], False) if j == k else (None, None)
+        if bound is None:
+            continue
+        value = parse_math(bound) / abs(slope)
+        is_upper = (op in ("<", "\\le")) != bound_is_left               # |e| < b, or b > |e|
+        if is_upper:
+            upper, upper_closed = value, op in ("\\le", "\\ge")
+        else:
+            lower, lower_closed = value, op in ("\\le", "\\ge")
+    if (upper is not None and upper <= 0) or (lower is not None and lower < 0) or \
+            (lower is not None and upper is not None and lower >= upper):
+        return None  # empty or every real: not written this way on purpose
+    t = _as_text
+    if lower is None or (lower == 0 and lower_closed):
+        return [(t(root - upper), t(root + upper), upper_closed, upper_closed)]
+    if upper is None:
+        return [("-\\infty", t(root - lower), False, lower_closed),
+                (t(root + lower), "\\infty", lower_closed, False)]
+    return [(t(root - upper), t(root - lower), upper_closed, lower_closed),
+            (t(root + lower), t(root + upper), lower_closed, upper_closed)]
+
+
 def _intervals_equal(p, g):
     """Unions of intervals (order-free) with matching brackets; None when either side is not one."""
     ps, gs = _split_top(p, ["\\cup", "or"]), _split_top(g, ["\\cup", "or"])
-    pi, gi = [_as_interval(x) for x in ps], [_as_interval(x) for x in gs]
+    pi, gi = ([i for x in xs for i in (_abs_intervals(x) or [_as_interval(x)])] for xs in (ps, gs))
     if None in pi or None in gi:
         return None
     if len(pi) != len(gi):
@@ -1424,7 +1490,8 @@ def _relations_equal(p_sides, g_sides):
 
 
 # ---- matrices ------------------------------------------------------------------------------------------------
-_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", re.DOTALL)
+_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?((?:(?!\\end\{\1\}).)*)\\end\{\1\}",
+                     re.DOTALL)
 
 
 def _matrix(s):
@@ -1454,8 +1521,62 @@ def _determinant_text(kind_rows):
     return det
 
 
+_ONE_MATRIX = re.compile(r"\\begin\{([pbB]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?(.*?)\\end\{\1\}", re.DOTALL)
+
+
+def _matrix_arithmetic(s):
+    """The value (a sympy Matrix) of sums, differences and products of written-out matrices and numbers
+    (`A + B`, `A B`, `2 A - B`, `A \\cdot B`, in the order written), or None when s is not only that."""
+    matrices = []
+
+    def placeholder(match):
+        matrices.append(_matrix(match.group(0)))
+        return f" M{len(matrices) - 1} "
+    skeleton = _ONE_MATRIX.sub(placeholder, s)
+    if not matrices or len(matrices) > 6 or None in matrices or re.search(r"[{}\\](?!cdot|times)", skeleton):
+        return None
+    values = []
+    for _, rows in matrices:
+        if len(rows) > 6 or any(len(r) != len(rows[0]) for r in rows):
+            return None
+        entries = [[parse_math(c) for c in r] for r in rows]
+        if any(e is None for r in entries for e in r):
+            return None
+        values.append(sympy.Matrix(entries))
+    total = None
+    for sign, term in re.findall(r"([-+]?)\s*([^-+]+)", skeleton):
+        product = sympy.Integer(-1 if sign == "-" else 1)
+        for factor in re.split(r"\s*(?:\\cdot|\\times|\*)\s*|\s+", term.strip()):
+            if re.fullmatch(r"M\d", factor):
+                factor_value = values[int(factor[1:])]
+            else:
+                factor_value = parse_math(factor)
+                if factor_value is None or factor_value.free_symbols:
+                    return None
+            try:
+                product = product * factor_value
+            except (sympy.ShapeError, TypeError, ValueError):
+                return None  # shapes that do not multiply
+        if not isinstance(product, sympy.MatrixBase):
+            return None
+        try:
+            total = product if total is None else total + product
+        except (sympy.ShapeError, TypeError, ValueError):
+            return None
+    return total
+
+
 def _matrices_equal(p, g):
     pm, gm = _matrix(p), _matrix(g)
+    if pm is None and gm is not None and gm[0] not in ("vmatrix", "Vmatrix"):
+        value = _matrix_arithmetic(p)  # [[1, 2], [3, 4]] + [[5, 6], [7, 8]] against the written sum
+        if value is not None:
+            rows = gm[1]
+            if value.shape != (len(rows), len(rows[0])) or any(len(r) != value.shape[1] for r in rows):
+                return False
+            entries = [[parse_math(c) for c in r] for r in rows]
+            return all(entries[i][j] is not None and _exprs_equal(value[i, j], entries[i][j])
+                       for i in range(value.shape[0]) for j in range(value.shape[1]))
     if (pm and pm[0] in ("vmatrix", "Vmatrix")) or (gm and gm[0] in ("vmatrix", "Vmatrix")):
         pv = _determinant_text(pm) if pm and pm[0].lower() == "vmatrix" else parse_math(p)
         gv = _determinant_text(gm) if gm and gm[0].lower() == "vmatrix" else parse_math(g)
