@@ -27,18 +27,25 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
   An answer sentence states ONE value (phrases 5 and 6):
   - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is"; else one
     in bold; else the only one not inside a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64;
-    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); among several asserted, the one sum
-    of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18). A `$` before a number is a dollar sign, not
-    math, when no `$` closes it on its line or words come before the next `$`. Plain-text `x >= 2` and `2 1/2`
-    are single values; a unit word after the number stays with it ("60 degrees"), also written against it
-    (`12kg`, `1,000.99m²`; a number is never cut inside its decimals).
+    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); a purpose clause after a quantity
+    is a modifier too ("It takes Sarah 7 weeks to save $210" -> 7; but "She needs to buy 12 eggs" -> 12), and so is
+    a phrase put before the sentence up to its comma ("Over 12 weeks, Lily saves $840" -> 840). Among several
+    asserted, the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a
+    participle clause ("John runs 120 miles a week, running 3 days a week" -> 120). A `$` before a number is a
+    dollar sign, not math, when no `$` closes it on its line or words come before the next `$` ("$210 at $30").
+    Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi` are single values; a unit word after the number stays with it
+    ("60 degrees"), also written against it (`12kg`, `1,000.99m²`; a number is never cut inside its decimals).
+  - hedge words ("or", "not", "at least", "between", "over", "approximately") make a sentence no answer, except
+    words of comparison in its subject ("the largest prime less than 50 is 47", "the distance between the points
+    is 5"); "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see Equivalence).
   - a value the sentence rejects is no answer and no hedge: "12, not 15" is 12, "not 10, it's 12" is 12, "The
     answer is not 5." is nothing; a sentence that ends "which is B" restates its value as B ("250 cm, which is
     2.5 m" is 2.5 m; "which is 2 more than Tom" is no restatement).
   - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
-    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0") is no answer, in a
-    phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such a
-    sequence exists").
+    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0", "If n is even the
+    answer is 5; if n is odd it is 6") or offers another value ("\\boxed{8} (though it could be 9)") is no answer,
+    in a phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such
+    a sequence exists").
   Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded);
   eval.py uses the default mode (`--strict_answers 0`).
 
@@ -89,7 +96,9 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
 - `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}`, and against a one-value gold it is wrong even when the two
   coincide (`\\pm 0`, `3 \\pm 0`). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
-  `\\boxed{1 \\quad 2}` holds) is neither 2 nor 12.
+  `\\boxed{1 \\quad 2}` holds) is the list `1, 2`, neither 2 nor 12.
+- Approximations: `\\approx 0.35`, "approximately 0.35" equal only a gold that is itself rounded (a decimal or
+  scientific notation: `0.35`, `1.5e3`), never an exact one (`\\approx 3` is not `3`, `\\approx 0.33` not `\\frac13`).
 - Angles: a value in degrees (`60^\\circ`, "60 degrees") equals the same angle in radians when the other side is
   written with pi (`\\frac{\\pi}{3}`); `60^\\circ` = `60`, but a bare `60` is not `\\frac{\\pi}{3}`.
 - Ratios: `3:1` = `3 \\colon 1` = `6:2` (numbers in proportion) = `\\frac31` = `3`; order matters (`1:3` != `3:1`).
@@ -98,8 +107,9 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - Mixed numbers: `2\\frac12`, `2 \\frac{1}{2}`, `2 1/2` are 5/2, also with a unit (`2\\frac12 \\text{ cups}`).
 - Letters: `e` is Euler's number, `i` the imaginary unit; a run of letters alone is a word compared in order
   (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
-  A word gold also matches a sentence whose predicate is that word ("the function is even" for `\\text{even}`;
-  "not even" and "neither even nor odd" are not `even`).
+  A word gold also matches a sentence whose predicate is that word ("the function is even", "g is an odd
+  function" for `\\text{even}`/`\\text{odd}`; "neither even nor odd" is `\\text{neither}`, and "not even" and "neither
+  even nor odd" are not `even`).
 - Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
 - `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
   `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry; a sum, difference or
@@ -362,14 +372,17 @@ def _phrase_answer(text):
         return display
     line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
     sentence = _first_sentence(line)
-    if _UNSURE.search(sentence) or _conditional(sentence):
-        return sentence
+    start = max(text.rfind(stop, max(0, matches[-1].start() - 300), matches[-1].start()) for stop in (". ", "\n"))
+    opened = re.search(r"\b(?:if|when|whenever|unless|assuming)\b", text[start + 1:matches[-1].start()], re.I)
+    if _UNSURE.search(sentence) or _conditional(sentence) or (opened and _OTHER_CASE.search(sentence)):
+        return sentence  # ("If n is even the answer is 5; if n is odd it is 6.": one case of two)
     return _reduce(_sentence_head(line)) or None
 
 
 # An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
 _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
+                     r"(?:might|could|may)\s+(?:also\s+|instead\s+|well\s+|even\s+)?be\s+[$(\\]*-?\d+|"
                      r"if\s+I'?m\s+not\s+mistaken)\b",
                      re.IGNORECASE)
 # ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
@@ -424,7 +437,8 @@ def _strip_currency(text):
         if text.find("\n", match.end(), end) >= 0:
             close = -1  # not closed on its line
         inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
-        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])[A-Za-z]{3,}", inside):
+        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
+                                                             r"(?=\s))", inside):
             out.append(text[pos:match.start()] + CURRENCY)
             pos = match.end()
         else:
@@ -460,11 +474,23 @@ _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|w
 _LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
 
 
+_FRONTED = re.compile(r"^\s*(?:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$]{1,40}?,\s*(?=[A-Za-z])",
+                      re.IGNORECASE)
+
+
+def _without_fronted_modifier(sentence):
+    """ "Over 12 weeks, Lily saves $840": a phrase put before the sentence, up to its comma, only sets the scene;
+    its number (and its "over") is neither the answer nor a hedge."""
+    fronted = _FRONTED.match(sentence)
+    return sentence[fronted.end():] if fronted and _candidates(sentence[fronted.end():]) else sentence
+
+
 def _reduce(span):
     """The answer inside an answer phrase. A phrase that starts with a value is that value and its unit ("3 (since
     8 - 3 = 5)" -> 3, "18 miles in six hours" -> 18 miles); a sentence ("Dana can travel 18 miles") stands for its
     one number. Hedges, negations and number-changing words keep the span whole, so it fails to compare."""
-    if not span or _HEDGE_WORDS.search(span):
+    span = _without_fronted_modifier(span) if span else span
+    if not span or _hedged(span):
         return span
     lead = _LEADING_VALUE.match(span)
     if lead:
@@ -520,7 +546,8 @@ _GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|y
 _NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))")
 
 
-_PLAIN_VALUE = re.compile(r"(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
+_PLAIN_VALUE = re.compile(r"(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
+                          r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
                           r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
 
 
@@ -549,7 +576,7 @@ def _conclusion_answer(text, finished=True):
         # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
         sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
         if _candidates(sentence):
-            sentence = _without_rejected_values(sentence)
+            sentence = _without_rejected_values(_without_fronted_modifier(sentence))
             if not _candidates(sentence):
                 return None  # "The answer is not 5.": a rejected value, and nothing asserted
         restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
@@ -561,8 +588,35 @@ def _conclusion_answer(text, finished=True):
         if not _candidates(sentence) and _word_predicate(sentence):
             return _word_predicate(sentence)  # "..., so the solution set is empty."
         if _candidates(sentence):
-            return None if _HEDGE_WORDS.search(sentence) or _UNSURE.search(sentence) else _one_candidate(sentence)
+            return None if _UNSURE.search(sentence) else _stated_value(sentence)
     return None
+
+
+_SUBJECT_WORDS = {"between", "over", "under", "than", "least", "most"}  # "the largest number less than 100 is 99"
+_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
+
+
+def _hedged(sentence):
+    """A hedge word touches the sentence's value. In "<subject> is <value>", words of comparison and place in the
+    subject ("the distance between the points is 5", "the largest number less than 100 is 99") do not; a negation,
+    "or", "either" anywhere does."""
+    copula = re.search(r"\b(?:is|are|was|were|equals?)\b|=", sentence)
+    subject, predicate = (sentence[:copula.start()], sentence[copula.end():]) if copula else ("", sentence)
+    return _HEDGE_WORDS.search(predicate) is not None or any(
+        w.lower() not in _SUBJECT_WORDS for w in _HEDGE_WORDS.findall(subject))
+
+
+def _stated_value(sentence):
+    """The value a conclusion states (_one_candidate), None when hedged; "approximately 0.2" is `\\approx 0.2` (a
+    rounded value: it equals only a gold that is itself rounded, see _equiv)."""
+    approx = _APPROX_WORD.search(sentence)
+    plain = sentence[:approx.start()] + sentence[approx.end():] if approx else sentence
+    if _hedged(plain):
+        return None
+    value = _one_candidate(plain)
+    if value and approx and plain[approx.start():].lstrip("$" + CURRENCY).startswith(value):
+        return "\\approx " + value
+    return value
 
 
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
@@ -593,6 +647,7 @@ def _word_predicate(sentence):
 # "by selling 9 eggs", "after 3 days", "out of 5")
 _MODIFIER_START = re.compile(r"\b(?:for|by|in|(?<!total )(?<!sum )of|per|after|before|from|with|without|at|on|over|within|among|"
                              r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
+_PURPOSE = re.compile(r"\bto\s+(?!be\b)[a-z]{2,}\b", re.IGNORECASE)  # "7 weeks to save $210": after a quantity
 
 
 def _asserted(sentence, candidates):
@@ -609,18 +664,23 @@ def _asserted(sentence, candidates):
         return bold[0]  # "Sarah runs a total of **27 miles** in a week, 12 of them on the weekend."
     asserted, previous_end, previous_asserted = [], 0, True
     for position, value in candidates:
-        lead_in = sentence[previous_end:position].split()
+        lead_in = [w for w in sentence[previous_end:position].split() if w != CURRENCY]
         if previous_end and len(lead_in) <= 2 and lead_in and lead_in[-1].lower() in ("and", "or", ","):
             is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
         else:
-            is_asserted = not _MODIFIER_START.search(" ".join(lead_in[-3:]))
+            is_asserted = not _MODIFIER_START.search(" ".join(lead_in[-3:])) \
+                and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
         if is_asserted:
             asserted.append((position, value))
         previous_end, previous_asserted = position + len(value), is_asserted
     if len(asserted) > 1:  # "Janet sells 16 - 3 - 4 = 9 eggs a day, making $18": the one sum of money
         money = [(p, v) for p, v in asserted if sentence[p - 1:p] == CURRENCY
                  or re.match(r"\s*(?:dollars?|cents?)\b", sentence[p + len(v):], re.I)]
-        return money[0] if len(money) == 1 else None
+        if len(money) == 1:
+            return money[0]
+        # else the one in the main clause: "John runs 120 miles a week, running 3 days a week" -> 120
+        main = [(p, v) for p, v in asserted if not re.search(r",\s*[a-z]+ing\b", sentence[:p])]
+        return main[0] if len(main) == 1 and not money else None
     return asserted[0] if asserted else None
 
 
@@ -1187,6 +1247,8 @@ def _shape(s):
         inner = s[1:-1]                                               # {1, 2, 3} written without backslashes
     if inner is not None and "|" not in inner and ":" not in inner:
         return _Shape("set", _split_top(inner, [",", ";"]) if inner.strip() else [])
+    if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
+        return _Shape("list", s.split())  # `1 \quad 2` (cleaned to `1 2`): two values side by side, a list
     groups = _split_top(s, [";"])
     if len(groups) > 1 and all(len(_split_top(x, [","])) > 1 for x in groups):
         return _Shape("list", groups)  # `p=5,q=2; p=7,q=2`: semicolons separate solutions, commas their parts
@@ -1611,12 +1673,15 @@ def _is_words(s):
     return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
 
 
-_COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?the\s+[\w\s()'^{}-]{0,60}?\b(?:is|are)\s+(?:an?\s+)?",
-                     re.IGNORECASE)  # "the function is even" (not "I hope it is correct")
+_COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:the\s+[\w\s()'^{}-]{0,60}?|[A-Za-z](?:\s*\(\s*[a-z]\s*\))?\s+)"
+                     r"\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)  # "the function is even", "f is odd" (not "it is correct")
 
 
 def _words(s):
-    return " ".join(s.lower().replace("-", " ").split())
+    """Words compared: lowercase, "odd function" is "odd", "neither even nor odd" is "neither"."""
+    s = " ".join(s.lower().replace("-", " ").split())
+    s = re.sub(r"^neither (even|odd) nor (?!\1)(even|odd)$", "neither", s)
+    return re.sub(r"^(even|odd|neither)(?: functions?)$", r"\1", s)
 
 
 def _choice_equal(p, letter):
@@ -1634,6 +1699,8 @@ def _choice_equal(p, letter):
 _NOT_EQUAL = re.compile(r"^([A-Za-z])\s*\\ne\s*([^,;=<>]+)$")   # x \ne 2: every real but 2
 
 
+_MEASUREMENT = re.compile(r"[-+]?(?:\d*\.\d+(?:\s*\\times\s*10\^\{?-?\d+\}?)?|\d+\s*\\times\s*10\^\{?-?\d+\}?)"
+                          r"(?:\s*[A-Za-z][A-Za-z./^{}\d\s-]{0,20})?")  # 0.2, 1.70 \times 10^4 m: a rounded value
 _DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
 _DECIMAL_COMMA = re.compile(r"([-+]?\d+),(\d+)")
 
@@ -1654,6 +1721,9 @@ def _equiv(p, g):
         return True
     if "\\emptyset" in (p, g):
         return False  # the empty set is only itself (`\{\emptyset\}` is not empty)
+    approx = re.fullmatch(r"(?:\\approx|approximately|approx\.?|about|roughly|around)\s*([^=<>]+)", p)
+    if approx:  # "approximately 0.2": a rounded value equals a gold that is a rounded measurement, never an exact one
+        return _MEASUREMENT.fullmatch(g) is not None and _equiv(approx.group(1).strip(), g)
     choice = _CHOICE.fullmatch(g)
     if choice:
         return _choice_equal(p, choice.group(1))
