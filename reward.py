@@ -43,7 +43,7 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
     2.5 m" is 2.5 m; "which is 2 more than Tom" is no restatement).
   - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
     n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0", "If n is even the
-    answer is 5; if n is odd it is 6") or offers another value ("\\boxed{8} (though it could be 9)") is no answer,
+    answer is 5; if n is odd it is 6", "If a > 0, the answer is 3. Otherwise it is 4.") or offers another value ("\\boxed{8} (though it could be 9)") is no answer,
     in a phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such
     a sequence exists").
   Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded);
@@ -53,13 +53,14 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
   is not `1/2^98`). Irrational values are compared to 50 significant digits, never with a loose tolerance.
 - A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
-  `0.\\overline{3}` = `1/3`; only a decimal with 4+ decimals and 5+ significant digits, correctly rounded, stands for
-  a gold with no finite decimal (`2.6667` = `8/3`, `3.1416` = `\\pi`; not `0.3333`, `2.6666`, `12.566`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
+  `0.\\overline{3}` = `1/3`; only a decimal with 4+ decimals and 4+ significant digits, correctly rounded, stands for
+  a gold with no finite decimal (`2.6667` = `8/3`, `0.3333` = `1/3`, `3.1416` = `\\pi`; not `2.6666`, `12.566`, `0.0001`
+  for `\\frac{1}{12000}`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
   the same decimal written with a point, on either side, and nothing else (`2,5` is not `\\frac52`).
 - A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
   measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
   = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53);
-  but an exact value that it rounds, when the gold has the digits a prediction would need (4+ decimals, 5+
+  but an exact value that it rounds, when the gold has the digits a prediction would need (4+ decimals, 4+
   significant digits: `\\sqrt{17}` = `4.123105625617661`, `\\pi` = `3.14159`; not `\\sqrt{3}` = `1.732`).
 - Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
   without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
@@ -152,7 +153,7 @@ MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response
 DEFAULT_TIMEOUT_S = 5.0      # hard limit per graded item (worker processes and in-process alarm)
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
-DECIMAL_DIGITS = 5           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
+DECIMAL_DIGITS = 4           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -372,10 +373,10 @@ def _phrase_answer(text):
         return display
     line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
     sentence = _first_sentence(line)
-    start = max(text.rfind(stop, max(0, matches[-1].start() - 300), matches[-1].start()) for stop in (". ", "\n"))
-    opened = re.search(r"\b(?:if|when|whenever|unless|assuming)\b", text[start + 1:matches[-1].start()], re.I)
-    if _UNSURE.search(sentence) or _conditional(sentence) or (opened and _OTHER_CASE.search(sentence)):
-        return sentence  # ("If n is even the answer is 5; if n is odd it is 6.": one case of two)
+    if _UNSURE.search(sentence) or _conditional(sentence):
+        return sentence
+    if _case_of_several(text, matches[-1].start(), matches[-1].end()):
+        return line  # kept whole: "If n is even the answer is 5; if n is odd it is 6." is one case of two
     return _reduce(_sentence_head(line)) or None
 
 
@@ -391,6 +392,17 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertai
 _CONDITION = re.compile(r"(?:\s*[A-Za-z.]+){0,2}?\s*[,;]?\s*\(?\s*(?:(depending)|if|unless|provided|whenever|when|assuming|"
                         r"supposing)\b", re.IGNORECASE)
 _OTHER_CASE = re.compile(r"\b(?:otherwise|else|if|unless|when|whenever)\b", re.IGNORECASE)
+
+
+def _case_of_several(text, start, end):
+    """The answer stated at text[start:end] is one case of several: its sentence opens with a condition, and the
+    rest of that sentence or the start of the next names another case ("If n is even the answer is 5; if n is odd
+    it is 6", "If a > 0, the answer is \\boxed{3}. Otherwise it is 4.")."""
+    sentence_start = max(text.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
+    if not re.search(r"\b(?:if|when|whenever|unless|assuming)\b", text[sentence_start:start], re.I):
+        return False
+    return re.match(r"[^\n]{0,200}?(?:[.;,]\s*|\s)(?:otherwise|else|if|when|whenever|in\s+the\s+other\s+case)\b"
+                    r"[^.\n]{0,120}?(?:\d|\$|\\boxed)", text[end:end + 300], re.I | re.S) is not None  # ...with its value
 
 
 def _conditional_after(after):
@@ -588,7 +600,9 @@ def _conclusion_answer(text, finished=True):
         if not _candidates(sentence) and _word_predicate(sentence):
             return _word_predicate(sentence)  # "..., so the solution set is empty."
         if _candidates(sentence):
-            return None if _UNSURE.search(sentence) else _stated_value(sentence)
+            if _UNSURE.search(sentence) or re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
+                return None  # "Otherwise it is 4.": one case of several
+            return _stated_value(sentence)
     return None
 
 
@@ -737,7 +751,7 @@ def extract_answer(response, strict=False, think_prefilled=False):
         found = last_boxed(text)
         if found is not None and boxes:  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even": no answer
             rest = _first_sentence(text[boxes[-1][1]:boxes[-1][1] + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
-            if _UNSURE.search(rest) or _conditional_after(rest):
+            if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(text, *boxes[-1][:2]):
                 return None
         if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
             phrases = list(_PHRASE.finditer(text))

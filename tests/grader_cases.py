@@ -68,7 +68,7 @@ EQUIV = {
     # ---- near misses: a decimal in the prediction is an exact number; no tolerance on exact golds -------------
     "near misses": [
         ("\\frac{5}{9}", "0.5", False), ("\\frac14", "0.2", False), ("12.57", "4\\pi", False), ("2.5\\times 10^3", "2502", False),
-        ("0.33", "\\frac13", False), ("0.333", "\\frac13", False), ("0.3333", "\\frac13", False), ("3.14", "\\pi", False),
+        ("0.33", "\\frac13", False), ("0.333", "\\frac13", False), ("0.3334", "\\frac13", False), ("3.14", "\\pi", False),
         ("3.1417", "\\pi", False), ("1.41", "\\sqrt2", False), ("0.67", "\\frac23", False), ("12346", "12345", False),
         ("2^{64}", "2^{64}-1", False), ("18446744073709551615", "18446744073709551616", False),
         ("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}", False), ("10^{-10}", "0", False), ("1.0000001", "1", False),
@@ -113,7 +113,7 @@ EQUIV = {
         ("\\frac{x+1}{x-1}", "\\frac{x-1}{x+1}", False), ("\\frac{1}{2} x - \\frac{1}{4} + Ce^{-2x}", "x/2-1/4+ce^{-2x}", True),
         ("\\frac{1}{RsC + s^2LC + 1}", "\\frac{1}{LCs^{2}+RCs+1}", True), ("\\lceil \\frac{n}{2} \\rceil + 1", "\\lceil n / 2\\rceil+1", True),
         ("2.6667", "\\frac{8}{3}", True), ("3.1416", "\\pi", True), ("1.4142", "\\sqrt{2}", True), ("(0.6, 2.3333]", "(\\frac35, \\frac73]", True),
-        ("0.3333", "\\frac{1}{3}", False), ("2.6666", "\\frac{8}{3}", False), ("3.1415", "\\pi", False), ("1.414", "\\sqrt{2}", False),
+        ("0.3333", "\\frac{1}{3}", True), ("0.7143", "\\frac{5}{7}", True), ("0.7142", "\\frac{5}{7}", False), ("0.0001", "\\frac{1}{12000}", False), ("2.6666", "\\frac{8}{3}", False), ("3.1415", "\\pi", False), ("1.414", "\\sqrt{2}", False),
         ("\\sum_{k=1}^{10} k^2", "385", True), ("\\sum_{k=1}^{n} k", "\\frac{n(n+1)}{2}", True), ("\\prod_{k=1}^{5} k", "5!", True),
         ("\\sum_{i=0}^{n} b_{n-i} a_i", "\\sum_{i=0}^{n} a_i b_{n-i}", True), ("2\\sum_{i=1}^{3} i", "12", True),
         ("\\sum_{k=1}^{10} k", "56", False), ("\\sum_{k=1}^{n} k", "\\frac{n(n-1)}{2}", False),
@@ -431,4 +431,8 @@ RESPONSES = [
     ("\\boxed{12} (though I first thought it might be wrong, it checks out)", "12", 0.0),
     ("When the coin is fair the answer is 1/2; when it is biased it is 2/3.", "1/2", 0.0),
     ("When we add both parts, the answer is 1/2.", "1/2", 1.0),
+    ("If the coin is fair, the answer is $\\boxed{\\frac12}$. Otherwise it is $\\frac23$.", "\\frac12", 0.0),
+    ("If x is positive, the total is 7. Otherwise the total is 9.", "9", 0.0),
+    ("When we combine the terms we get \\boxed{12}.\n\nIf you want, I can explain each step.", "12", 1.0),
+    ("If we expand, the answer is \\boxed{5}, which is what we wanted when we started.", "5", 1.0),
 ]
