@@ -56,7 +56,8 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   `0.\\overline{3}` = `1/3`; only a decimal with 4+ decimals and 4+ significant digits, correctly rounded, stands for
   a gold with no finite decimal (`2.6667` = `8/3`, `0.3333` = `1/3`, `3.1416` = `\\pi`; not `2.6666`, `12.566`, `0.0001`
   for `\\frac{1}{12000}`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
-  the same decimal written with a point, on either side, and nothing else (`2,5` is not `\\frac52`).
+  the same decimal written with a point, and nothing else (`2,5` is not `\\frac52`); a gold is read so only with 2+
+  decimals (`1,22` = `1.22`; a gold `1,2` is the list 1, 2, not `1.2`).
 - A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
   measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
   = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53);
@@ -616,8 +617,9 @@ def _hedged(sentence):
     "or", "either" anywhere does."""
     copula = re.search(r"\b(?:is|are|was|were|equals?)\b|=", sentence)
     subject, predicate = (sentence[:copula.start()], sentence[copula.end():]) if copula else ("", sentence)
-    return _HEDGE_WORDS.search(predicate) is not None or any(
-        w.lower() not in _SUBJECT_WORDS for w in _HEDGE_WORDS.findall(subject))
+    words = [w.lower() for w in _HEDGE_WORDS.findall(subject)]
+    return _HEDGE_WORDS.search(predicate) is not None or any(w not in _SUBJECT_WORDS for w in words) or (
+        bool(words) and not _candidates(predicate))  # "More than 5 is the answer": the value is in the hedged subject
 
 
 def _stated_value(sentence):
@@ -1720,12 +1722,16 @@ _DECIMAL_COMMA = re.compile(r"([-+]?\d+),(\d+)")
 
 
 def _decimal_comma_equal(p, g):
-    """`1000,99` and `0,111` are decimals written with a comma (`1,000` is a thousand, `1, 22` a list): they equal
-    the same decimal written with a point on the other side (prediction or gold), and nothing else."""
-    for a, b in ((p, g), (g, p)):
+    """`1000,99` and `0,111` are decimals written with a comma (`1,000` is a thousand, `1, 22` a list): a prediction
+    so written equals the same decimal written with a point, and nothing else. A gold so written is read as a
+    decimal only with 2+ decimals (`1,22`, `0,111`): `0,1` and `1,2` are lists of small solutions."""
+    for a, b, is_gold in ((p, g, False), (g, p, True)):
         comma = _DECIMAL_COMMA.fullmatch(a)
-        if comma and _DECIMAL_POINT.fullmatch(b) and (len(comma.group(2)) != 3 or comma.group(1).lstrip("+-") == "0"):
-            return Fraction(f"{comma.group(1)}.{comma.group(2)}") == Fraction(b)
+        if not comma or not _DECIMAL_POINT.fullmatch(b):
+            continue
+        whole, decimals = comma.group(1).lstrip("+-"), comma.group(2)
+        if (len(decimals) != 3 or whole == "0") and (not is_gold or len(decimals) >= 2):
+            return Fraction(f"{comma.group(1)}.{decimals}") == Fraction(b)
     return False
 
 
