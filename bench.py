@@ -429,9 +429,37 @@ def _solution_rows(name):
     return [(p["solution"], p["answer"]) for p in rows if "\\boxed" in p["solution"]]
 
 
+def _literal(node):
+    """ast.literal_eval, plus the one computed form these tables use: an f-string of `math.<function>(<numbers>)`
+    with a format spec (`f"{math.sqrt(17):.15f}"`), formatted here without running the file."""
+    import ast
+    import math
+    if isinstance(node, ast.JoinedStr):
+        out = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                out.append(str(part.value))
+                continue
+            call = part.value
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "math"
+                    and callable(getattr(math, call.func.attr, None))
+                    and all(isinstance(a, ast.Constant) and isinstance(a.value, (int, float)) for a in call.args)):
+                raise ValueError("not a literal")
+            spec = _literal(part.format_spec) if part.format_spec is not None else ""
+            out.append(format(getattr(math, call.func.attr)(*[a.value for a in call.args]), spec))
+        return "".join(out)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(x) for x in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    return ast.literal_eval(node)
+
+
 def _published_cases(repo):
     """(gold, response, expected) from the pytest parametrize tables of a Math-Verify checkout (read with ast,
-    never imported). Golds that are whole solutions are reduced to their boxed answer."""
+    never imported). Golds that are whole solutions are reduced to their boxed answer. Rows that set a flag away
+    from verify()'s defaults (strict=False, allow_set_relation_comp=True) are left out: math-verify is run with its
+    defaults. Tables without a gold and a pred column (test_string_extraction: parse() output) are not verdicts."""
     import ast
     import reward
     cases = []
@@ -442,8 +470,8 @@ def _published_cases(repo):
                     continue
                 try:
                     names = [n.strip() for n in ast.literal_eval(deco.args[0]).split(",")]
-                    values = ast.literal_eval(deco.args[1])
-                except (ValueError, SyntaxError, AttributeError, IndexError):
+                    values = _literal(deco.args[1])
+                except (ValueError, SyntaxError, AttributeError, IndexError, TypeError):
                     continue
                 for value in values:
                     row = dict(zip(names, value))

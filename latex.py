@@ -28,13 +28,14 @@ MAX_RESULT_BITS = 20_000     # refuse to compute b**e (and n!) past ~6000 decima
 MAX_FUNCTION_ARG = 1e6       # sin(x), exp(x), ... of a constant |x| beyond this are refused (sin(10^100))
 MAX_DEPTH = 60               # nesting depth of the expression parser
 MAX_SYMBOLIC_POWER = 1000    # x^{1001}, 2^{1001 x}: refused (evaluating them at sample points is unbounded work)
+MAX_TERMS = 200              # \sum / \prod with integer bounds further apart than this are refused
 
 class ParseError(Exception):
     pass
 
 
 _NUMERAL = re.compile(r"\d+\.?\d*|\.\d+")
-_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[A-Za-z]|[-+*/^_!()\[\]{}|,'])")
+_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[A-Za-z]|[-+*/^_!()\[\]{}|,'=])")
 _FUNCS = {"arccot": sympy.acot, "arcsec": sympy.asec, "arccsc": sympy.acsc, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
           "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh,
           "cosh": sympy.cosh, "tanh": sympy.tanh, "ln": sympy.log, "exp": sympy.exp}
@@ -46,7 +47,7 @@ _GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "e
 _ACCENTS = ("bar", "hat", "vec", "dot", "ddot", "tilde", "overline", "widehat", "widetilde", "overrightarrow")
 _KNOWN_COMMANDS = set(_FUNCS) | set(_GREEK) | set(_ACCENTS) | {
     "frac", "sqrt", "binom", "pi", "infty", "log", "cdot", "times", "div", "lfloor", "rfloor", "lceil", "rceil",
-    "angle", "triangle", "{", "}", "|"}
+    "angle", "triangle", "{", "}", "|", "sum", "prod"}
 
 
 _STRUCTURAL = {"begin", "end", "approx", "sim", "simeq", "cong", "equiv", "to", "rightarrow", "Rightarrow",
@@ -114,6 +115,14 @@ def _safe_pow(base, exp):
     return sympy.Pow(base, exp)
 
 
+def _polynomial_in(expr, x):
+    """expr is a polynomial of small degree in x (its sum over a range has a cheap closed form)."""
+    try:
+        return sympy.Poly(expr, x).degree() <= 6
+    except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
+        return False
+
+
 def _small_linear(expr):
     """d, d - k, 2n + 1: a linear polynomial in symbols with small integer coefficients (a factorial of it is safe to
     evaluate at the sample points)."""
@@ -160,6 +169,7 @@ class _Parser:
         self.depth = 0
         self.symbols_seen = False
         self.infinity_seen = False
+        self.bound = []  # summation indices in scope: letters, never e or i
 
     def parse(self):
         if not self.tokens:
@@ -317,6 +327,8 @@ class _Parser:
             if not (n.is_Integer and k.is_Integer and 0 <= n <= 10_000):
                 raise ParseError("binomial arguments")
             return sympy.binomial(n, k)
+        if name in ("sum", "prod"):
+            return self.big_operator(name)
         if name == "pi":
             return sympy.pi
         if name == "infty":
@@ -357,6 +369,47 @@ class _Parser:
             return _safe_pow(value, exponent) if exponent is not None else value
         raise ParseError(f"unsupported token {token!r}")
 
+    def big_operator(self, name):
+        """\\sum_{k=a}^{b} body, \\prod_{k=a}^{b} body: the body is the product that follows (`\\sum_k a_k b_k + 1`
+        sums a_k b_k), and in it the index is a variable (`i` is not the imaginary unit). Integer bounds at most
+        MAX_TERMS apart are computed (`a_k` becomes a_1, a_2, ...); a polynomial body in the index is summed in closed
+        form; anything else (`F_{n-k-1}`, symbolic bounds) stays an unevaluated Sum/Product, compared by its
+        structure."""
+        self.take("_")
+        self.take("{")
+        index = self.take()
+        if not re.fullmatch(r"[A-Za-z]", index):
+            raise ParseError("summation index")
+        self.take("=")
+        lower = self.nested(self.expr)
+        self.take("}")
+        self.take("^")
+        upper = self.group()
+        seen = self.symbols_seen
+        self.bound.append(index)
+        try:
+            body = self.nested(self.term)
+        finally:
+            self.bound.pop()
+        k = sympy.Symbol(index)
+        indexed = [s for s in body.free_symbols if "_" in s.name and index in re.split(r"[^A-Za-z]+", s.name.split("_", 1)[1])]
+        if lower.is_Integer and upper.is_Integer and 0 <= upper - lower <= MAX_TERMS:
+            if any(s.name.split("_", 1)[1] != index for s in indexed):
+                value = (sympy.Sum if name == "sum" else sympy.Product)(body, (k, lower, upper))
+            else:
+                terms = [body.subs({k: j, **{s: sympy.Symbol(s.name.split("_")[0] + f"_{j}") for s in indexed}},
+                                   simultaneous=True) for j in range(int(lower), int(upper) + 1)]
+                value = sympy.Add(*terms) if name == "sum" else sympy.Mul(*terms)
+        elif lower.is_Integer and upper.is_Integer:
+            raise ParseError("too many terms")
+        elif name == "sum" and not indexed and _polynomial_in(body, k):
+            value = sympy.expand(sympy.summation(body, (k, lower, upper)))
+        else:
+            value = (sympy.Sum if name == "sum" else sympy.Product)(body, (k, lower, upper))
+        if not value.free_symbols:
+            self.symbols_seen = seen  # the index is bound: `\\sum_{k=1}^{10} k` is the number 55
+        return _checked(value)
+
     def func_arg(self):
         """\\sin(x+1), \\sin x, and by convention \\sin 2x = sin(2x): without brackets the argument is the implicit
         product of the atoms that follow, up to an operator or the next function (\\sin x \\cos x)."""
@@ -371,9 +424,9 @@ class _Parser:
             value = value * self.nested(self.power)
 
     def symbol(self, name):
-        if name == "e" and self.peek() != "_":
+        if name == "e" and self.peek() != "_" and name not in self.bound:
             return sympy.E
-        if name == "i" and self.peek() != "_":
+        if name == "i" and self.peek() != "_" and name not in self.bound:
             return sympy.I
         if self.peek() == "_":
             self.take()

@@ -11,7 +11,8 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
      cut off mid-thought) has NO final answer, whatever tentative \\boxed{} it contains.
   1. a JSON object's "answer" field (ZeroEval-style `{"reasoning": ..., "answer": ...}`)
   2. <answer>...</answer>                      (the answer inside is extracted again: boxed, phrase, or all of it)
-  3. \\boxed{...} / \\fbox{...}                 (boxes joined only by "and"/","/"or" are ONE list answer, so
+  3. \\boxed{...} / \\fbox{...}                 (boxes joined only by "and"/","/"or" or by part labels ("for part
+                                               (a) and", "(b)") are ONE list answer, so
                                                `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
                                                condition between them are no answer: "if ... \\boxed{10}; if not,
                                                \\boxed{5}"; a LAST box that is empty is no answer: `\\boxed{5} \\boxed{}`)
@@ -26,14 +27,25 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
   An answer sentence states ONE value (phrases 5 and 6):
   - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is"; else one
     in bold; else the only one not inside a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64;
-    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); among several asserted, the one sum
-    of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18). A `$` before a number is a dollar sign, not
-    math, when no `$` closes it on its line or words come before the next `$`. Plain-text `x >= 2` and `2 1/2`
-    are single values; a unit word after the number stays with it ("60 degrees").
+    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); a purpose clause after a quantity
+    is a modifier too ("It takes Sarah 7 weeks to save $210" -> 7; but "She needs to buy 12 eggs" -> 12), and so is
+    a phrase put before the sentence up to its comma ("Over 12 weeks, Lily saves $840" -> 840). Among several
+    asserted, the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a
+    participle clause ("John runs 120 miles a week, running 3 days a week" -> 120). A `$` before a number is a
+    dollar sign, not math, when no `$` closes it on its line or words come before the next `$` ("$210 at $30").
+    Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi` are single values; a unit word after the number stays with it
+    ("60 degrees"), also written against it (`12kg`, `1,000.99m²`; a number is never cut inside its decimals).
+  - hedge words ("or", "not", "at least", "between", "over", "approximately") make a sentence no answer, except
+    words of comparison in its subject ("the largest prime less than 50 is 47", "the distance between the points
+    is 5"); "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see Equivalence).
+  - a value the sentence rejects is no answer and no hedge: "12, not 15" is 12, "not 10, it's 12" is 12, "The
+    answer is not 5." is nothing; a sentence that ends "which is B" restates its value as B ("250 cm, which is
+    2.5 m" is 2.5 m; "which is 2 more than Tom" is no restatement).
   - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
-    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0") is no answer, in a
-    phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such a
-    sequence exists").
+    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0", "If n is even the
+    answer is 5; if n is odd it is 6", "If a > 0, the answer is 3. Otherwise it is 4.") or offers another value ("\\boxed{8} (though it could be 9)") is no answer,
+    in a phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such
+    a sequence exists").
   Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded);
   eval.py uses the default mode (`--strict_answers 0`).
 
@@ -41,10 +53,16 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
   is not `1/2^98`). Irrational values are compared to 50 significant digits, never with a loose tolerance.
 - A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
-  `0.\\overline{3}` = `1/3`.
+  `0.\\overline{3}` = `1/3`; only a decimal with 4+ decimals and 4+ significant digits, correctly rounded, stands for
+  a gold with no finite decimal (`2.6667` = `8/3`, `0.3333` = `1/3`, `3.1416` = `\\pi`; not `2.6666`, `12.566`, `0.0001`
+  for `\\frac{1}{12000}`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
+  the same decimal written with a point, and nothing else (`2,5` is not `\\frac52`); a gold is read so only with 2+
+  decimals (`1,22` = `1.22`; a gold `1,2` is the list 1, 2, not `1.2`).
 - A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
   measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
-  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53).
+  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53);
+  but an exact value that it rounds, when the gold has the digits a prediction would need (4+ decimals, 4+
+  significant digits: `\\sqrt{17}` = `4.123105625617661`, `\\pi` = `3.14159`; not `\\sqrt{3}` = `1.732`).
 - Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
   without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
   `0.5\\%` != `0.5`.
@@ -53,12 +71,18 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   `9 p.m.` != `9 a.m.`). Other trailing text is not a unit: `3 \\text{ or more}`, `3 \\text{ is not the answer}` fail.
 - Several answers: a bare list `1, 2`, a set `\\{1,2\\}`, `x \\in \\{1,2\\}`, `1 \\text{ and } 2`, `x = 1 \\text{ or } x = 2`
   and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an interval whose
-  brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`. A prediction with more or fewer
-  answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`, `B`, `5`.
+  brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`; with both `;` and `,`, the
+  semicolons separate solutions and the commas their parts (`p=5,q=2; p=7,q=2` = `(5,2),(7,2)`). A prediction with
+  more or fewer answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`,
+  `B`, `5`; an answer listed twice counts once (`1, 2, 2` = `1, 2`), unless the gold repeats one (`1, 1, 2` is a
+  multiset: not `1, 2, 2`).
 - Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `AB = 5`, `m+n = 29` for
   29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
-  relation is its value (`c = I(0)`), and every other side of a chain must equal the gold (`x = 2+3 = 5` is 5;
-  `x = 3 = 5` is nothing). An identity is no answer (`3 = 3`, `\\frac12 = \\frac12`). A trailing domain
+  relation is its value (`c = I(0)`). The sides before it are a label, the quantity asked for, or working: a
+  computation without unknowns, whose slips are not graded (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human
+  grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
+  `2x + 3 = 7` is an equation). A gold chain (`z = 1 + 1 = 2`) is its label and last side. An identity or a check
+  is no answer (`3 = 3`, `5 = 2 + 3`, `\\frac12 = \\frac12`). A trailing domain
   exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`).
 - Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
   solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
@@ -67,13 +91,16 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   K, k, C_1) and the prediction's too (a capital, c, k, m, n): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` =
   `C_1 e^t + C_2 e^{-t}`, `\\frac{\\pi}{6} + n\\pi` = `\\frac{\\pi}{6} + k\\pi`; `\\frac{hv}{\\lambda}` is not `\\frac{hc}{\\lambda}`.
 - Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
-  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it); `x \\ne 2` is
+  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it), and so is an absolute
+  value of one (`|x - 1| < 2` = `(-1, 3)`, `1 \\le |z| \\le 2` = `[-2, -1] \\cup [1, 2]`; `|x| < 3` is not `x < 3`); `x \\ne 2` is
   `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", `\\mathbb{R}`, `x \\in \\mathbb{R}` are `(-\\infty, \\infty)`.
 - The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
   itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
 - `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}`, and against a one-value gold it is wrong even when the two
   coincide (`\\pm 0`, `3 \\pm 0`). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
-  `\\boxed{1 \\quad 2}` holds) is neither 2 nor 12.
+  `\\boxed{1 \\quad 2}` holds) is the list `1, 2`, neither 2 nor 12.
+- Approximations: `\\approx 0.35`, "approximately 0.35" equal only a gold that is itself rounded (a decimal or
+  scientific notation: `0.35`, `1.5e3`), never an exact one (`\\approx 3` is not `3`, `\\approx 0.33` not `\\frac13`).
 - Angles: a value in degrees (`60^\\circ`, "60 degrees") equals the same angle in radians when the other side is
   written with pi (`\\frac{\\pi}{3}`); `60^\\circ` = `60`, but a bare `60` is not `\\frac{\\pi}{3}`.
 - Ratios: `3:1` = `3 \\colon 1` = `6:2` (numbers in proportion) = `\\frac31` = `3`; order matters (`1:3` != `3:1`).
@@ -82,11 +109,16 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - Mixed numbers: `2\\frac12`, `2 \\frac{1}{2}`, `2 1/2` are 5/2, also with a unit (`2\\frac12 \\text{ cups}`).
 - Letters: `e` is Euler's number, `i` the imaginary unit; a run of letters alone is a word compared in order
   (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
-  A word gold also matches a sentence whose predicate is that word ("the function is even" for `\\text{even}`;
-  "not even" and "neither even nor odd" are not `even`).
+  A word gold also matches a sentence whose predicate is that word ("the function is even", "g is an odd
+  function" for `\\text{even}`/`\\text{odd}`; "neither even nor odd" is `\\text{neither}`, and "not even" and "neither
+  even nor odd" are not `even`).
 - Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
 - `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
-  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry.
+  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry; a sum, difference or
+  product of written-out matrices and numbers is computed, in the order written (`A + B`, `2A - B`, `A B` != `B A`).
+- Sums and products: `\\sum_{k=1}^{10} k^2` = 385, `\\sum_{k=1}^{n} k` = `\\frac{n(n+1)}{2}` (a polynomial body has a closed
+  form); any other `\\sum` (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares by its structure: factors may commute, the index
+  and bounds may not be renamed.
 - A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
 
 Safety: untrusted text is never evaluated. latex.py's parser builds the sympy tree itself (no `eval`, `sympify` or
@@ -122,7 +154,7 @@ MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response
 DEFAULT_TIMEOUT_S = 5.0      # hard limit per graded item (worker processes and in-process alarm)
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
-DECIMAL_DIGITS = 6           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
+DECIMAL_DIGITS = 4           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -218,7 +250,10 @@ def _connective(between):
     """'and' / 'or' if the text between two boxes only joins them (`$\\boxed{1}$ and $\\boxed{2}$`), else None.
     "or maybe", "or perhaps" are hedges too."""
     between = re.sub(r"(?:\\[a-zA-Z]+|[A-Za-z])(?:_\{?\w+\}?)?\s*=\s*$", " ", between.rstrip(" $(\\"))  # "and y_2 ="
-    words = re.sub(r"\\[()\[\]]|\$|\\q?quad|\\text\s*\{|\\mbox\s*\{|[{}&]|\\\\", " ", between).replace(",", " , ").split()
+    words = re.sub(r"\\[()\[\]]|\$|\\q?quad|\\text\s*\{|\\mbox\s*\{|[{}&]|\\\\", " ", between)
+    # part labels name what each box answers: `\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}` is one list
+    words = re.sub(r"\b(?:for\s+)?(?:part|question)\s*\(?\s*(?:[a-h]|[ivx]{1,4}|\d)\s*\)?(?![\w(])|\(\s*(?:[a-h]|[ivx]{1,4})\s*\)",
+                   " ", words, flags=re.IGNORECASE).replace(",", " , ").split()
     if len(words) > 4 or not all(w.lower() in (",", ";", "and", "or", "maybe", "perhaps", "possibly") for w in words):
         return None
     return "or" if any(w.lower() in ("or", "maybe", "perhaps", "possibly") for w in words) else "and"
@@ -341,12 +376,15 @@ def _phrase_answer(text):
     sentence = _first_sentence(line)
     if _UNSURE.search(sentence) or _conditional(sentence):
         return sentence
+    if _case_of_several(text, matches[-1].start(), matches[-1].end()):
+        return line  # kept whole: "If n is even the answer is 5; if n is odd it is 6." is one case of two
     return _reduce(_sentence_head(line)) or None
 
 
 # An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
 _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
+                     r"(?:might|could|may)\s+(?:also\s+|instead\s+|well\s+|even\s+)?be\s+[$(\\]*-?\d+|"
                      r"if\s+I'?m\s+not\s+mistaken)\b",
                      re.IGNORECASE)
 # ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
@@ -355,6 +393,17 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertai
 _CONDITION = re.compile(r"(?:\s*[A-Za-z.]+){0,2}?\s*[,;]?\s*\(?\s*(?:(depending)|if|unless|provided|whenever|when|assuming|"
                         r"supposing)\b", re.IGNORECASE)
 _OTHER_CASE = re.compile(r"\b(?:otherwise|else|if|unless|when|whenever)\b", re.IGNORECASE)
+
+
+def _case_of_several(text, start, end):
+    """The answer stated at text[start:end] is one case of several: its sentence opens with a condition, and the
+    rest of that sentence or the start of the next names another case ("If n is even the answer is 5; if n is odd
+    it is 6", "If a > 0, the answer is \\boxed{3}. Otherwise it is 4.")."""
+    sentence_start = max(text.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
+    if not re.search(r"\b(?:if|when|whenever|unless|assuming)\b", text[sentence_start:start], re.I):
+        return False
+    return re.match(r"[^\n]{0,200}?(?:[.;,]\s*|\s)(?:otherwise|else|if|when|whenever|in\s+the\s+other\s+case)\b"
+                    r"[^.\n]{0,120}?(?:\d|\$|\\boxed)", text[end:end + 300], re.I | re.S) is not None  # ...with its value
 
 
 def _conditional_after(after):
@@ -401,7 +450,8 @@ def _strip_currency(text):
         if text.find("\n", match.end(), end) >= 0:
             close = -1  # not closed on its line
         inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
-        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])[A-Za-z]{3,}", inside):
+        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
+                                                             r"(?=\s))", inside):
             out.append(text[pos:match.start()] + CURRENCY)
             pos = match.end()
         else:
@@ -437,11 +487,23 @@ _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|w
 _LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
 
 
+_FRONTED = re.compile(r"^\s*(?:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$]{1,40}?,\s*(?=[A-Za-z])",
+                      re.IGNORECASE)
+
+
+def _without_fronted_modifier(sentence):
+    """ "Over 12 weeks, Lily saves $840": a phrase put before the sentence, up to its comma, only sets the scene;
+    its number (and its "over") is neither the answer nor a hedge."""
+    fronted = _FRONTED.match(sentence)
+    return sentence[fronted.end():] if fronted and _candidates(sentence[fronted.end():]) else sentence
+
+
 def _reduce(span):
     """The answer inside an answer phrase. A phrase that starts with a value is that value and its unit ("3 (since
     8 - 3 = 5)" -> 3, "18 miles in six hours" -> 18 miles); a sentence ("Dana can travel 18 miles") stands for its
     one number. Hedges, negations and number-changing words keep the span whole, so it fails to compare."""
-    if not span or _HEDGE_WORDS.search(span):
+    span = _without_fronted_modifier(span) if span else span
+    if not span or _hedged(span):
         return span
     lead = _LEADING_VALUE.match(span)
     if lead:
@@ -490,11 +552,16 @@ def _sentence_head(line):
 
 
 _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
-_NUMBER = re.compile(r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?(?![\w^/])")
+_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
+# a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
+# part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
+_GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|yd|mph|kph|Hz|eV|Pa|J|N|W|V|K)[²³]?(?![\w^])"
+_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))")
 
 
-_PLAIN_VALUE = re.compile(r"(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
-                          r"|" + _NUMBER.pattern[:-len(r"(?:/\d+)?(?![\w^/])")] + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
+_PLAIN_VALUE = re.compile(r"(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
+                          r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
+                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
 
 
 def _candidates(sentence):
@@ -521,14 +588,67 @@ def _conclusion_answer(text, finished=True):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
         # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
         sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
+        if _candidates(sentence):
+            sentence = _without_rejected_values(_without_fronted_modifier(sentence))
+            if not _candidates(sentence):
+                return None  # "The answer is not 5.": a rejected value, and nothing asserted
+        restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
+        if restated and len(_candidates(sentence[restated.end():])) == 1:
+            sentence = sentence[restated.end():]
         cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)
         if cut and _candidates(sentence[:cut.start()]):
             sentence = sentence[:cut.start()]
         if not _candidates(sentence) and _word_predicate(sentence):
             return _word_predicate(sentence)  # "..., so the solution set is empty."
         if _candidates(sentence):
-            return None if _HEDGE_WORDS.search(sentence) or _UNSURE.search(sentence) else _one_candidate(sentence)
+            if _UNSURE.search(sentence) or re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
+                return None  # "Otherwise it is 4.": one case of several
+            return _stated_value(sentence)
     return None
+
+
+_SUBJECT_WORDS = {"between", "over", "under", "than", "least", "most"}  # "the largest number less than 100 is 99"
+_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
+
+
+def _hedged(sentence):
+    """A hedge word touches the sentence's value. In "<subject> is <value>", words of comparison and place in the
+    subject ("the distance between the points is 5", "the largest number less than 100 is 99") do not; a negation,
+    "or", "either" anywhere does."""
+    copula = re.search(r"\b(?:is|are|was|were|equals?)\b|=", sentence)
+    subject, predicate = (sentence[:copula.start()], sentence[copula.end():]) if copula else ("", sentence)
+    words = [w.lower() for w in _HEDGE_WORDS.findall(subject)]
+    return _HEDGE_WORDS.search(predicate) is not None or any(w not in _SUBJECT_WORDS for w in words) or (
+        bool(words) and not _candidates(predicate))  # "More than 5 is the answer": the value is in the hedged subject
+
+
+def _stated_value(sentence):
+    """The value a conclusion states (_one_candidate), None when hedged; "approximately 0.2" is `\\approx 0.2` (a
+    rounded value: it equals only a gold that is itself rounded, see _equiv)."""
+    approx = _APPROX_WORD.search(sentence)
+    plain = sentence[:approx.start()] + sentence[approx.end():] if approx else sentence
+    if _hedged(plain):
+        return None
+    value = _one_candidate(plain)
+    if value and approx and plain[approx.start():].lstrip("$" + CURRENCY).startswith(value):
+        return "\\approx " + value
+    return value
+
+
+_VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
+_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?", re.I)
+# "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
+_RESTATED = re.compile(r"[,;]?\s+(?:which|that)\s+(?:is|equals)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³]{1,6}\.?)?"
+                       r"\s*[.!]?\s*$)", re.I)
+
+
+def _without_rejected_values(sentence):
+    """A value the sentence rejects ("not 10", "6, not 5") is no answer and no hedge: it is dropped with its "not",
+    and so is a leading "No,"/"Not": "not it's not 10 it's 1,000.99" asserts 1,000.99."""
+    kept = _REJECTED.sub(" ", sentence)
+    if kept == sentence:
+        return sentence
+    return re.sub(r"^\s*(?:no|not)\b[,!]?\s*", "", kept, flags=re.I)
 
 
 def _word_predicate(sentence):
@@ -543,6 +663,7 @@ def _word_predicate(sentence):
 # "by selling 9 eggs", "after 3 days", "out of 5")
 _MODIFIER_START = re.compile(r"\b(?:for|by|in|(?<!total )(?<!sum )of|per|after|before|from|with|without|at|on|over|within|among|"
                              r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
+_PURPOSE = re.compile(r"\bto\s+(?!be\b)[a-z]{2,}\b", re.IGNORECASE)  # "7 weeks to save $210": after a quantity
 
 
 def _asserted(sentence, candidates):
@@ -559,18 +680,23 @@ def _asserted(sentence, candidates):
         return bold[0]  # "Sarah runs a total of **27 miles** in a week, 12 of them on the weekend."
     asserted, previous_end, previous_asserted = [], 0, True
     for position, value in candidates:
-        lead_in = sentence[previous_end:position].split()
+        lead_in = [w for w in sentence[previous_end:position].split() if w != CURRENCY]
         if previous_end and len(lead_in) <= 2 and lead_in and lead_in[-1].lower() in ("and", "or", ","):
             is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
         else:
-            is_asserted = not _MODIFIER_START.search(" ".join(lead_in[-3:]))
+            is_asserted = not _MODIFIER_START.search(" ".join(lead_in[-3:])) \
+                and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
         if is_asserted:
             asserted.append((position, value))
         previous_end, previous_asserted = position + len(value), is_asserted
     if len(asserted) > 1:  # "Janet sells 16 - 3 - 4 = 9 eggs a day, making $18": the one sum of money
         money = [(p, v) for p, v in asserted if sentence[p - 1:p] == CURRENCY
                  or re.match(r"\s*(?:dollars?|cents?)\b", sentence[p + len(v):], re.I)]
-        return money[0] if len(money) == 1 else None
+        if len(money) == 1:
+            return money[0]
+        # else the one in the main clause: "John runs 120 miles a week, running 3 days a week" -> 120
+        main = [(p, v) for p, v in asserted if not re.search(r",\s*[a-z]+ing\b", sentence[:p])]
+        return main[0] if len(main) == 1 and not money else None
     return asserted[0] if asserted else None
 
 
@@ -591,8 +717,9 @@ def _one_candidate(sentence):
         return None
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
-    if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after):
-        return None  # 5x, 5 + y, 5(1+x), 5 = ...
+    if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
+            and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)):
+        return None  # 5x, 5 + y, 5(1+x), 5 = ... (but "5 m", "5m²": a unit)
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
     before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
     nearby = " ".join(before.split()[-4:] + after.split()[:2])
@@ -626,7 +753,7 @@ def extract_answer(response, strict=False, think_prefilled=False):
         found = last_boxed(text)
         if found is not None and boxes:  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even": no answer
             rest = _first_sentence(text[boxes[-1][1]:boxes[-1][1] + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
-            if _UNSURE.search(rest) or _conditional_after(rest):
+            if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(text, *boxes[-1][:2]):
                 return None
         if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
             phrases = list(_PHRASE.finditer(text))
@@ -783,7 +910,7 @@ def clean(s):
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"(?:\s*(?:\\\\|[.,;]))+$", "", s).strip()                     # trailing punctuation / row breaks
     # thousands separators: 1,000 and 1,234,567.5 -- not `1, 000` or `1,2` (lists), and not inside a list
-    thousands = re.compile(r"(?<![\d,.(\[{])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,)\]}])")
+    thousands = re.compile(r"(?<![\d,.(\[{])(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,)\]}])")
     if thousands.search(s) and "," not in thousands.sub("", s):
         s = thousands.sub(lambda m: m.group(0).replace(",", ""), s)
     if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):                    # 1 000 000
@@ -858,6 +985,10 @@ def _renamed_constants(p, g):
 def _exprs_equal(p, g):
     """Parsed answers: constants by _numbers_equal, formulas by agreement at random rational points (exact
     arithmetic), which decides polynomial and rational identities with negligible error."""
+    if p == g:
+        return True  # the same tree (sympy orders the factors of a product: `F_{n-k-1} F_k` is `F_k F_{n-k-1}`)
+    if p.has(sympy.Sum, sympy.Product) or g.has(sympy.Sum, sympy.Product):
+        return False  # an unevaluated sum (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares only by its structure
     if not p.free_symbols and not g.free_symbols:
         return _numbers_equal(p, g)
     return any(_same_function(q, g) for q in _renamed_constants(p, g))
@@ -883,6 +1014,20 @@ def _same_function(p, g):
     return False
 
 
+def _rounded_value(decimal_text, exact):
+    """Is `decimal_text` the exact number `exact` (one with no finite decimal expansion: 1/12, pi, sqrt 17) rounded?
+    Only a decimal with 4+ decimals and DECIMAL_DIGITS+ significant digits may stand for it; None when the rule does
+    not apply (then the two compare exactly)."""
+    decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", decimal_text)
+    if exact.free_symbols or (exact.is_Rational and exact.q in (1, 2, 4, 5, 8, 10)) or not exact.is_number:
+        return None
+    digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
+    if digits < DECIMAL_DIGITS or len(decimal.group(2)) < 4:
+        return None if exact.is_Rational else False
+    half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
+    return bool(abs(sympy.N(exact - parse_math(decimal_text), 30)) <= half_unit)
+
+
 def _values_equal(p, g):
     """Single values (cleaned text, no units, lists or relations)."""
     p, g = _mixed_number(p), _mixed_number(g)
@@ -894,14 +1039,15 @@ def _values_equal(p, g):
     if pp is None or gp is None:
         return False
     try:
-        decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", p)
         gold_has_decimal = re.search(r"\.\d*[1-9]", g) is not None
-        if decimal and not gp.free_symbols and not gold_has_decimal and not gp.is_Rational or (
-                decimal and gp.is_Rational and gp.q not in (1, 2, 4, 5, 8, 10)):
-            digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
-            if digits >= DECIMAL_DIGITS and len(decimal.group(2)) >= 4:  # 0.0833333333 for 1/12, 3.14159 for pi
-                half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
-                return bool(abs(sympy.N(gp - pp, 30)) <= half_unit)
+        if re.fullmatch(r"[-+]?\d*\.\d+", p) and not gold_has_decimal:
+            rounded = _rounded_value(p, gp)       # 0.0833333333 for 1/12, 2.6667 for 8/3, 3.14159 for pi
+            if rounded is not None:
+                return rounded
+        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p:
+            rounded = _rounded_value(g, pp)       # \sqrt{17} for a gold 4.123105625617661
+            if rounded is not None:
+                return rounded
         return _exprs_equal(pp, gp)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
         return False
@@ -1117,6 +1263,11 @@ def _shape(s):
         inner = s[1:-1]                                               # {1, 2, 3} written without backslashes
     if inner is not None and "|" not in inner and ":" not in inner:
         return _Shape("set", _split_top(inner, [",", ";"]) if inner.strip() else [])
+    if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
+        return _Shape("list", s.split())  # `1 \quad 2` (cleaned to `1 2`): two values side by side, a list
+    groups = _split_top(s, [";"])
+    if len(groups) > 1 and all(len(_split_top(x, [","])) > 1 for x in groups):
+        return _Shape("list", groups)  # `p=5,q=2; p=7,q=2`: semicolons separate solutions, commas their parts
     parts = [p for p in _split_top(s, [",", ";", "and", "or", "\\quad"]) if p]
     parts = [x for p in parts for x in _expand_pm(p)]           # 1 \pm \sqrt 2 -> two answers
     if len(parts) > 1:
@@ -1147,7 +1298,18 @@ def _expand_pm(s):
     return _expand_pm(head + "+" + tail) + _expand_pm(head + "-" + tail)
 
 
+def _distinct(items):
+    """The items with repeats dropped (`(3,17,3,7)` listed twice is one solution)."""
+    kept = []
+    for item in items:
+        if not any(_canon(item) == _canon(k) or _equiv(item, k) for k in kept):
+            kept.append(item)
+    return kept
+
+
 def _match_unordered(preds, golds):
+    if len(preds) > len(golds) and len(preds) <= 20 and len(_distinct(golds)) == len(golds):
+        preds = _distinct(preds)  # a solution named twice is still one solution (unless the gold repeats one too)
     if len(preds) != len(golds) or len(golds) > 50:
         return False
     remaining = list(preds)
@@ -1258,10 +1420,49 @@ def _solved_inequality(parts, op):
     return ("-\\infty", bound, False, closed) if upper else (bound, "\\infty", closed, False)
 
 
+def _abs_intervals(s):
+    """`|x - 1| < 2`, `1 \\le |z| \\le \\frac{3}{2}`, `|x| > 3`: an absolute value of a linear expression in one
+    variable bounded by numbers, solved into its intervals [(lo, hi, lo_closed, hi_closed)]; None otherwise."""
+    parts, ops = [p.strip() for p in _INEQ.split(s)], _INEQ.findall(s)
+    bars = [k for k, part in enumerate(parts) if re.fullmatch(r"\|[^|]+\|", part)]
+    if len(bars) != 1 or len(parts) not in (2, 3):
+        return None
+    k = bars[0]
+    if len(parts) == 3 and (k != 1 or not (set(ops) <= {"<", "\\le"} or set(ops) <= {">", "\\ge"})):
+        return None
+    solved = _linear_root(parts[k][1:-1], "0")
+    bounds = [parse_math(part) for j, part in enumerate(parts) if j != k]
+    if solved is None or any(b is None or not b.is_Rational for b in bounds):
+        return None
+    slope, root = solved
+    lower, upper, lower_closed, upper_closed = None, None, False, False   # bounds on |x - root| * |slope|
+    for j, op in enumerate(ops):                                          # op between parts[j] and parts[j + 1]
+        bound, bound_is_left = (parts[j], True) if j + 1 == k else (parts[j + 1], False) if j == k else (None, None)
+        if bound is None:
+            continue
+        value = parse_math(bound) / abs(slope)
+        is_upper = (op in ("<", "\\le")) != bound_is_left               # |e| < b, or b > |e|
+        if is_upper:
+            upper, upper_closed = value, op in ("\\le", "\\ge")
+        else:
+            lower, lower_closed = value, op in ("\\le", "\\ge")
+    if (upper is not None and upper <= 0) or (lower is not None and lower < 0) or \
+            (lower is not None and upper is not None and lower >= upper):
+        return None  # empty or every real: not written this way on purpose
+    t = _as_text
+    if lower is None or (lower == 0 and lower_closed):
+        return [(t(root - upper), t(root + upper), upper_closed, upper_closed)]
+    if upper is None:
+        return [("-\\infty", t(root - lower), False, lower_closed),
+                (t(root + lower), "\\infty", lower_closed, False)]
+    return [(t(root - upper), t(root - lower), upper_closed, lower_closed),
+            (t(root + lower), t(root + upper), lower_closed, upper_closed)]
+
+
 def _intervals_equal(p, g):
     """Unions of intervals (order-free) with matching brackets; None when either side is not one."""
     ps, gs = _split_top(p, ["\\cup", "or"]), _split_top(g, ["\\cup", "or"])
-    pi, gi = [_as_interval(x) for x in ps], [_as_interval(x) for x in gs]
+    pi, gi = ([i for x in xs for i in (_abs_intervals(x) or [_as_interval(x)])] for xs in (ps, gs))
     if None in pi or None in gi:
         return None
     if len(pi) != len(gi):
@@ -1323,8 +1524,23 @@ def _canon_label(side):
     return re.sub(r"[\s{}]", "", side)
 
 
+def _is_working(side):
+    """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`): the work before a chain's value."""
+    value = parse_math(side)
+    return value is not None and not value.free_symbols
+
+
+def _chain_value(sides):
+    """A chain of three or more sides (`z = 1 + 1 = 2`) stands for its first side if that is a label, and its last:
+    the sides between are working."""
+    if len(sides) < 3:
+        return sides
+    return [sides[0], sides[-1]] if _is_label(sides[0]) else sides[-1:]
+
+
 def _relations_equal(p_sides, g_sides):
-    """At least one side has '='. Labels are stripped; every remaining side of the prediction must be the answer."""
+    """At least one side has '='. Labels are stripped; the prediction's value is its last side (see below)."""
+    g_sides = _chain_value(g_sides)
     g_value = parse_math(g_sides[0]) if len(g_sides) == 1 else None
     g_constant = g_value is not None and not g_value.free_symbols
     if len(g_sides) == 1 or (len(g_sides) == 2 and _is_label(g_sides[0])):
@@ -1339,8 +1555,11 @@ def _relations_equal(p_sides, g_sides):
             return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
         if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({_canon(x) for x in p_sides}) == 1:
             return False                                              # 3 = 3, 5 = 2 + 3: an identity, not an answer
-        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)))]
-        return all(_equiv(v, gold) for v in values + p_sides[-1:])  # the last side is the value (`c = I(0)`)
+        # the last side is the value (`c = I(0)`); a side before it is a label, the quantity asked for, or working:
+        # a computation without unknowns (`x = 5+5+1 = 7 = 11` is 11, its slips are not graded); a side with an
+        # unknown must itself be the answer (`2x + 3 = 7` is an equation, not 7)
+        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s))]
+        return all(_equiv(v, gold) for v in values + p_sides[-1:])
     if len(p_sides) != len(g_sides):
         return False
     if len(g_sides) == 2:
@@ -1349,7 +1568,8 @@ def _relations_equal(p_sides, g_sides):
 
 
 # ---- matrices ------------------------------------------------------------------------------------------------
-_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", re.DOTALL)
+_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?((?:(?!\\end\{\1\}).)*)\\end\{\1\}",
+                     re.DOTALL)
 
 
 def _matrix(s):
@@ -1379,8 +1599,62 @@ def _determinant_text(kind_rows):
     return det
 
 
+_ONE_MATRIX = re.compile(r"\\begin\{([pbB]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?(.*?)\\end\{\1\}", re.DOTALL)
+
+
+def _matrix_arithmetic(s):
+    """The value (a sympy Matrix) of sums, differences and products of written-out matrices and numbers
+    (`A + B`, `A B`, `2 A - B`, `A \\cdot B`, in the order written), or None when s is not only that."""
+    matrices = []
+
+    def placeholder(match):
+        matrices.append(_matrix(match.group(0)))
+        return f" M{len(matrices) - 1} "
+    skeleton = _ONE_MATRIX.sub(placeholder, s)
+    if not matrices or len(matrices) > 6 or None in matrices or re.search(r"[{}\\](?!cdot|times)", skeleton):
+        return None
+    values = []
+    for _, rows in matrices:
+        if len(rows) > 6 or any(len(r) != len(rows[0]) for r in rows):
+            return None
+        entries = [[parse_math(c) for c in r] for r in rows]
+        if any(e is None for r in entries for e in r):
+            return None
+        values.append(sympy.Matrix(entries))
+    total = None
+    for sign, term in re.findall(r"([-+]?)\s*([^-+]+)", skeleton):
+        product = sympy.Integer(-1 if sign == "-" else 1)
+        for factor in re.split(r"\s*(?:\\cdot|\\times|\*)\s*|\s+", term.strip()):
+            if re.fullmatch(r"M\d", factor):
+                factor_value = values[int(factor[1:])]
+            else:
+                factor_value = parse_math(factor)
+                if factor_value is None or factor_value.free_symbols:
+                    return None
+            try:
+                product = product * factor_value
+            except (sympy.ShapeError, TypeError, ValueError):
+                return None  # shapes that do not multiply
+        if not isinstance(product, sympy.MatrixBase):
+            return None
+        try:
+            total = product if total is None else total + product
+        except (sympy.ShapeError, TypeError, ValueError):
+            return None
+    return total
+
+
 def _matrices_equal(p, g):
     pm, gm = _matrix(p), _matrix(g)
+    if pm is None and gm is not None and gm[0] not in ("vmatrix", "Vmatrix"):
+        value = _matrix_arithmetic(p)  # [[1, 2], [3, 4]] + [[5, 6], [7, 8]] against the written sum
+        if value is not None:
+            rows = gm[1]
+            if value.shape != (len(rows), len(rows[0])) or any(len(r) != value.shape[1] for r in rows):
+                return False
+            entries = [[parse_math(c) for c in r] for r in rows]
+            return all(entries[i][j] is not None and _exprs_equal(value[i, j], entries[i][j])
+                       for i in range(value.shape[0]) for j in range(value.shape[1]))
     if (pm and pm[0] in ("vmatrix", "Vmatrix")) or (gm and gm[0] in ("vmatrix", "Vmatrix")):
         pv = _determinant_text(pm) if pm and pm[0].lower() == "vmatrix" else parse_math(p)
         gv = _determinant_text(gm) if gm and gm[0].lower() == "vmatrix" else parse_math(g)
@@ -1415,12 +1689,15 @@ def _is_words(s):
     return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
 
 
-_COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?the\s+[\w\s()'^{}-]{0,60}?\b(?:is|are)\s+(?:an?\s+)?",
-                     re.IGNORECASE)  # "the function is even" (not "I hope it is correct")
+_COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:the\s+[\w\s()'^{}-]{0,60}?|[A-Za-z](?:\s*\(\s*[a-z]\s*\))?\s+)"
+                     r"\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)  # "the function is even", "f is odd" (not "it is correct")
 
 
 def _words(s):
-    return " ".join(s.lower().replace("-", " ").split())
+    """Words compared: lowercase, "odd function" is "odd", "neither even nor odd" is "neither"."""
+    s = " ".join(s.lower().replace("-", " ").split())
+    s = re.sub(r"^neither (even|odd) nor (?!\1)(even|odd)$", "neither", s)
+    return re.sub(r"^(even|odd|neither)(?: functions?)$", r"\1", s)
 
 
 def _choice_equal(p, letter):
@@ -1438,12 +1715,35 @@ def _choice_equal(p, letter):
 _NOT_EQUAL = re.compile(r"^([A-Za-z])\s*\\ne\s*([^,;=<>]+)$")   # x \ne 2: every real but 2
 
 
+_MEASUREMENT = re.compile(r"[-+]?(?:\d*\.\d+(?:\s*\\times\s*10\^\{?-?\d+\}?)?|\d+\s*\\times\s*10\^\{?-?\d+\}?)"
+                          r"(?:\s*[A-Za-z][A-Za-z./^{}\d\s-]{0,20})?")  # 0.2, 1.70 \times 10^4 m: a rounded value
+_DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
+_DECIMAL_COMMA = re.compile(r"([-+]?\d+),(\d+)")
+
+
+def _decimal_comma_equal(p, g):
+    """`1000,99` and `0,111` are decimals written with a comma (`1,000` is a thousand, `1, 22` a list): a prediction
+    so written equals the same decimal written with a point, and nothing else. A gold so written is read as a
+    decimal only with 2+ decimals (`1,22`, `0,111`): `0,1` and `1,2` are lists of small solutions."""
+    for a, b, is_gold in ((p, g, False), (g, p, True)):
+        comma = _DECIMAL_COMMA.fullmatch(a)
+        if not comma or not _DECIMAL_POINT.fullmatch(b):
+            continue
+        whole, decimals = comma.group(1).lstrip("+-"), comma.group(2)
+        if (len(decimals) != 3 or whole == "0") and (not is_gold or len(decimals) >= 2):
+            return Fraction(f"{comma.group(1)}.{decimals}") == Fraction(b)
+    return False
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
-    if p == g or _canon(p) == _canon(g):
+    if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
         return True
     if "\\emptyset" in (p, g):
         return False  # the empty set is only itself (`\{\emptyset\}` is not empty)
+    approx = re.fullmatch(r"(?:\\approx|approximately|approx\.?|about|roughly|around)\s*([^=<>]+)", p)
+    if approx:  # "approximately 0.2": a rounded value equals a gold that is a rounded measurement, never an exact one
+        return _MEASUREMENT.fullmatch(g) is not None and _equiv(approx.group(1).strip(), g)
     choice = _CHOICE.fullmatch(g)
     if choice:
         return _choice_equal(p, choice.group(1))
