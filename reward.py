@@ -731,6 +731,25 @@ def _one_candidate(sentence):
     return value.strip()
 
 
+_TEXT_GROUP = re.compile(r"\\(?:text|mbox|mathrm|textrm|operatorname|mathbb|mathcal|begin|end)\s*\{([^{}]*)\}")
+
+
+def _bare_formula(text):
+    """The whole text is one formula written without delimiters: one line (a matrix may span lines), no words
+    outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`)."""
+    text = re.sub(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}", lambda m: m.group(0).replace("\n", " "), text,
+                  flags=re.DOTALL) if "\\begin" in text else text
+    if "\n" in text or len(text) > 300 or not re.search(r"[A-Za-z0-9]", text):
+        return False
+    if len(text) <= 200 and parse_math(split_unit(clean(text) or "")[0]) is not None:
+        return True
+    if any(len(group.split()) > 3 for group in _TEXT_GROUP.findall(text)):
+        return False
+    rest = re.sub(r"\\[a-zA-Z]+", " ", _TEXT_GROUP.sub(" ", text))
+    return not any(is_english(w) for w in re.findall(r"(?<![a-zA-Z])[a-zA-Z]{3,}", rest)) \
+        and not re.search(r"[!?:]\s*$|[.!?]\s+[A-Za-z]", text) and clean(text) is not None
+
+
 def extract_answer(response, strict=False, think_prefilled=False):
     """The final answer a response commits to (a string), or None. See the module docstring for the order.
     strict=True: only explicit answers (JSON field, <answer>, box, ####, answer phrase), no free-text fallback."""
@@ -771,8 +790,8 @@ def extract_answer(response, strict=False, think_prefilled=False):
         found = _phrase_answer(text)
     if found is None and not strict:
         bare = text.strip()
-        if "\n" not in bare and len(bare) <= 200 and parse_math(split_unit(clean(bare) or "")[0]) is not None:
-            found = bare  # the whole response is a formula: `\frac{10}{9}`
+        if _bare_formula(bare):
+            found = re.sub(r"(?<!\\)\.$", "", bare)  # the whole response is a formula: `\frac{10}{9}`, `f^{-1}(x) = \ln x - 2`
         else:
             found = _conclusion_answer(text)
     if found is None or not found.strip() or len(found) > MAX_ANSWER_CHARS:
