@@ -15,7 +15,9 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
                                                (a) and", "(b)") are ONE list answer, so
                                                `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
                                                condition between them are no answer: "if ... \\boxed{10}; if not,
-                                               \\boxed{5}"; a LAST box that is empty is no answer: `\\boxed{5} \\boxed{}`)
+                                               \\boxed{5}"; a LAST box that is empty is no answer when words
+                                               come between it and the answer's box ("\\boxed{5}. Wait, ... \\boxed{}"),
+                                               and is ignored right after it: `\\boxed{5}\\n\\boxed{}` is 5)
   4. `#### 18`                                 (GSM8K; `#### She sold 72 clips.` is read as an answer sentence)
   5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:" (line start),
      "**Final Answer:**", `Answer $ 9 $` ... up to the end of the sentence
@@ -82,7 +84,8 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   computation without unknowns, whose slips are not graded (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human
   grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
   `2x + 3 = 7` is an equation). A gold chain (`z = 1 + 1 = 2`) is its label and last side. An identity or a check
-  is no answer (`3 = 3`, `5 = 2 + 3`, `\\frac12 = \\frac12`). A trailing domain
+  between values is their common value: each side must equal the gold (`3 = 3`, `\\sqrt{16} = 4` are 3, 4; `0 = 0` is
+  not 10, `\\sqrt{4} = 2` not 4). A trailing domain
   exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`).
 - Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
   solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
@@ -96,8 +99,8 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", `\\mathbb{R}`, `x \\in \\mathbb{R}` are `(-\\infty, \\infty)`.
 - The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
   itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
-- `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}`, and against a one-value gold it is wrong even when the two
-  coincide (`\\pm 0`, `3 \\pm 0`). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
+- `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}` (not `1`); two that coincide are that one value (`3 \\pm 0` = 3,
+  `\\pm\\sqrt{0}` = 0). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
   `\\boxed{1 \\quad 2}` holds) is the list `1, 2`, neither 2 nor 12.
 - Approximations: `\\approx 0.35`, "approximately 0.35" equal only a gold that is itself rounded (a decimal or
   scientific notation: `0.35`, `1.5e3`), never an exact one (`\\approx 3` is not `3`, `\\approx 0.33` not `\\frac13`).
@@ -750,6 +753,9 @@ def _bare_formula(text):
         and not re.search(r"[!?:]\s*$|[.!?]\s+[A-Za-z]", text) and clean(text) is not None
 
 
+_FILLER_WORDS = {"final", "answer", "the", "is", "so", "thus", "hence", "therefore", "i", "hope", "it", "correct"}
+
+
 def extract_answer(response, strict=False, think_prefilled=False):
     """The final answer a response commits to (a string), or None. See the module docstring for the order.
     strict=True: only explicit answers (JSON field, <answer>, box, ####, answer phrase), no free-text fallback."""
@@ -762,7 +768,12 @@ def extract_answer(response, strict=False, think_prefilled=False):
         return None  # the last box never closes: the answer was cut off while being written
     boxes = _boxes(text)
     if boxes and not boxes[-1][2] and text.count('"answer"') == 0:
-        return None  # the last box is empty (`\boxed{5} \boxed{}`): the response ends on no answer
+        filled = [b for b in boxes if b[2]]
+        between = text[filled[-1][1]:boxes[-1][0]] if filled else ""
+        words = re.sub(r"\\[\[\]()]|\\boxed\s*\{\s*\}|[$*#_.,:;!\s]+", " ", between).lower().split()
+        if not filled or len(words) > 8 or not set(words) <= _FILLER_WORDS:
+            return None  # the last box is empty after other words (`\boxed{5}. Wait, that is wrong: \boxed{}`): no answer
+        # else an empty box right after the answer (`\boxed{5}\n\n**Final Answer** \boxed{}`) adds nothing
     found = _json_answer(text)
     if found is None and re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and not re.search(r"\}\s*(?:```)?\s*$", text):
         return None  # a JSON object opened and never closed: cut off before its answer field
@@ -1573,7 +1584,7 @@ def _relations_equal(p_sides, g_sides):
         if len(g_sides) == 2 and len(p_sides) == 2 and not _is_label(p_sides[0]):
             return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
         if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({_canon(x) for x in p_sides}) == 1:
-            return False                                              # 3 = 3, 5 = 2 + 3: an identity, not an answer
+            return all(_equiv(x, gold) for x in p_sides)              # 3 = 3, \sqrt{16} = 4: each side is the value
         # the last side is the value (`c = I(0)`); a side before it is a label, the quantity asked for, or working:
         # a computation without unknowns (`x = 5+5+1 = 7 = 11` is 11, its slips are not graded); a side with an
         # unknown must itself be the answer (`2x + 3 = 7` is an equation, not 7)
@@ -1783,7 +1794,8 @@ def _equiv(p, g):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)
     if g_shape.kind == "single" and re.search(r"\\(?:pm|mp)", p) and not re.search(r"\\(?:pm|mp)", g):
-        return False  # `\pm 0`, `3 \pm 0`: a plus-or-minus answer names two values, even when they coincide
+        values = _expand_pm(p)  # `3 \pm 0`, `\pm\sqrt{0}`: two values that coincide are that one value
+        return len(values) > 1 and all(_equiv(v, values[0]) for v in values[1:]) and _equiv(values[0], g)
     if p_shape.kind != "single" or g_shape.kind != "single":
         return _shapes_equal(p_shape, g_shape)
     return _item_equal(p, g)
