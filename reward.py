@@ -21,7 +21,8 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
   4. `#### 18`                                 (GSM8K; `#### She sold 72 clips.` is read as an answer sentence)
   5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:" (line start),
      "**Final Answer:**", `Answer $ 9 $` ... up to the end of the sentence
-  6. (default mode only; `strict=True` skips it) the conclusion: the last sentence that contains a number or a
+  6. (default mode only; `strict=True` skips it) a whole response that is one undelimited formula without words
+     (`f^{-1}(x) = \\ln x - 2`, `x \\in \\mathbb{R}`, a matrix, `x^2 + 2 \\text{ for } x \\ge 0`); else the conclusion: the last sentence that contains a number or a
      formula (after a last ", so"/"hence" and before a "because"/"which"), when it names one answer; or a
      sentence that says what something is in plain words ("The function is even.", "the solution set is empty").
   An instruction of the prompt echoed by the model ("Please ... put your final answer within \\boxed{}", a template
@@ -33,10 +34,17 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
     is a modifier too ("It takes Sarah 7 weeks to save $210" -> 7; but "She needs to buy 12 eggs" -> 12), and so is
     a phrase put before the sentence up to its comma ("Over 12 weeks, Lily saves $840" -> 840). Among several
     asserted, the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a
-    participle clause ("John runs 120 miles a week, running 3 days a week" -> 120). A `$` before a number is a
+    participle clause ("John runs 120 miles a week, running 3 days a week" -> 120), unless that clause gives the
+    result ("12 ways for each shelf, giving 144 ways in total" -> 144); "needs to pay $20 to reach the $100 goal" ->
+    20 (an infinitive after needs/has/wants is the assertion, not a purpose). A `$` before a number is a
     dollar sign, not math, when no `$` closes it on its line or words come before the next `$` ("$210 at $30").
     Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi` are single values; a unit word after the number stays with it
     ("60 degrees"), also written against it (`12kg`, `1,000.99m²`; a number is never cut inside its decimals).
+    LaTeX written in prose without delimiters is one formula, as if delimited ("Hence f^{-1}(x) = \\frac{x+5}{3}.",
+    "2√5 units", "the ratio is 3:1"; a ratio "1 to 2" is 1:2); a colon before the last value asserts it ("Setting
+    t = 0 gives the constant: c = I(0)" -> c = I(0)); a leading "Since/Because ..., " clause is a reason, not the
+    answer ("Since f(-x) = f(x), the function is even."); numbers spelled out in a conclusion with none in digits
+    count ("twelve ways" -> 12, "one quarter" -> 1/4).
   - hedge words ("or", "not", "at least", "between", "over", "approximately") make a sentence no answer, except
     words of comparison in its subject ("the largest prime less than 50 is 47", "the distance between the points
     is 5"); "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see Equivalence).
@@ -78,15 +86,19 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   more or fewer answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`,
   `B`, `5`; an answer listed twice counts once (`1, 2, 2` = `1, 2`), unless the gold repeats one (`1, 1, 2` is a
   multiset: not `1, 2, 2`).
-- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `AB = 5`, `m+n = 29` for
+- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `x_{\\text{eq}} = ...`,
+  `\\int x^2 dx = ...`, `A \\cap B = \\emptyset`, `AB = 5`, `m+n = 29` for
   29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
   relation is its value (`c = I(0)`). The sides before it are a label, the quantity asked for, or working: a
   computation without unknowns, whose slips are not graded (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human
   grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
   `2x + 3 = 7` is an equation). A gold chain (`z = 1 + 1 = 2`) is its label and last side. An identity or a check
   between values is their common value: each side must equal the gold (`3 = 3`, `\\sqrt{16} = 4` are 3, 4; `0 = 0` is
-  not 10, `\\sqrt{4} = 2` not 4). A trailing domain
-  exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`).
+  not 10, `\\sqrt{4} = 2` not 4). Two labels name the same quantity when they differ only by a letter superscript
+  or arguments (`y^s(p) = ...` for `y = ...`; `v(0)` for `v_0`; never `x_1` for `x_2`). A trailing domain
+  exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`); a domain the gold states as an
+  inequality is part of its answer (`x^2 + 2, x \\ge 0` = `x^2 + 2 \\text{ for } x \\ge 0`, not `x^2 + 2`), one only the
+  prediction states is dropped.
 - Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
   solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
   \\frac{T}{I} - \\frac{2B}{I}\\omega`, `P = 100 - 0.8X_d` = `X_d = 125 - 1.25P`; never `x(x-1) = 0` vs `x - 1 = 0`);
@@ -578,6 +590,89 @@ def _candidates(sentence):
     return candidates + [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
 
 
+_RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
+_SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
+                "on", "or", "so", "to", "up", "us", "we", "i"}
+_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−")
+
+
+def _wrap_raw_math(piece):
+    """LaTeX written in prose without delimiters (`Hence f^{-1}(x) = \\frac{x+5}{3}.`, `c = I(0)`, `2√5 units`,
+    a ratio `3:1`): each run of formula tokens with a command, a power, braces, a relation or a ratio is put in `$...$`,
+    so that it is one candidate, as if the writer had delimited it. Words (of 3+ letters, or short English ones such as
+    "is", "to") end a run; a plain number is left alone."""
+    out, last = [], 0
+    for segment in list(_MATH_SEGMENT.finditer(piece)) + [None]:
+        end = segment.start() if segment else len(piece)
+        out.append(_wrap_plain(piece[last:end]))
+        if segment:
+            out.append(segment.group(0))
+            last = segment.end()
+    return "".join(out)
+
+
+def _wrap_plain(text):
+    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠]|\d:\d", text):
+        return text
+    runs, start, end, depth, tokens = [], None, None, 0, list(_RAW_TOKEN.finditer(text))
+    for k, token in enumerate(tokens):
+        tok = token.group(0)
+        if depth > 0:
+            depth += (tok == "{") - (tok == "}")
+            end = token.end()
+            continue
+        nxt = text[token.end():token.end() + 3].lstrip()[:1]
+        if tok.isspace():
+            continue
+        if tok.startswith("\\") or tok[0].isdigit() or tok in _RAW_OPERATORS:
+            mathy = True
+        elif tok == "{":
+            depth, mathy = 1, True
+        elif tok.isalpha():
+            mathy = (len(tok) <= 2 and tok.lower() not in _SHORT_WORDS) or (tok.lower() in ("a", "i") and nxt
+                                                                             and nxt in "=^_<>+-*/(")
+        elif tok in ",." and start is not None:
+            mathy = bool(nxt) and not text[token.end():token.end() + 1].isspace() and (tok == "," or nxt.isdigit())
+        elif tok == ":" and start is not None:
+            mathy = nxt.isdigit() and text[token.start() - 1:token.start()].isdigit()
+        else:
+            mathy = False
+        if mathy:
+            start = token.start() if start is None else start
+            end = token.end()
+        elif start is not None:
+            runs.append((start, end))
+            start = None
+    if start is not None:
+        runs.append((start, end))
+    out, last = [], 0
+    for start, end in runs:
+        run = text[start:end]
+        while run and (run[-1] in ",.;:" or run.count("(") < run.count(")") and run[-1] == ")"):
+            run = run[:-1]
+        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠]|\d:\d", run) or not re.search(r"[A-Za-z0-9]", run) \
+                or re.fullmatch(r"[^\W\d_]\s*(?:[<>]=?|=|[≤≥≠])\s*-?\d+(?:\.\d+)?", run) \
+                or run.count("(") != run.count(")") or run.count("{") != run.count("}"):
+            continue
+        out.append(text[last:start] + "$" + run + "$")
+        last = start + len(run)
+    return "".join(out) + text[last:]
+
+
+_LEADING_REASON = re.compile(r"\s*(?:since|because|as)\s+(?:[^,$]|\$[^$]*\$)*?,\s+", re.IGNORECASE)
+_RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|resulting\s+in|for\s+a\s+total\s+of|totall?ing|which\s+gives)\s+"
+                           r"(?:(?:us|a\s+total\s+of|an?|the)\s+)*[$¤]?$", re.IGNORECASE)
+
+
+def _spelled_out(sentence):
+    """Numbers written in words, in a sentence that has none in digits: "twelve ways" -> "12 ways", "one quarter" ->
+    \\frac{1}{4} ("the one on the left" stays)."""
+    sentence = _NUMBER_WORDS.sub(lambda m: m.group(0) if re.search(r"\b(?:the|this|that|each|every|any|no|which)\s+$",
+                                                                     sentence[:m.start()], re.I) and m.group(0).lower() == "one"
+                                 else _number_words(m), sentence)
+    return _FRACTION_WORDS.sub(lambda m: f"$\\frac{{{m.group(1) or 1}}}{{{_DENOMINATORS[m.group(2).lower()]}}}$", sentence)
+
+
 def _conclusion_answer(text, finished=True):
     """Free text: the answer is the one number or formula of the conclusion (the last sentence that has any), or
     the one that sentence asserts (see _asserted). Several candidates otherwise: no answer (a hedge)."""
@@ -585,12 +680,21 @@ def _conclusion_answer(text, finished=True):
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
     if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])[\s*_]*$", sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
-    if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]):
+    if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
+            and not re.search(_NUMBER_WORDS.pattern + "|" + _FRACTION_WORDS.pattern, sentences[-1], re.I):
         return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
     for sentence in reversed(sentences[-3:]):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
         # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
         sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
+        sentence = _wrap_raw_math(sentence)
+        if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
+            sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
+        if not _candidates(sentence) and re.search(_NUMBER_WORDS.pattern + "|" + _FRACTION_WORDS.pattern, sentence, re.I):
+            sentence = _spelled_out(sentence)
+        reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
+        if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])):
+            sentence = sentence[reason.end():]
         if _candidates(sentence):
             sentence = _without_rejected_values(_without_fronted_modifier(sentence))
             if not _candidates(sentence):
@@ -666,7 +770,8 @@ def _word_predicate(sentence):
 # "by selling 9 eggs", "after 3 days", "out of 5")
 _MODIFIER_START = re.compile(r"\b(?:for|by|in|(?<!total )(?<!sum )of|per|after|before|from|with|without|at|on|over|within|among|"
                              r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
-_PURPOSE = re.compile(r"\bto\s+(?!be\b)[a-z]{2,}\b", re.IGNORECASE)  # "7 weeks to save $210": after a quantity
+_PURPOSE = re.compile(r"(?<!\bneeds\s)(?<!\bneed\s)(?<!\bhas\s)(?<!\bhave\s)(?<!\bhad\s)(?<!\bwants\s)(?<!\bwant\s)"
+                      r"(?<!\bought\s)(?<!\bable\s)(?<!\bgoing\s)\bto\s+(?!be\b)[a-z]{2,}\b", re.IGNORECASE)  # "7 weeks to save $210": after a quantity
 
 
 def _asserted(sentence, candidates):
@@ -675,8 +780,8 @@ def _asserted(sentence, candidates):
     3 shirts is 45` -> 45). None when no single one stands out (`5 apples and 3 oranges`)."""
     position, value = candidates[-1]
     before = sentence[:position].rstrip()
-    if re.search(r"(?<![!<>=])=$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)$",
-                                                         before, re.I):
+    if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)$",
+                                                            before, re.I):
         return candidates[-1]
     bold = [c for c in candidates if re.search(r"\*\*[^*]*$", sentence[:c[0]]) and "**" in sentence[c[0]:]]
     if len(bold) == 1:
@@ -692,6 +797,9 @@ def _asserted(sentence, candidates):
         if is_asserted:
             asserted.append((position, value))
         previous_end, previous_asserted = position + len(value), is_asserted
+    results = [(p, v) for p, v in asserted if _RESULT_WORDS.search(sentence[:p])]
+    if len(asserted) > 1 and len(results) == 1:
+        return results[0]  # "12 ways for each shelf, giving 144 ways in total": the value the sentence arrives at
     if len(asserted) > 1:  # "Janet sells 16 - 3 - 4 = 9 eggs a day, making $18": the one sum of money
         money = [(p, v) for p, v in asserted if sentence[p - 1:p] == CURRENCY
                  or re.match(r"\s*(?:dollars?|cents?)\b", sentence[p + len(v):], re.I)]
@@ -714,8 +822,9 @@ def _one_candidate(sentence):
         return None
     position, value = chosen
     before, after = sentence[:position].rstrip(" *_"), sentence[position + len(value):].lstrip("*_")  # **27** is 27
-    if sentence[position] == "$":  # a math segment: skip its closing delimiter
-        after = sentence[sentence.find("$", position + 1 + len(value)) + 1:] if "$" in sentence[position + 1:] else ""
+    segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+    if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
+        after = sentence[segment.end():]
     if _conditional_after(after):
         return None
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
@@ -1249,10 +1358,10 @@ def _balanced(s):
 
 
 _NAME = r"(?:\\(?:angle|measuredangle|triangle|overline|widehat|overarc|arc)\s*\{?\s*[A-Za-z]+\s*\}?|(?:\\[a-zA-Z]+|[A-Za-z]+)" \
-        r"(?:_\{?[\w,]+\}?)?(?:\^\s*\{?\s*(?:-1|[A-Za-z*])\s*\}?)?'*(?:\([^()=]*\))?)"  # f^{-1}(x), y^s, x^*: names too
+        r"(?:_(?:\{\s*[\w,]+(?:\s+\w+)*\s*\}|\w+))?(?:\^\s*\{?\s*(?:-1|[A-Za-z*])\s*\}?)?'*(?:\([^()=]*\))?)"  # f^{-1}(x), y^s, x^*
 _NAMES = rf"(?:m\s*)?{_NAME}(?:\s*{_NAME}){{0,3}}"
 _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}|\\frac\s*\{{\s*{_NAMES}\s*\}}\s*\{{\s*{_NAMES}\s*\}}"
-                    rf"|\(\s*{_NAME}(?:\s*,\s*{_NAME})+\s*\))\s*")
+                    rf"|\(\s*{_NAME}(?:\s*,\s*{_NAME})+\s*\)|\\int\s*[^=<>]{{1,80}}?\s*d[a-z])\s*")  # \int x^2 dx
 
 
 def _is_label(side):
@@ -1551,7 +1660,10 @@ def _same_solution(dp, dg):
 
 
 def _canon_label(side):
-    return re.sub(r"[\s{}]", "", side)
+    """One name, however decorated: `y^s(p)` and `y` (a letter superscript and the arguments), `v(0)` and `v_0`."""
+    side = re.sub(r"[\s{}]", "", side)
+    side = re.sub(r"^([A-Za-z])\((\d+)\)$", r"\1_\2", side)
+    return re.sub(r"^([A-Za-z])(?:\^[A-Za-z*])?(?:\([A-Za-z](?:,[A-Za-z])*\))?$", r"\1", side)
 
 
 def _is_working(side):
@@ -1765,11 +1877,34 @@ def _decimal_comma_equal(p, g):
     return False
 
 
+_DOMAIN = re.compile(r"(?:\s*,\s*(?:(?:for|where|with|if|when)\s+)?|\s+(?:for|where|with|if|when)\s+)"
+                     r"((?:[-+\w.\\{}]+\s*(?:\\le|\\ge|<|>)\s*)?([A-Za-z])\s*(?:\\le|\\ge|<|>)\s*[-+\w.\\{}]+)$")
+
+
+def _split_domain(s):
+    """(value, domain) of a value with a trailing domain (`x^2 + 2, x \\ge 0`, `\\sqrt{x} for x > 0`), else (s, None)."""
+    match = _DOMAIN.search(s)
+    if match is None or re.search(r"\\le|\\ge|<|>", s[:match.start()]) or \
+            not re.search(rf"(?<![A-Za-z\\]){match.group(2)}(?![A-Za-z])", s[:match.start()]):
+        return s, None
+    return s[:match.start()], match.group(1)
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
         return True
+    (p_value, p_domain), (g_value, g_domain) = _split_domain(p), _split_domain(g)
+    if g_domain:  # a domain the gold states is part of the answer: `x^2 + 2, x \ge 0` (an inverse function)
+        return p_domain is not None and _intervals_equal(p_domain, g_domain) is True and _equiv(p_value, g_value)
+    if p_domain:  # one only the prediction states restricts nothing the gold asked for
+        p = p_value
     if "\\emptyset" in (p, g):
+        sides = _split_top(p, ["="])  # `A \cap B = \emptyset`: a set named by an operation on named sets
+        if g == "\\emptyset" and len(sides) > 1 and sides[-1].strip() == g and all(
+                re.fullmatch(r"\s*[A-Z](?:_\w)?(?:\s*(?:\\cap|\\cup|\\setminus|\\backslash|\\times)\s*[A-Z](?:_\w)?)*\s*", x)
+                for x in sides[:-1]):
+            return True
         return False  # the empty set is only itself (`\{\emptyset\}` is not empty)
     approx = re.fullmatch(r"(?:\\approx|approximately|approx\.?|about|roughly|around)\s*([^=<>]+)", p)
     if approx:  # "approximately 0.2": a rounded value equals a gold that is a rounded measurement, never an exact one
