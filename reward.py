@@ -108,19 +108,25 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
 - Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
   sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it), and so is an absolute
   value of one (`|x - 1| < 2` = `(-1, 3)`, `1 \\le |z| \\le 2` = `[-2, -1] \\cup [1, 2]`; `|x| < 3` is not `x < 3`); `x \\ne 2` is
-  `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", `\\mathbb{R}`, `x \\in \\mathbb{R}` are `(-\\infty, \\infty)`.
+  `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", "All reals.", `\\mathbb{R}`, `x \\in \\mathbb{R}`, `\\{x \\mid x \\in \\mathbb{R}\\}` are
+  `(-\\infty, \\infty)`.
 - The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
   itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
 - `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}` (not `1`); two that coincide are that one value (`3 \\pm 0` = 3,
   `\\pm\\sqrt{0}` = 0). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
-  `\\boxed{1 \\quad 2}` holds) is the list `1, 2`, neither 2 nor 12.
+  `\\boxed{1 \\quad 2}` holds) is the list `1, 2`, neither 2 nor 12; so are any values a `\\quad` sets apart
+  (`x=1 \\quad x=4`, `\\tfrac12 \\quad 2`).
 - Approximations: `\\approx 0.35`, "approximately 0.35" equal only a gold that is itself rounded (a decimal or
   scientific notation: `0.35`, `1.5e3`), never an exact one (`\\approx 3` is not `3`, `\\approx 0.33` not `\\frac13`).
+  An exact value and its rounding (`P = \\frac23 \\approx 0.67`) equal a rounded gold that the rounding equals (`0.67`),
+  and the exact gold (`\\frac23`). A note on the rounding is no part of the value (`12.3 (to 3 s.f.)`, "which rounded
+  to three significant figures gives 1.55 eV" -> 1.55 eV); `4.4e7` in prose is one number.
 - Angles: a value in degrees (`60^\\circ`, "60 degrees") equals the same angle in radians when the other side is
   written with pi (`\\frac{\\pi}{3}`); `60^\\circ` = `60`, but a bare `60` is not `\\frac{\\pi}{3}`.
 - Ratios: `3:1` = `3 \\colon 1` = `6:2` (numbers in proportion) = `\\frac31` = `3`; order matters (`1:3` != `3:1`).
 - Numerals in a base compare digit by digit: `1011_2` = `(1011)_2` = `1011_{(2)}` = `1011` (the prediction may leave
-  the base out); two bases must agree, and a plain gold is base 10 (`(11)_2` != `11`).
+  the base out); two bases must agree, and a plain gold whose digits are a numeral in the prediction's base may have
+  left the base out too (`1011_2` = `1011`; not `10110_2`, and `(12)_2` is no numeral).
 - Mixed numbers: `2\\frac12`, `2 \\frac{1}{2}`, `2 1/2` are 5/2, also with a unit (`2\\frac12 \\text{ cups}`).
 - Letters: `e` is Euler's number, `i` the imaginary unit; a run of letters alone is a word compared in order
   (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
@@ -567,7 +573,7 @@ def _sentence_head(line):
 
 
 _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
-_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
+_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+(?![\w.]))?"  # 4.4e7 too
 # a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
 # part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
 _GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|yd|mph|kph|Hz|eV|Pa|J|N|W|V|K)[²³]?(?![\w^])"
@@ -588,6 +594,11 @@ def _candidates(sentence):
         candidates.append((match.start(), next(g for g in match.groups() if g is not None)))
         last_end = match.end()
     return candidates + [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
+
+
+_ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:ly)?|rounded|accurate)\s+to|to)\s+(?:the\s+nearest\s+\w+|"
+                            r"(?:\d+|one|two|three|four|five|six)\s+(?:s\.?\s*f\.?|d\.?\s*p\.?|sig(?:nificant)?\.?\s*(?:fig(?:ure)?s?|digits?)|"
+                            r"decimal\s+(?:places?|digits?)|dp|sf)(?![A-Za-z]))\s*\)?", re.IGNORECASE)
 
 
 _RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
@@ -683,11 +694,14 @@ def _conclusion_answer(text, finished=True):
     if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
             and not re.search(_NUMBER_WORDS.pattern + "|" + _FRACTION_WORDS.pattern, sentences[-1], re.I):
         return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
+    if sentences and not _candidates(sentences[-1]) and len(sentences[-1]) < 60 \
+            and clean(sentences[-1].strip().rstrip(".")) in ("(-\\infty, \\infty)", "\\emptyset"):
+        return sentences[-1].strip().rstrip(".")  # "All reals.", "No solution.": a set named in words
     for sentence in reversed(sentences[-3:]):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
         # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
         sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
-        sentence = _wrap_raw_math(sentence)
+        sentence = _wrap_raw_math(_ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
         if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
             sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
         if not _candidates(sentence) and re.search(_NUMBER_WORDS.pattern + "|" + _FRACTION_WORDS.pattern, sentence, re.I):
@@ -745,7 +759,7 @@ def _stated_value(sentence):
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
 _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
-_RESTATED = re.compile(r"[,;]?\s+(?:which|that)\s+(?:is|equals)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³]{1,6}\.?)?"
+_RESTATED = re.compile(r"[,;]?\s+(?:which|that)\s+(?:is|equals|gives)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³]{1,6}\.?)?"
                        r"\s*[.!]?\s*$)", re.I)
 
 
@@ -848,7 +862,11 @@ _TEXT_GROUP = re.compile(r"\\(?:text|mbox|mathrm|textrm|operatorname|mathbb|math
 
 def _bare_formula(text):
     """The whole text is one formula written without delimiters: one line (a matrix may span lines), no words
-    outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`)."""
+    outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`), nor short English ones."""
+    text = _ROUNDING_NOTE.sub(" ", text)
+    if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in _SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
+                 _TEXT_GROUP.sub(" ", text), re.I):
+        return False
     text = re.sub(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}", lambda m: m.group(0).replace("\n", " "), text,
                   flags=re.DOTALL) if "\\begin" in text else text
     if "\n" in text or len(text) > 300 or not re.search(r"[A-Za-z0-9]", text):
@@ -1022,6 +1040,9 @@ def clean(s):
     # thousands separators written in LaTeX: 1{,}000  16,\!386  1\,000  1\ 000
     s = re.sub(r"(\d)\s*(?:\{\s*,\s*\}|,\\!)\s*(?=\d{3}(?!\d))", r"\1,", s)
     s = re.sub(r"(\d)\\[,;: ]\s*(?=\d{3}(?!\d))", r"\1", s)
+    # values set apart by a \quad are a list (`x=1 \quad x=4`, `\tfrac12 \quad 2`), not a product
+    s = re.sub(r"(?<=[\w})])\s*\\q?quad\s*(?=[-\w\\({])(?!\\text|\\mbox|(?:or|and|for|where|if|with|when)\b)",
+               lambda m: m.group(0) if re.search(r"\\(?:text|mbox)\s*\{[^{}]*\}$", s[:m.start()]) else ", ", s)
     s = re.sub(r"(?<!\\)\\(?:[,;:! ]|q?quad|enspace|thinspace)", " ", s).replace("~", " ")
     s = s.strip().strip("\"'“”‘’`").strip()
     s = s.replace("\\$", " ").replace("$", " ").replace("\\(", " ").replace("\\)", " ")
@@ -1035,6 +1056,8 @@ def clean(s):
     s = re.sub(rf"(\d+(?:\.\d+)?|[A-Za-z])\s*(?:{degree})", r"(\1\\cdot\\frac{\\pi}{180})", s)
     s = re.sub(degree, " ", s)
     s = re.sub(r"^(?:[a-z]\s*\\in\s*)?(?:\\mathbb\s*\{?\s*R\s*\}?|\\R)$", r"(-\\infty, \\infty)", s)   # \mathbb{R}
+    s = re.sub(r"^\\\{\s*([a-z])\s*(?:\\mid|\||:)\s*\1\s*\\in\s*(?:\\mathbb\s*\{?\s*R\s*\}?|\\R)\s*\\\}$",
+               r"(-\\infty, \\infty)", s)                                        # \{x \mid x \in \mathbb{R}\}
     s = _unwrap_commands(s)
     s = re.sub(r"(\d)\s*\^\s*\{?\s*(?:st|nd|rd|th)\s*\}?", r"\1", s)           # 12^{th} -> 12
     s = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", s)                             # 12th -> 12
@@ -1048,6 +1071,7 @@ def clean(s):
     s = re.sub(r"\\gt(?![a-z])", ">", s)
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"(?:\s*(?:\\\\|[.,;]))+$", "", s).strip()                     # trailing punctuation / row breaks
+    s = re.sub(_ROUNDING_NOTE.pattern + r"$", "", s, flags=re.I).strip() or s           # 12.3 (to 3 s.f.)
     # thousands separators: 1,000 and 1,234,567.5 -- not `1, 000` or `1,2` (lists), and not inside a list
     thousands = re.compile(r"(?<![\d,.(\[{])(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,)\]}])")
     if thousands.search(s) and "," not in thousands.sub("", s):
@@ -1064,7 +1088,7 @@ def clean(s):
     s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:the\s+)?(?:empty(?:\s+set)?|no\s+(?:real\s+)?solutions?)$",
                r"\\emptyset", s, flags=re.I)                                          # "the solution set is empty"
     # every real number is the interval (-oo, oo)
-    s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*real\s+(?:numbers?|values?)(?:\s+[a-z])?$",
+    s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*(?:real\s+(?:numbers?|values?)|reals)(?:\s+[a-z])?$",
                r"(-\\infty, \\infty)", s, flags=re.I)
     s = re.sub(r"\s*,?\s*(?:where\s+)?[a-z]\s*\\in\s*(?:\\mathbb\s*)?\{?\s*[ZN]\s*\}?\s*$", "", s)  # ..., k \in Z
     return s or None
@@ -1890,6 +1914,13 @@ def _split_domain(s):
     return s[:match.start()], match.group(1)
 
 
+def _valid_numeral(digits, base):
+    try:
+        return 2 <= base <= 36 and int(digits, base) is not None
+    except ValueError:
+        return False
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
@@ -1962,6 +1993,9 @@ def _item_equal(p, g):
         parts = ratio[1] if len(ratio[0]) == 1 else ratio[0]
         return len(parts) == 2 and _equiv(number, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
     p_sides, g_sides = _split_top(p, ["="]), _split_top(g, ["="])
+    if "\\approx" in p and _MEASUREMENT.fullmatch(g) and re.search(r"\\approx\s*[^=<>]+$", p) \
+            and _equiv(_split_top(p, ["=", "\\approx"])[-1], g):
+        return True  # P = \frac23 \approx 0.67 for a gold rounded to 0.67: the rounding asked for is stated
     if "\\approx" in p:  # x = 1/3 \approx 0.33: the approximation is a remark when an exact value is given
         exact = [_split_top(side, ["\\approx"])[0] for side in p_sides]
         exact = [x for x in exact if x]
@@ -1979,9 +2013,11 @@ def _item_equal(p, g):
     numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", _canon(x)) for x in (p, g)]
     if numerals[1] and numerals[1].group(2) or numerals[0] and numerals[0].group(2) and numerals[1]:
         # a numeral in another base compares digit by digit: 1011_2 = (1011)_2 = 1011_{(2)}; the prediction may leave
-        # the base out, and two bases must agree (a plain gold is base 10: 1011_2 is not 1011)
+        # the base out, and two bases must agree; a plain gold whose digits are a base-b numeral may have left the
+        # base out too (1011_2 = 1011; not 10110_2, and 12_2 is no numeral)
         (pd, pb), (gd, gb) = numerals[0].groups() if numerals[0] else (None, None), numerals[1].groups()
-        return pd is not None and pd.upper() == gd.upper() and (pb is None or int(pb) == int(gb or 10))
+        return pd is not None and pd.upper() == gd.upper() and (pb is None or int(pb) == int(gb or pb)) \
+            and _valid_numeral(pd, int(pb or gb or 10))
     return _values_equal(p, g)
 
 
