@@ -7,7 +7,7 @@ spacing) and returns a sympy expression, or None when the text is not a formula 
 Accepts (grammar in `_Parser`): integers and decimals (decimals become exact rationals), letters and Greek letters
 as symbols (`e` is Euler's number and `i` the imaginary unit unless subscripted), `\pi`, `\infty` (alone or
 negated only), + - * / ^ !, implicit products (`2x`, `2\pi r`, `x(y+1)`), `\frac`, `\sqrt[n]{}`, `\binom`, `\log_b`,
-trigonometric/hyperbolic functions with `\sin^2 x` and `\sin^{-1} x` = arcsin, `|x|`, floor and ceiling,
+trigonometric/hyperbolic functions with `\sin^2 x` and `\sin^{-1} x` = arcsin, `|x|`, floor and ceiling, `\max`/`\min`, `\sgn`,
 accents (`\bar x` is a name), primes (`f'`) and unknown commands (`\star`) as opaque names. Runs of 3+ letters
 that read as English words (`is not`) are refused, so a sentence never becomes a product of variables.
 
@@ -38,7 +38,7 @@ _NUMERAL = re.compile(r"\d+\.?\d*|\.\d+")
 _TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[A-Za-z]|[-+*/^_!()\[\]{}|,'=])")
 _FUNCS = {"arccot": sympy.acot, "arcsec": sympy.asec, "arccsc": sympy.acsc, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
           "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh,
-          "cosh": sympy.cosh, "tanh": sympy.tanh, "ln": sympy.log, "exp": sympy.exp}
+          "cosh": sympy.cosh, "tanh": sympy.tanh, "ln": sympy.log, "exp": sympy.exp, "sgn": sympy.sign}
 _INVERSE = {"sin": sympy.asin, "cos": sympy.acos, "tan": sympy.atan, "cot": sympy.acot, "sec": sympy.asec,
             "csc": sympy.acsc}
 _GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota",
@@ -47,7 +47,7 @@ _GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "e
 _ACCENTS = ("bar", "hat", "vec", "dot", "ddot", "tilde", "overline", "widehat", "widetilde", "overrightarrow")
 _KNOWN_COMMANDS = set(_FUNCS) | set(_GREEK) | set(_ACCENTS) | {
     "frac", "sqrt", "binom", "pi", "infty", "log", "cdot", "times", "div", "lfloor", "rfloor", "lceil", "rceil",
-    "angle", "triangle", "{", "}", "|", "sum", "prod"}
+    "angle", "triangle", "{", "}", "|", "sum", "prod", "max", "min"}
 
 
 _STRUCTURAL = {"begin", "end", "approx", "sim", "simeq", "cong", "equiv", "to", "rightarrow", "Rightarrow",
@@ -329,6 +329,14 @@ class _Parser:
             return sympy.binomial(n, k)
         if name in ("sum", "prod"):
             return self.big_operator(name)
+        if name in ("max", "min"):  # \max(a, b, ...)
+            self.take("(")
+            args = [self.nested(self.expr)]
+            while self.peek() == ",":
+                self.take(",")
+                args.append(self.nested(self.expr))
+            self.take(")")
+            return (sympy.Max if name == "max" else sympy.Min)(*args)
         if name == "pi":
             return sympy.pi
         if name == "infty":

@@ -133,6 +133,12 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   A word gold also matches a sentence whose predicate is that word ("the function is even", "g is an odd
   function" for `\\text{even}`/`\\text{odd}`; "neither even nor odd" is `\\text{neither}`, and "not even" and "neither
   even nor odd" are not `even`).
+- Answers by cases (`\\begin{cases}`, "5 if n is even, 6 if n is odd", "3 when a > 0 and 4 otherwise", "0 for even n
+  and 1 for odd n"; conditions: parity, sign words, one relation) equal another answer by cases or a formula when both
+  have the same value at every point of a grid over their symbols where the gold has one (integers for a parity
+  symbol), and each of the gold's cases is met: "1 if n is even and -1 if n is odd" = `(-1)^n`, `\\lceil n/2 \\rceil` =
+  "n/2 if n even, (n+1)/2 if n odd", "a if a \\ge b, and b otherwise" = `\\max(a, b)`; the cases swapped, a case left
+  undefined (`x` if x > 0, `-x` if x < 0 for `|x|`), or one case's value alone (`5` for "5 if n is even, else 6") fail.
 - Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
 - `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
   `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry; a sum, difference or
@@ -397,6 +403,9 @@ def _phrase_answer(text):
     sentence = _first_sentence(line)
     if _UNSURE.search(sentence) or _conditional(sentence):
         return sentence
+    by_cases = _case_answer(sentence)
+    if by_cases:
+        return by_cases  # "5 for n = 1 and 6 for n = 2": an answer by cases, not its first value
     if _case_of_several(text, matches[-1].start(), matches[-1].end()):
         return line  # kept whole: "If n is even the answer is 5; if n is odd it is 6." is one case of two
     return _reduce(_sentence_head(line)) or None
@@ -684,6 +693,19 @@ def _spelled_out(sentence):
     return _FRACTION_WORDS.sub(lambda m: f"$\\frac{{{m.group(1) or 1}}}{{{_DENOMINATORS[m.group(2).lower()]}}}$", sentence)
 
 
+def _case_answer(sentence):
+    """The answer by cases a sentence states ("The value is 1 if n is even and -1 if n is odd", "..., i.e. 2 for
+    positive k and -2 for negative k"), else None."""
+    if not _CASE_WORD.search(sentence) or _UNSURE.search(sentence) or len(sentence) > 400:
+        return None
+    starts = [0] + [m.end() for m in re.finditer(r"\b(?:is|equals|are|be|gives|i\.e\.,?|namely)\s+|:\s+", sentence)]
+    for start in starts:
+        tail = sentence[start:].strip().rstrip(".").strip()
+        if tail and _cases(clean(tail) or ""):
+            return tail
+    return None
+
+
 def _conclusion_answer(text, finished=True):
     """Free text: the answer is the one number or formula of the conclusion (the last sentence that has any), or
     the one that sentence asserts (see _asserted). Several candidates otherwise: no answer (a hedge)."""
@@ -701,6 +723,9 @@ def _conclusion_answer(text, finished=True):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
         # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
         sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
+        by_cases = _case_answer(sentence)
+        if by_cases:
+            return by_cases  # "It equals 0 for even n and 1 for odd n.": an answer by cases (see _cases)
         sentence = _wrap_raw_math(_ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
         if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
             sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
@@ -1058,6 +1083,8 @@ def clean(s):
     s = re.sub(r"^(?:[a-z]\s*\\in\s*)?(?:\\mathbb\s*\{?\s*R\s*\}?|\\R)$", r"(-\\infty, \\infty)", s)   # \mathbb{R}
     s = re.sub(r"^\\\{\s*([a-z])\s*(?:\\mid|\||:)\s*\1\s*\\in\s*(?:\\mathbb\s*\{?\s*R\s*\}?|\\R)\s*\\\}$",
                r"(-\\infty, \\infty)", s)                                        # \{x \mid x \in \mathbb{R}\}
+    s = re.sub(r"\\operatorname\s*\{\s*(sgn|sign|max|min)\s*\}|\\(sign)(?![a-z])", lambda m: "\\sgn" if "sign" in m.group(0)
+               else "\\" + m.group(1), s)                                             # \operatorname{sgn} -> \sgn
     s = _unwrap_commands(s)
     s = re.sub(r"(\d)\s*\^\s*\{?\s*(?:st|nd|rd|th)\s*\}?", r"\1", s)           # 12^{th} -> 12
     s = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", s)                             # 12th -> 12
@@ -1914,6 +1941,131 @@ def _split_domain(s):
     return s[:match.start()], match.group(1)
 
 
+# ---- answers by cases ------------------------------------------------------------------------------------------
+_CASE_WORD = re.compile(r"\b(?:if|when|whenever|for|otherwise|else)\b|\\begin\{cases\}")
+_PARITY = re.compile(r"^(?:([a-z])\s+(?:is\s+)?(?:an?\s+)?(even|odd)(?:\s+(?:number|integer))?|(even|odd)\s+([a-z]))$")
+_SIGN = re.compile(r"^(?:(positive|negative|nonnegative|non-negative|nonpositive|non-positive)\s+([a-z])|([a-z])\s+(?:is\s+)?"
+                   r"(positive|negative|nonnegative|non-negative|nonpositive|non-positive))$")
+_SIGN_TEST = {"positive": lambda v: v > 0, "negative": lambda v: v < 0, "nonnegative": lambda v: v >= 0,
+              "nonpositive": lambda v: v <= 0}
+_RELATION_TEST = {"<": lambda a, b: a < b, ">": lambda a, b: a > b, "\\le": lambda a, b: a <= b,
+                  "\\ge": lambda a, b: a >= b, "=": lambda a, b: a == b, "\\ne": lambda a, b: a != b}
+
+
+def _condition(text):
+    """A case's condition as (test(point) -> bool, symbols, integer symbols), or None: "n is even", "odd n",
+    "positive k", `a > 0`, `x \\ge y`. "otherwise" is the condition None (the remaining points)."""
+    text = re.sub(r"\s+", " ", text.strip().strip("$ ")).lower() if not re.search(r"[A-Z]", text) else text.strip()
+    parity = _PARITY.match(text)
+    if parity:
+        name, kind = (parity.group(1), parity.group(2)) if parity.group(1) else (parity.group(4), parity.group(3))
+        x = sympy.Symbol(name)
+        return (lambda v: v[x] % 2 == (kind == "odd")), {x}, {x}
+    sign = _SIGN.match(text)
+    if sign:
+        word, name = (sign.group(1), sign.group(2)) if sign.group(1) else (sign.group(4), sign.group(3))
+        x, test = sympy.Symbol(name), _SIGN_TEST[word.replace("-", "")]
+        return (lambda v: bool(test(v[x]))), {x}, set()
+    parts = re.split(r"(<|>|\\le|\\ge|\\ne|=)", text)
+    if len(parts) != 3:
+        return None
+    left, right = parse_math(parts[0].strip()), parse_math(parts[2].strip())
+    if left is None or right is None or not (left.free_symbols | right.free_symbols):
+        return None
+    test = _RELATION_TEST[parts[1]]
+    return (lambda v: bool(test(left.xreplace(v), right.xreplace(v)))), left.free_symbols | right.free_symbols, set()
+
+
+def _cases(s):
+    """[(value, condition)] of an answer by cases (`\\begin{cases} 1 & n odd \\\\ 0 & n even \\end{cases}`, "5 if n is
+    even, 6 if n is odd", "3 when a > 0 and 4 otherwise", "0 for even n and 1 for odd n", `f(x) = x if x \\ge 0 and
+    f(x) = -x if x < 0`), with condition None for "otherwise"; None when s is not one."""
+    if not _CASE_WORD.search(s) or len(s) > 400:
+        return None
+    env = re.fullmatch(r"\s*\\begin\{cases\}(.*)\\end\{cases\}\s*", s, re.DOTALL)
+    if env:
+        rows = [row.split("&") for row in re.split(r"\\\\", env.group(1)) if row.strip()]
+        pairs = [(row[0], re.sub(r"^\s*(?:if|for|when)\s+", "", row[1].strip()) if len(row) == 2 else None) for row in rows]
+        if any(len(row) != 2 for row in rows):
+            return None
+    else:
+        pairs = []
+        for part in re.split(r"\s*(?:,|;)\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=.*?\b(?:if|when|whenever|for|otherwise|else)\b)", s):
+            part = part.strip()
+            other = re.fullmatch(r"(?:otherwise|else)\s*,?\s*(.+)|(.+?)\s+otherwise", part)
+            if other:
+                pairs.append((other.group(1) or other.group(2), "otherwise"))
+                continue
+            case = re.fullmatch(r"(.+?)\s+(?:if|when|whenever|for)\s+(.+)", part)
+            if case is None:
+                return None
+            pairs.append((case.group(1), case.group(2)))
+    out = []
+    for value, condition in pairs:
+        value = _split_top(value.strip(), ["="])[-1].strip()
+        parsed = parse_math(value)
+        test = None if condition.strip().lower() in ("otherwise", "else") else _condition(condition)
+        if parsed is None or (test is None and condition.strip().lower() not in ("otherwise", "else")):
+            return None
+        out.append((parsed, test))
+    if len(out) < 2 or sum(test is None for _, test in out) > 1:
+        return None
+    return out
+
+
+def _cases_value(cases, point):
+    """The value at a point of an answer by cases (None where no case holds), or of a plain expression."""
+    if not isinstance(cases, list):
+        return cases.xreplace(point)
+    for value, test in cases:
+        if test is not None and test[0](point):
+            return value.xreplace(point)
+    rest = [value for value, test in cases if test is None]
+    return rest[0].xreplace(point) if rest else None
+
+
+def _cases_equal(p, g):
+    """An answer by cases against another or a formula: the same value at each point of a grid over its symbols
+    (integers for a parity symbol, also fractions otherwise), wherever the gold has one, and each of the gold's cases
+    met. None when neither side is an answer by cases."""
+    pc, gc = _cases(p), _cases(g)
+    if pc is None and gc is None:
+        return None
+    sides = []
+    for cases, text in ((pc, p), (gc, g)):
+        if cases is None:
+            cases = parse_math(text)
+            if cases is None:
+                return False
+        sides.append(cases)
+    symbols, integers = set(), set()
+    for cases in sides:
+        if isinstance(cases, list):
+            for value, test in cases:
+                symbols |= value.free_symbols | (test[1] if test else set())
+                integers |= test[2] if test else set()
+        else:
+            symbols |= cases.free_symbols
+    if len(symbols) > 3:
+        return False
+    names = sorted(symbols, key=str)
+    grids = [[sympy.Integer(k) for k in (-3, -2, -1, 0, 1, 2, 3, 4, 5, 6)] if x in integers else
+             [sympy.Integer(k) for k in (-3, -1, 0, 1, 2, 5)] + [sympy.Rational(7, 2), sympy.Rational(-5, 3)] for x in names]
+    met, compared = set(), 0
+    for values in itertools.islice(itertools.product(*grids), 200):
+        point = dict(zip(names, values))
+        gold = _cases_value(sides[1], point)
+        if gold is None:
+            continue
+        pred = _cases_value(sides[0], point)
+        if pred is None or pred.free_symbols or gold.free_symbols or not _numbers_equal(pred, gold):
+            return False
+        compared += 1
+        if isinstance(sides[1], list):
+            met.add(next((k for k, (_, test) in enumerate(sides[1]) if test is None or test[0](point)), None))
+    return compared >= 3 and (not isinstance(sides[1], list) or len(met) == len(sides[1]))
+
+
 def _valid_numeral(digits, base):
     try:
         return 2 <= base <= 36 and int(digits, base) is not None
@@ -1925,6 +2077,10 @@ def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
         return True
+    if _CASE_WORD.search(p) or _CASE_WORD.search(g):
+        by_cases = _cases_equal(p, g)  # "5 if n is even, 6 if n is odd", \begin{cases}, against cases or a formula
+        if by_cases is not None:
+            return by_cases
     (p_value, p_domain), (g_value, g_domain) = _split_domain(p), _split_domain(g)
     if g_domain:  # a domain the gold states is part of the answer: `x^2 + 2, x \ge 0` (an inverse function)
         return p_domain is not None and _intervals_equal(p_domain, g_domain) is True and _equiv(p_value, g_value)

@@ -233,6 +233,17 @@ EQUIV = {
         ("x=1 \\quad x=4", "x = 1, x = 4", True), ("\\tfrac12 \\quad 2", "\\frac{1}{2}, 2", True),
         ("x=1 \\quad x=4", "x = 1", False), ("\\tfrac12 \\quad 2", "\\frac{1}{4}", False),
         ("x = 3 \\quad \\text{or} \\quad x = 5", "3, 5", True), ("x = 3 \\quad \\text{or} \\quad x = 5", "3", False),
+        # answers by cases: the same value at every point, each of the gold's cases met
+        ("5 \\text{ when } n \\text{ is even and } 6 \\text{ when } n \\text{ is odd}", "5 \\text{ if } n \\text{ is even}, 6 \\text{ if } n \\text{ is odd}", True),
+        ("5 \\text{ when } n \\text{ is odd and } 6 \\text{ when } n \\text{ is even}", "5 \\text{ if } n \\text{ is even}, 6 \\text{ if } n \\text{ is odd}", False),
+        ("\\left\\lceil \\frac{n}{2} \\right\\rceil", "\\frac{n}{2} \\text{ if } n \\text{ even}, \\frac{n+1}{2} \\text{ if } n \\text{ odd}", True),
+        ("\\frac{n}{2}", "\\frac{n}{2} \\text{ if } n \\text{ even}, \\frac{n+1}{2} \\text{ if } n \\text{ odd}", False),
+        ("a \\text{ if } a \\ge b, \\text{ and } b \\text{ otherwise}", "\\max(a, b)", True),
+        ("a \\text{ if } a \\le b, \\text{ and } b \\text{ otherwise}", "\\max(a, b)", False),
+        ("2\\operatorname{sgn}(k)", "\\begin{cases} 2 & k > 0 \\\\ -2 & k < 0 \\end{cases}", True),
+        ("2", "\\begin{cases} 2 & k > 0 \\\\ -2 & k < 0 \\end{cases}", False),
+        ("x \\text{ if } x > 0 \\text{ and } -x \\text{ if } x < 0", "|x|", False),
+        ("5 \\text{ if } n \\text{ is even, else } 6", "5", False),
     ],
     # ---- found by a red-team pass (the grader was wrong on each before it was fixed) ------------------------
     "red team": [
@@ -494,5 +505,13 @@ RESPONSES = [
     ("1.5498... eV, which rounded to three significant figures gives 1.55 eV.", "1.5498", 0.0),
     ("All reals.", "(-\\infty, \\infty)", 1.0),
     ("All positive reals.", "(-\\infty, \\infty)", 0.0),
+    ("It equals 0 for even n and 1 for odd n.", "\\begin{cases} 1 & n \\text{ odd} \\\\ 0 & n \\text{ even} \\end{cases}", 1.0),
+    ("It equals 1 for even n and 0 for odd n.", "\\begin{cases} 1 & n \\text{ odd} \\\\ 0 & n \\text{ even} \\end{cases}", 0.0),
+    ("f(x) = x if x ≥ 0 and f(x) = -x if x < 0.", "|x|", 1.0),
+    ("f(x) = -x if x ≥ 0 and f(x) = x if x < 0.", "|x|", 0.0),
+    ("The value is 1 if n is even and -1 if n is odd.", "(-1)^n", 1.0),
+    ("The value is 1 if n is even and -1 if n is odd.", "1", 0.0),
+    ("x = 2\\operatorname{sgn}(k), i.e. 2 for positive k and -2 for negative k.", "\\begin{cases} 2 & k > 0 \\\\ -2 & k < 0 \\end{cases}", 1.0),
+    ("The answer is 5 for n = 1 and 6 for n = 2.", "5", 0.0),
     ("If we expand, the answer is \\boxed{5}, which is what we wanted when we started.", "5", 1.0),
 ]
