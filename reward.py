@@ -44,7 +44,8 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
     "2√5 units", "the ratio is 3:1"; a ratio "1 to 2" is 1:2); a colon before the last value asserts it ("Setting
     t = 0 gives the constant: c = I(0)" -> c = I(0)); a leading "Since/Because ..., " clause is a reason, not the
     answer ("Since f(-x) = f(x), the function is even."); numbers spelled out in a conclusion with none in digits
-    count ("twelve ways" -> 12, "one quarter" -> 1/4).
+    count ("twelve ways" -> 12, "one quarter" -> 1/4); a sentence with no value that names the reals or the empty set
+    is that set ("x can be any real number.", "there is no solution."; not "any positive real number").
   - hedge words ("or", "not", "at least", "between", "over", "approximately") make a sentence no answer, except
     words of comparison in its subject ("the largest prime less than 50 is 47", "the distance between the points
     is 5"); "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see Equivalence).
@@ -139,6 +140,8 @@ Equivalence (`is_equiv(pred, gold)`), the conventions, each tested in tests/test
   symbol), and each of the gold's cases is met: "1 if n is even and -1 if n is odd" = `(-1)^n`, `\\lceil n/2 \\rceil` =
   "n/2 if n even, (n+1)/2 if n odd", "a if a \\ge b, and b otherwise" = `\\max(a, b)`; the cases swapped, a case left
   undefined (`x` if x > 0, `-x` if x < 0 for `|x|`), or one case's value alone (`5` for "5 if n is even, else 6") fail.
+  The conditions may lead ("If n is even, the answer is 5; if n is odd, it is 6."); a conclusion of two sentences that
+  each open with "If"/"When" is an answer by cases or none ("If n is even, f(n) = 5. If n is odd, f(n) = 6." is not 6).
 - Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
 - `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
   `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry; a sum, difference or
@@ -407,7 +410,10 @@ def _phrase_answer(text):
     if by_cases:
         return by_cases  # "5 for n = 1 and 6 for n = 2": an answer by cases, not its first value
     if _case_of_several(text, matches[-1].start(), matches[-1].end()):
-        return line  # kept whole: "If n is even the answer is 5; if n is odd it is 6." is one case of two
+        start = matches[-1].start()  # an answer by cases (see _cases), else kept whole: one case of two fails
+        sentence_start = max(text.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
+        return _case_answer(text[sentence_start:].split("\n", 1)[0] if text[sentence_start:start].strip() else
+                            text[sentence_start:start] + line) or line
     return _reduce(_sentence_head(line)) or None
 
 
@@ -605,7 +611,7 @@ def _candidates(sentence):
     return candidates + [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
 
 
-_ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:ly)?|rounded|accurate)\s+to|to)\s+(?:the\s+nearest\s+\w+|"
+_ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:ly)?|rounded|accurate)\s+to|to|(?<=\()\s*)\s*(?:the\s+nearest\s+\w+|"
                             r"(?:\d+|one|two|three|four|five|six)\s+(?:s\.?\s*f\.?|d\.?\s*p\.?|sig(?:nificant)?\.?\s*(?:fig(?:ure)?s?|digits?)|"
                             r"decimal\s+(?:places?|digits?)|dp|sf)(?![A-Za-z]))\s*\)?", re.IGNORECASE)
 
@@ -613,7 +619,7 @@ _ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:
 _RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
 _SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
                 "on", "or", "so", "to", "up", "us", "we", "i"}
-_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−")
+_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓")
 
 
 def _wrap_raw_math(piece):
@@ -632,7 +638,7 @@ def _wrap_raw_math(piece):
 
 
 def _wrap_plain(text):
-    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠]|\d:\d", text):
+    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d", text):
         return text
     runs, start, end, depth, tokens = [], None, None, 0, list(_RAW_TOKEN.finditer(text))
     for k, token in enumerate(tokens):
@@ -670,7 +676,7 @@ def _wrap_plain(text):
         run = text[start:end]
         while run and (run[-1] in ",.;:" or run.count("(") < run.count(")") and run[-1] == ")"):
             run = run[:-1]
-        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠]|\d:\d", run) or not re.search(r"[A-Za-z0-9]", run) \
+        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d", run) or not re.search(r"[A-Za-z0-9]", run) \
                 or re.fullmatch(r"[^\W\d_]\s*(?:[<>]=?|=|[≤≥≠])\s*-?\d+(?:\.\d+)?", run) \
                 or run.count("(") != run.count(")") or run.count("{") != run.count("}"):
             continue
@@ -691,6 +697,24 @@ def _spelled_out(sentence):
                                                                      sentence[:m.start()], re.I) and m.group(0).lower() == "one"
                                  else _number_words(m), sentence)
     return _FRACTION_WORDS.sub(lambda m: f"$\\frac{{{m.group(1) or 1}}}{{{_DENOMINATORS[m.group(2).lower()]}}}$", sentence)
+
+
+_ANY_REAL = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?|values?|[a-z])\b|\ball\s+reals\b", re.I)
+_NOT_ALL = re.compile(r"\b(?:except|but|other|positive|negative|non-?zero|non-?negative|greater|less|than|not|no|integers?|"
+                      r"rational|irrational|between|outside|inside|only|some)\b", re.I)
+
+
+def _set_words(sentence):
+    """A sentence that names the reals or the empty set in words and holds no value: "All reals.", "x can be any real
+    number.", "there is no solution." -> the text it cleans from; None otherwise."""
+    sentence = sentence.strip().rstrip(".!").strip()
+    if not sentence or len(sentence) > 80 or _candidates(sentence):
+        return None
+    if clean(sentence) in ("(-\\infty, \\infty)", "\\emptyset"):
+        return sentence
+    if _ANY_REAL.search(sentence) and not _NOT_ALL.search(sentence):
+        return "all real numbers"
+    return None
 
 
 def _case_answer(sentence):
@@ -716,9 +740,10 @@ def _conclusion_answer(text, finished=True):
     if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
             and not re.search(_NUMBER_WORDS.pattern + "|" + _FRACTION_WORDS.pattern, sentences[-1], re.I):
         return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
-    if sentences and not _candidates(sentences[-1]) and len(sentences[-1]) < 60 \
-            and clean(sentences[-1].strip().rstrip(".")) in ("(-\\infty, \\infty)", "\\emptyset"):
-        return sentences[-1].strip().rstrip(".")  # "All reals.", "No solution.": a set named in words
+    if sentences and _set_words(sentences[-1]):
+        return _set_words(sentences[-1])  # "All reals.", "No solution.", "x can be any real number.": a set in words
+    if len(sentences) > 1 and all(re.match(r"\s*(?:if|when)\b", x, re.I) for x in sentences[-2:]):
+        return _case_answer(sentences[-2] + " " + sentences[-1])  # "If n is even, f(n) = 5. If n is odd, f(n) = 6."
     for sentence in reversed(sentences[-3:]):
         sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
         # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
@@ -732,8 +757,11 @@ def _conclusion_answer(text, finished=True):
         if not _candidates(sentence) and re.search(_NUMBER_WORDS.pattern + "|" + _FRACTION_WORDS.pattern, sentence, re.I):
             sentence = _spelled_out(sentence)
         reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
-        if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])):
+        if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])
+                       or _set_words(sentence[reason.end():])):
             sentence = sentence[reason.end():]
+        if _set_words(sentence):
+            return _set_words(sentence)
         if _candidates(sentence):
             sentence = _without_rejected_values(_without_fronted_modifier(sentence))
             if not _candidates(sentence):
@@ -831,8 +859,8 @@ def _asserted(sentence, candidates):
         if previous_end and len(lead_in) <= 2 and lead_in and lead_in[-1].lower() in ("and", "or", ","):
             is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
         else:
-            is_asserted = not _MODIFIER_START.search(" ".join(lead_in[-3:])) \
-                and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
+            is_asserted = _RESULT_WORDS.search(sentence[:position]) is not None or (
+                not _MODIFIER_START.search(" ".join(lead_in[-3:])) and not (previous_end and _PURPOSE.search(" ".join(lead_in))))
         if is_asserted:
             asserted.append((position, value))
         previous_end, previous_asserted = position + len(value), is_asserted
@@ -1942,7 +1970,7 @@ def _split_domain(s):
 
 
 # ---- answers by cases ------------------------------------------------------------------------------------------
-_CASE_WORD = re.compile(r"\b(?:if|when|whenever|for|otherwise|else)\b|\\begin\{cases\}")
+_CASE_WORD = re.compile(r"\b(?:if|when|whenever|for|otherwise|else)\b|\\begin\{cases\}", re.I)
 _PARITY = re.compile(r"^(?:([a-z])\s+(?:is\s+)?(?:an?\s+)?(even|odd)(?:\s+(?:number|integer))?|(even|odd)\s+([a-z]))$")
 _SIGN = re.compile(r"^(?:(positive|negative|nonnegative|non-negative|nonpositive|non-positive)\s+([a-z])|([a-z])\s+(?:is\s+)?"
                    r"(positive|negative|nonnegative|non-negative|nonpositive|non-positive))$")
@@ -1988,6 +2016,17 @@ def _cases(s):
         pairs = [(row[0], re.sub(r"^\s*(?:if|for|when)\s+", "", row[1].strip()) if len(row) == 2 else None) for row in rows]
         if any(len(row) != 2 for row in rows):
             return None
+    elif re.match(r"\s*(?:if|when)\b", s, re.I):  # "If n is even, the answer is 5; if n is odd, it is 6."
+        pairs = []
+        for part in re.split(r"\s*(?:;|\.\s+|,\s*(?:and\s+|but\s+)?(?=(?:if|when|otherwise|else)\b))\s*", s.strip().rstrip("."),
+                             flags=re.I):
+            said = r"(?:(?:the\s+)?(?:answer|value|result|total|count|number|sum)(?:\s+\w+){0,3}?\s+(?:is|equals|=)|it\s+is|it's|" \
+                   r"we\s+get|we\s+have)"
+            case = re.fullmatch(rf"(?:(?:if|when)\s+(.+?)|otherwise|else)(?:\s*,\s*(?:then\s+)?(?:{said}\s+)?|\s+(?:then\s+)?{said}\s+)"
+                                r"([^,;]+)", part.strip(), re.I)
+            if case is None:
+                return None
+            pairs.append((case.group(2), case.group(1) or "otherwise"))
     else:
         pairs = []
         for part in re.split(r"\s*(?:,|;)\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=.*?\b(?:if|when|whenever|for|otherwise|else)\b)", s):
