@@ -701,14 +701,15 @@ def _spelled_out(sentence):
 
 _ANY_REAL = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?|values?|[a-z])\b|\ball\s+reals\b", re.I)
 _NOT_ALL = re.compile(r"\b(?:except|but|other|positive|negative|non-?zero|non-?negative|greater|less|than|not|no|integers?|"
-                      r"rational|irrational|between|outside|inside|only|some)\b", re.I)
+                      r"rational|irrational|between|outside|inside|only|some|even|odd|continuous|increasing|decreasing|"
+                      r"constant|zero|true|false|differentiable|bounded|periodic|convex|concave|injective|surjective)\b", re.I)
 
 
 def _set_words(sentence):
     """A sentence that names the reals or the empty set in words and holds no value: "All reals.", "x can be any real
     number.", "there is no solution." -> the text it cleans from; None otherwise."""
     sentence = sentence.strip().rstrip(".!").strip()
-    if not sentence or len(sentence) > 80 or _candidates(sentence):
+    if not sentence or len(sentence) > 80 or _candidates(sentence) or re.search(r"[=\\^_{}$<>]", sentence):
         return None
     if clean(sentence) in ("(-\\infty, \\infty)", "\\emptyset"):
         return sentence
@@ -737,11 +738,11 @@ def _conclusion_answer(text, finished=True):
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
     if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])[\s*_]*$", sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    if sentences and _set_words(sentences[-1]):
+        return _set_words(sentences[-1])  # "All reals.", "No solution.", "x can be any real number.": a set in words
     if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
             and not re.search(_NUMBER_WORDS.pattern + "|" + _FRACTION_WORDS.pattern, sentences[-1], re.I):
         return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
-    if sentences and _set_words(sentences[-1]):
-        return _set_words(sentences[-1])  # "All reals.", "No solution.", "x can be any real number.": a set in words
     if len(sentences) > 1 and all(re.match(r"\s*(?:if|when)\b", x, re.I) for x in sentences[-2:]):
         return _case_answer(sentences[-2] + " " + sentences[-1])  # "If n is even, f(n) = 5. If n is odd, f(n) = 6."
     for sentence in reversed(sentences[-3:]):
@@ -2091,7 +2092,7 @@ def _cases_equal(p, g):
     grids = [[sympy.Integer(k) for k in (-3, -2, -1, 0, 1, 2, 3, 4, 5, 6)] if x in integers else
              [sympy.Integer(k) for k in (-3, -1, 0, 1, 2, 5)] + [sympy.Rational(7, 2), sympy.Rational(-5, 3)] for x in names]
     met, compared = set(), 0
-    for values in itertools.islice(itertools.product(*grids), 200):
+    for values in itertools.islice(itertools.product(*grids), 120):
         point = dict(zip(names, values))
         gold = _cases_value(sides[1], point)
         if gold is None:

@@ -526,5 +526,9 @@ RESPONSES = [
     ("Because the discriminant is negative, there is no solution.", "0", 0.0),
     ("We get 12 per box, yielding 48 in total.", "48", 1.0),
     ("We get 12 per box, yielding 48 in total.", "12", 0.0),
+    ("The function is defined for all real x.", "(-\\infty, \\infty)", 1.0),
+    ("f(x) = x^2 for every real number x.", "x^2", 1.0),
+    ("f(x) = x^2 for every real number x.", "(-\\infty, \\infty)", 0.0),
+    ("The function is even for all real x.", "(-\\infty, \\infty)", 0.0),
     ("If we expand, the answer is \\boxed{5}, which is what we wanted when we started.", "5", 1.0),
 ]
