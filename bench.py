@@ -7,14 +7,16 @@
                                  (pip install math-verify==0.9.0); --math_verify_repo DIR adds its published cases
     python bench.py step         (GPU) one training step of a 1.5B-shaped model at 4K and 8K response tokens
     python bench.py rollout      tiny-model vLLM CPU generation tokens/s and seconds per update_weights
-    python bench.py pack         trainer tokens/s and padding share, packed vs padded micro-batches (CPU, small
-                                 Qwen2) for uniform, long-tailed and all-at-cap response lengths
+    python bench.py pack         trainer tokens/CPU s and padding share, packed vs padded micro-batches, at GRPO's
+                                 real response lengths (uniform 1-8K, long-tailed like R1-style RL at an 8K cap),
+                                 a 1-layer Qwen2 with Qwen2.5-1.5B's FLOP mix, CPU (~9 minutes)
     python bench.py code         code reward: MBPP reference programs graded/s (2 workers), p50/p99 per program,
                                  sandbox start-up cost per program (bwrap vs the rlimits fallback vs bare python)
     python bench.py all
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -153,40 +155,78 @@ def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, 
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Packed vs padded micro-batches (issue 23): trainer tokens/s and padding share at several length distributions
+# Packed vs padded micro-batches (issue 23): trainer tokens/s and padding share at GRPO's real response lengths
 # ------------------------------------------------------------------------------------------------------------
-def _pack_lengths(kind, n, cap, rng):
-    """(prompt, response) lengths of one step: prompts 8-64 tokens; responses 'uniform' in [cap/8, cap] (1-8K
-    scaled down), 'long-tailed' like real GRPO responses (exponential with mean cap/6, 10% truncated at the cap),
-    'all-at-cap' (nothing to pack: the control)."""
+PACK_CAP = 8192            # response cap: the issue's 1-8K
+PACK_STEP = (64, 8)        # prompts x responses per step: recipes/single_gpu_1p5b.sh (--batch_size 64, group 8)
+# Qwen2.5 configs (hidden, layers, heads, kv heads, head_dim, MLP, vocab): the bench model copies one's FLOP mix
+QWEN = {"qwen2.5-0.5b": (896, 24, 14, 2, 64, 4864, 151936), "qwen2.5-1.5b": (1536, 28, 12, 2, 128, 8960, 151936),
+        "qwen2.5-7b": (3584, 28, 28, 4, 128, 18944, 152064)}
+
+
+def _layer_params(hidden, heads, kv_heads, head_dim, mlp):
+    """Weights of one Qwen2 decoder layer that multiply every token (projections and MLP)."""
+    return 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + 3 * hidden * mlp
+
+
+def _pack_lengths(kind, rng, cap=PACK_CAP):
+    """(prompt, response) lengths of one GRPO step, PACK_STEP = 64 prompts x 8 responses (the 8 share a prompt;
+    prompts 64-512 tokens, a math problem in a chat template). Responses:
+
+    uniform      uniform in [1024, cap]: the issue's 1-8K.
+    long-tailed  R1-style reasoning RL at an 8K cap, fixed from published numbers before any ratio was measured:
+                 5% truncated at the cap, the rest log-normal (median 3,170, sigma 0.75, redrawn above the cap),
+                 mean 3,500. Source: DeepScaleR's 8K stage (DeepSeek-R1-Distill-Qwen-1.5B, GRPO, 8K context;
+                 blog "DeepScaleR: Surpassing O1-Preview with a 1.5B Model by Scaling RL", Feb 2025): mean response
+                 length fell from ~5,500 to ~3,500 tokens, and the clip ratio was 4.2%, rising to 6.5% late in the
+                 stage (the blog's text, quoted by its authors in github.com/agentica-project/rllm issue 33);
+                 incorrect responses run ~3x longer than correct ones, so the spread is wide: sigma 0.75 is a 3x
+                 correct/incorrect gap at a 60/40 mix (0.55 in log space) plus spread within each. Percentiles:
+                 5% 890, 25% 1,800, 50% 2,900, 75% 4,450, 95% 6,950 tokens, then the 5% at 8,192.
+    all-at-cap   every response at the cap (the control: only the prompts differ)."""
     out = []
-    for _ in range(n):
-        if kind == "uniform":
-            response = rng.randint(cap // 8, cap)
-        elif kind == "long-tailed":
-            response = cap if rng.random() < 0.1 else min(cap, max(4, int(rng.expovariate(6 / cap))))
-        else:
-            response = cap
-        out.append((rng.randint(8, 64), response))
+    for _ in range(PACK_STEP[0]):
+        prompt = rng.randint(64, 512)
+        for _ in range(PACK_STEP[1]):
+            if kind == "uniform":
+                response = rng.randint(1024, cap)
+            elif kind == "long-tailed":
+                response = cap
+                if rng.random() >= 0.05:
+                    while response >= cap:
+                        response = max(1, int(rng.lognormvariate(math.log(3170), 0.75)))
+            elif kind == "all-at-cap":
+                response = cap
+            else:
+                raise ValueError(f"bench pack: unknown length distribution {kind!r}")
+            out.append((prompt, response))
     return out
 
 
-def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, repeats=2, threads=1,
-               kinds=("long-tailed", "uniform", "all-at-cap")):
-    """Forward + backward of the GRPO log-prob loss (logprobs.token_logprobs with entropy as a metric, policy_loss;
-    fp32, no gradient checkpointing) over one step's samples, micro-batched two ways at the same token budget,
-    train.py's --micro_batch_tokens scaled like the responses (cap / 8192): the default 32768 -> 4 x cap, and
-    recipes/single_gpu_1p5b.sh's 16384 -> 2 x cap:
-      padded  batching.micro_batches (length-sorted, count x longest <= budget), right-padded [B, S] rows
+def bench_pack(kinds=("long-tailed", "uniform"), like="qwen2.5-1.5b", fraction=1 / 20, repeats=1, threads=1):
+    """Trainer throughput, packed vs padded micro-batches, at GRPO's real response lengths (issue 23), on CPU.
+
+    Work: forward + backward of the GRPO loss (logprobs.token_logprobs with the entropy as a metric, policy_loss;
+    fp32, no gradient checkpointing) over one step's micro-batches, two ways at the same token budget, train.py's
+    default --micro_batch_tokens 32768 and recipes/single_gpu_1p5b.sh's 16384:
+      padded  batching.micro_batches over the step's 512 samples (length-sorted, count x longest <= budget), rows
+              right-padded, transformers' sdpa with its [B, 1, S, S] mask: what `--packing 0` runs
       packed  packing.balanced_micro_batches (real tokens <= budget), one row each, attention per sequence
-              (packing's "sdpa_varlen"); also with transformers' sdpa and its block-diagonal mask, for reference.
-    The model is Qwen2-shaped, its output head kept near Qwen2.5-1.5B's share of the per-token FLOPs (here 21%,
-    there 15%): both paths already project only the scored tokens through the head, so a head-heavy toy would
-    hide the backbone's saving. Timed in CPU seconds of this process (time.process_time) on `threads` threads
-    (1: then CPU time is the compute itself, and other jobs on a shared machine barely move it, while wall time
-    there swings 3x), the minimum of `repeats` runs, the three ways interleaved. Useful FLOPs, the same for all three ways (per step):
-        6 * P_backbone * T_real + 6 * P_head * T_scored + 6 * layers * hidden * sum_i len_i^2
-    (the last term: causal attention, QK^T and AV at len^2 / 2 * hidden multiply-adds each, x3 for backward)."""
+              (packing's "sdpa_varlen"): what `--packing 1` runs on CPU
+    Timed: a systematic 1-in-1/fraction sample of each way's micro-batches (evenly spaced through its order, so
+    short and long ones alike; a whole step is ~2M tokens, ~20 CPU-minutes a way), the two ways interleaved
+    micro-batch by micro-batch (each one's minimum over `repeats` runs when > 1), in CPU seconds of this process on
+    `threads` threads (1: CPU time is then the compute itself, which other jobs on a shared machine barely move).
+    tokens/CPU s counts real tokens. The padding share is the whole step's.
+
+    The model: Qwen2 architecture, 1 layer, one 64-dim attention head, sized so that its per-token FLOPs split
+    between attention, the other matmuls and the output head as in `like` (Qwen2.5-1.5B by default: the recipes'
+    model): attention FLOPs / matmul FLOPs per token and layer = head_dim * heads / layer params, and the head's
+    share of the matmul FLOPs, both kept. A narrow, deep-headed toy (hidden 256 with 4 heads) would give attention
+    ~6x its real weight, and with it most of the padded path's waste (its attention runs on S^2, not S^2/2).
+    Useful FLOPs per step (the same for both ways; len_i = prompt + response of sequence i):
+        6 * P_backbone * T_real + 6 * P_head * T_scored + 6 * layers * heads * head_dim * sum_i len_i^2
+    (the last: causal attention, QK^T and AV at len^2 / 2 * heads * head_dim multiply-adds each, x3 for backward)."""
     import random
 
     import torch
@@ -199,58 +239,84 @@ def bench_pack(samples=32, cap=256, hidden=256, layers=6, mlp=1408, vocab=8192, 
     from data import Sample
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers,
-                         num_attention_heads=hidden // 64, num_key_value_heads=2, head_dim=64,
-                         max_position_embeddings=4 * cap, tie_word_embeddings=False)
+    q_hidden, q_layers, q_heads, q_kv, q_head_dim, q_mlp, q_vocab = QWEN[like]
+    q_layer = _layer_params(q_hidden, q_heads, q_kv, q_head_dim, q_mlp)
+    q_head_share = q_hidden * q_vocab / (q_layers * q_layer + q_hidden * q_vocab)
+    hidden, head_dim = 320, 64
+    layer = round(head_dim * q_layer / (q_heads * q_head_dim))        # same attention : matmul ratio per layer
+    mlp = round((layer - _layer_params(hidden, 1, 1, head_dim, 0)) / (3 * hidden))
+    vocab = round(q_head_share / (1 - q_head_share) * _layer_params(hidden, 1, 1, head_dim, mlp) / hidden)
+    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=1,
+                         num_attention_heads=1, num_key_value_heads=1, head_dim=head_dim,
+                         max_position_embeddings=2 * PACK_CAP, tie_word_embeddings=False)
     model = Qwen2ForCausalLM(config)
     p_head = model.lm_head.weight.numel()
-    p_backbone = sum(p.numel() for p in model.parameters()) - p_head - model.get_input_embeddings().weight.numel()
-    print(f"== packed vs padded micro-batches: Qwen2 hidden {hidden}, {layers} layers, MLP {mlp}, vocab {vocab} "
-          f"({p_backbone / 1e6:.1f}M backbone + {p_head / 1e6:.1f}M head params), fp32 CPU, {torch.get_num_threads()} "
-          f"threads; {samples} samples/step, prompt 8-64 + response <= {cap} tokens")
+    p_backbone = _layer_params(hidden, 1, 1, head_dim, mlp)
+    print(f"== packed vs padded micro-batches: Qwen2 with {like}'s FLOP mix (hidden {hidden}, 1 layer, 1 head of "
+          f"{head_dim}, MLP {mlp}, vocab {vocab}: {p_backbone / 1e6:.2f}M matmul + {p_head / 1e6:.2f}M head params), "
+          f"fp32 CPU, {torch.get_num_threads()} thread(s); {PACK_STEP[0]} x {PACK_STEP[1]} samples/step, prompt 64-512 "
+          f"+ response <= {PACK_CAP}; 1 in {round(1 / fraction)} micro-batches timed, min of {repeats}")
+    print("   FLOPs = 6 P_backbone T_real + 6 P_head T_scored + 6 layers heads head_dim sum(len^2)")
 
-    def step(micro, seqs, advantages, packed):
-        """One step's forward + backward; micro: lists of sample indices."""
-        n_scored = sum(len(seqs[i].response_ids) for mb in micro for i in mb)
-        for mb in micro:
-            ids, attention, mask, _ = batching.collate([seqs[i] for i in mb], 0, "cpu")
-            logp, _ = logprobs.token_logprobs(model, ids, attention, with_entropy=True, score_mask=mask, packed=packed)
-            loss, _ = grpo.policy_loss(logp, logp.detach(), advantages[mb], mask, num_tokens=n_scored)
-            loss.backward()
+    def run(mb, seqs, advantages, n_scored, packed):
+        """One micro-batch's forward + backward; CPU seconds."""
+        model.set_attn_implementation(packing.VARLEN_ATTENTION if packed else "sdpa")
+        start = time.process_time()
+        ids, attention, mask, _ = batching.collate([seqs[i] for i in mb], 0, "cpu")
+        logp, _ = logprobs.token_logprobs(model, ids, attention, with_entropy=True, score_mask=mask, packed=packed)
+        loss, _ = grpo.policy_loss(logp, logp.detach(), advantages[mb], mask, num_tokens=n_scored)
+        loss.backward()
+        seconds = time.process_time() - start
         model.zero_grad(set_to_none=True)
+        return seconds
+
+    def sample(micro):
+        count = max(1, round(len(micro) * fraction))
+        return [micro[int((j + 0.5) * len(micro) / count)] for j in range(count)]
 
     for kind in kinds:
         rng = random.Random(0)
         seqs = []
-        for prompt, response in _pack_lengths(kind, samples, cap, rng):
+        for prompt, response in _pack_lengths(kind, rng):
             ids = [rng.randrange(vocab) for _ in range(prompt + response)]
             seqs.append(Sample(ids[:prompt], ids[prompt:], [0.0] * response, "stop", ""))
-        advantages = torch.randn(samples)
+        n = len(seqs)
+        advantages = torch.randn(n)
         lengths = [len(s.prompt_ids) + len(s.response_ids) for s in seqs]
-        real, scored = sum(lengths), sum(len(s.response_ids) for s in seqs)
-        flops = 6 * p_backbone * real + 6 * p_head * scored + 6 * layers * hidden * sum(n * n for n in lengths)
-        print(f"{kind}: {real} real tokens ({scored} scored), lengths {min(lengths)}-{max(lengths)} "
-              f"(mean {real / samples:.0f})")
-        for budget in (4 * cap, 2 * cap):
-            padded_mb = batching.micro_batches(list(range(samples)), lengths, budget)
-            packed_mb = [mb for mb in packing.balanced_micro_batches(lengths, budget)[0] if mb]
-            padded_tokens = sum(len(mb) * max(lengths[i] for i in mb) for mb in padded_mb)
-            ways = {"padded": (padded_mb, False, "sdpa"), "packed": (packed_mb, True, packing.VARLEN_ATTENTION),
-                    "packed, block-diagonal mask": (packed_mb, True, "sdpa")}
-            times = {name: [] for name in ways}
+        responses = sorted(len(s.response_ids) for s in seqs)
+        real, scored = sum(lengths), sum(responses)
+
+        def flops(idx):
+            t = sum(lengths[i] for i in idx)
+            s = sum(len(seqs[i].response_ids) for i in idx)
+            return 6 * p_backbone * t + 6 * p_head * s + 6 * head_dim * sum(lengths[i] ** 2 for i in idx)
+
+        attention_share = 6 * head_dim * sum(x * x for x in lengths) / flops(range(n))
+        print(f"{kind}: responses mean {scored / n:.0f}, median {responses[n // 2]}, 5-95% {responses[n // 20]}-"
+              f"{responses[-n // 20]}, at the cap {sum(r == PACK_CAP for r in responses) / n:.0%}; {real} real tokens; "
+              f"attention {attention_share:.0%} of the useful FLOPs")
+        for budget in (32768, 16384):
+            ways = {"padded": (batching.micro_batches(list(range(n)), lengths, budget), False),
+                    "packed": ([mb for mb in packing.balanced_micro_batches(lengths, budget)[0] if mb], True)}
+            padded_tokens = sum(len(mb) * max(lengths[i] for i in mb) for mb in ways["padded"][0])
+            timed = {name: sample(micro) for name, (micro, _) in ways.items()}
+            seconds = {name: [float("inf")] * len(timed[name]) for name in ways}
             for _ in range(repeats):
-                for name, (micro, packed, attention) in ways.items():
-                    model.set_attn_implementation(attention)
-                    start = time.process_time()
-                    step(micro, seqs, advantages, packed)
-                    times[name].append(time.process_time() - start)
+                for j in range(max(map(len, timed.values()))):
+                    for name, (_, packed) in ways.items():
+                        if j < len(timed[name]):
+                            seconds[name][j] = min(seconds[name][j], run(timed[name][j], seqs, advantages, scored, packed))
             print(f"  token budget {budget}:")
-            for name, (micro, _, _) in ways.items():
-                seconds = min(times[name])
+            rate = {}
+            for name, (micro, _) in ways.items():
+                idx = [i for mb in timed[name] for i in mb]
+                total = sum(seconds[name])
+                rate[name] = sum(lengths[i] for i in idx) / total
                 share = 1 - real / padded_tokens if name == "padded" else 0.0
-                print(f"    {name:28s} {len(micro):3d} micro-batches, padding {100 * share:4.1f}%: {seconds:6.2f} CPU s, "
-                      f"{real / seconds:5.0f} tokens/CPU s, {flops / seconds / 1e9:4.1f} useful GFLOP/CPU s")
-            print(f"    packed / padded tokens per CPU second: {min(times['padded']) / min(times['packed']):.2f}x")
+                print(f"    {name}: {len(micro):3d} micro-batches ({len(timed[name])} timed, {len(idx)} sequences), "
+                      f"padding {100 * share:4.1f}%: {total:6.1f} CPU s, {rate[name]:5.0f} tokens/CPU s, "
+                      f"{flops(idx) / total / 1e9:4.1f} useful GFLOP/CPU s")
+            print(f"    packed / padded tokens per CPU second: {rate['packed'] / rate['padded']:.2f}x")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -574,14 +640,18 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="pack: torch CPU threads")
     parser.add_argument("--variants", default=None, help="grader: JSONL of independently written variants (fields "
                         "family, response, gold, expected): pass rate per family")
-    parser.add_argument("--lengths", default="long-tailed,uniform,all-at-cap", help="pack: length distributions")
+    parser.add_argument("--lengths", default="long-tailed,uniform", help="pack: length distributions "
+                        "(long-tailed, uniform, all-at-cap)")
+    parser.add_argument("--like", default="qwen2.5-1.5b", choices=sorted(QWEN), help="pack: the model whose FLOP "
+                        "mix (attention / matmuls / head) the bench model copies")
+    parser.add_argument("--fraction", type=float, default=1 / 20, help="pack: share of each way's micro-batches timed")
     args = parser.parse_args()
     if args.what in ("logprobs", "all"):
         bench_logprobs()
     if args.what == "step":
         bench_step()
     if args.what in ("pack", "all"):
-        bench_pack(threads=args.threads, kinds=args.lengths.split(","))
+        bench_pack(args.lengths.split(","), args.like, args.fraction, threads=args.threads)
     if args.what in ("grader", "reward", "all"):
         bench_grader(args.dev, args.math_verify_repo, args.disagreements, args.variants)
     if args.what in ("rollout", "all"):

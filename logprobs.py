@@ -100,9 +100,11 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
             rows = score_mask.reshape(-1).bool().nonzero().squeeze(-1)
             hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)
     outputs = []
-    for start in range(0, hidden.shape[0], chunk_size):
-        args = (hidden[start:start + chunk_size], targets[start:start + chunk_size], head.weight, head.bias,
-                temperature, with_entropy, entropy_grad)
+    # split, not slices: split's backward is one concatenation of the chunks' gradients, while each slice's backward
+    # writes its gradient into a zero tensor of the whole [N, H] and adds it up (N / chunk_size of them: measured
+    # 15% of a packed 32K-token micro-batch's CPU time, bench.py pack)
+    for hidden_chunk, target_chunk in zip(hidden.split(chunk_size), targets.split(chunk_size)):
+        args = (hidden_chunk, target_chunk, head.weight, head.bias, temperature, with_entropy, entropy_grad)
         if torch.is_grad_enabled() and hidden.requires_grad:
             outputs.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
         else:
