@@ -43,9 +43,10 @@ How it was tuned (seed 0; every number below is validation accuracy, and nothing
 Then the chosen configuration, once per seed, on the held-out set.
 Task variants tried on validation (seed 0) to give GRPO a larger gain, none adopted: a 2-layer model, SFT lr 2e-3
 x 1000 steps (curve 3.4 / 21.0 / 46.4 / 50.2 / 52.2% at 200..1000), then GRPO lr 1e-4 x 50: 56.4% (+4.2; with 4 PPO
-epochs 52.8%); 192 worked examples, 2-layer: SFT plateau 13.6% at 300 steps, GRPO lr 1e-4 x 60: 13.2%, lr 3e-4 at
-temperature 1.5: collapse to 1.4%; worked examples of 2-3 digits teach 0% on 4-5 digits (nothing to bootstrap
-from). At their plateau the SFT models sample with entropy ~0.03 nats/token: few groups are informative.
+epochs 52.8%; lr 3e-4 x 60: 44.2%); 192 worked examples, 2-layer: SFT plateau 13.6% at 300 steps, GRPO lr 1e-4 x 60:
+13.2%, lr 3e-4 at temperature 1.5: collapse to 1.4%; worked examples of 2 digits (or 2-3 digits) teach 0% on 3
+(or 4-5) digits, and with 10% 3-digit operands among them 0.5% on 3 digits (pass@8 2%): nothing to bootstrap from.
+At their plateau the SFT models sample with entropy ~0.03 nats/token: few groups are informative.
 
 What it shows (held-out, seeds 0-2, mean ± s.e.; the README has each seed): SFT 55.5 ± 6.3%, GRPO 59.0 ± 5.9%,
 (a) 53.9 ± 4.1%, (b) 69.5 ± 3.1%: from an SFT stage at its plateau GRPO adds a few points and beats more SFT on
