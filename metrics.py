@@ -9,7 +9,7 @@ import time
 import torch
 
 from distributed import all_reduce
-from reward import CODE_STAT_KEYS
+from code_reward import STAT_KEYS as CODE_STAT_KEYS
 
 
 def ends_in_loop(token_ids, min_repeats=4, max_period=64, min_span=32):

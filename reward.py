@@ -161,6 +161,7 @@ Measured agreement with real model outputs: README "Grader accuracy" (`python be
 import argparse
 import itertools
 import json
+import operator
 import os
 import random
 import re
@@ -174,7 +175,6 @@ from functools import lru_cache
 import sympy
 
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
-from code_reward import STAT_KEYS as CODE_STAT_KEYS  # noqa: F401  (re-exported for train.py)
 from code_reward import score_code_batch
 from latex import is_english, is_infinite, parse_math
 from workers import close_pools, get_pool
@@ -1964,7 +1964,7 @@ _DOMAIN = re.compile(r"(?:\s*,\s*(?:(?:for|where|with|if|when)\s+)?|\s+(?:for|wh
 def _split_domain(s):
     """(value, domain) of a value with a trailing domain (`x^2 + 2, x \\ge 0`, `\\sqrt{x} for x > 0`), else (s, None)."""
     match = _DOMAIN.search(s)
-    if match is None or re.search(r"\\le|\\ge|<|>", s[:match.start()]) or \
+    if match is None or _INEQ.search(s[:match.start()]) or \
             not re.search(rf"(?<![A-Za-z\\]){match.group(2)}(?![A-Za-z])", s[:match.start()]):
         return s, None
     return s[:match.start()], match.group(1)
@@ -1977,8 +1977,8 @@ _SIGN = re.compile(r"^(?:(positive|negative|nonnegative|non-negative|nonpositive
                    r"(positive|negative|nonnegative|non-negative|nonpositive|non-positive))$")
 _SIGN_TEST = {"positive": lambda v: v > 0, "negative": lambda v: v < 0, "nonnegative": lambda v: v >= 0,
               "nonpositive": lambda v: v <= 0}
-_RELATION_TEST = {"<": lambda a, b: a < b, ">": lambda a, b: a > b, "\\le": lambda a, b: a <= b,
-                  "\\ge": lambda a, b: a >= b, "=": lambda a, b: a == b, "\\ne": lambda a, b: a != b}
+_RELATION_TEST = {"<": operator.lt, ">": operator.gt, "\\le": operator.le, "\\ge": operator.ge, "=": operator.eq,
+                  "\\ne": operator.ne}
 
 
 def _condition(text):
@@ -2412,8 +2412,8 @@ def main():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Code problems (rows with `tests`): the sandboxed code reward lives in code_reward.py and is re-exported here so
-# that the loop imports one module; score_problems picks the reward by each row's data.
+# Code problems (rows with `tests`): the sandboxed code reward lives in code_reward.py; score_problems picks the
+# reward by each row's data, so the loop calls one function.
 # ------------------------------------------------------------------------------------------------------------
 
 
