@@ -1,0 +1,336 @@
+"""Stage 1 of the grader: find the span of a response that states its final answer.
+
+Extraction (`extract_answer`), in order; the first kind found wins, and within a kind the LAST occurrence:
+  0. Reasoning blocks: only the text after the last `</think>` / `<|end_of_thought|>` is read, and inside a
+     `<|begin_of_solution|>` block only that block. A reasoning block that was opened and never closed (a response
+     cut off mid-thought) has NO final answer, whatever tentative \\boxed{} it contains.
+  1. a JSON object's "answer" field (ZeroEval-style `{"reasoning": ..., "answer": ...}`)
+  2. <answer>...</answer>                      (the answer inside is extracted again: boxed, phrase, or all of it)
+  3. \\boxed{...} / \\fbox{...}                 (boxes joined only by "and"/","/"or" or by part labels ("for part
+                                               (a) and", "(b)") are ONE list answer, so
+                                               `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
+                                               condition between them are no answer: "if ... \\boxed{10}; if not,
+                                               \\boxed{5}"; a LAST box that is empty is no answer when words
+                                               come between it and the answer's box ("\\boxed{5}. Wait, ... \\boxed{}"),
+                                               and is ignored right after it: `\\boxed{5}\\n\\boxed{}` is 5)
+  4. `#### 18`                                 (GSM8K; `#### She sold 72 clips.` is read as an answer sentence)
+  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:" (line start),
+     "**Final Answer:**", `Answer $ 9 $` ... up to the end of the sentence
+  6. (default mode only; `strict=True` skips it) a whole response that is one undelimited formula without words
+     (`f^{-1}(x) = \\ln x - 2`, `x \\in \\mathbb{R}`, a matrix, `x^2 + 2 \\text{ for } x \\ge 0`); else the conclusion: the last sentence that contains a number or a
+     formula (after a last ", so"/"hence" and before a "because"/"which"), when it names one answer; or a
+     sentence that says what something is in plain words ("The function is even.", "the solution set is empty").
+  An instruction of the prompt echoed by the model ("Please ... put your final answer within \\boxed{}", a template
+  with `\\boxed{<answer>}`) is removed first: its box and its "final answer" are not the response's.
+"""
+import re
+
+from answer_value import (CURRENCY, _LEADING_VALUE, _SHORT_WORDS, _UNSURE, _case_answer, _case_of_several,
+                          _conclusion_answer, _conditional, _conditional_after, _first_sentence, _reduce,
+                          _sentence_head, _strip_currency)
+from answer_compare import split_unit
+from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, unwrap_commands
+
+MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
+
+
+_CHAT_TURN = re.compile(r"<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|<\|eom_id\|>|<\|start_header_id\|>|</s>"
+                        r"|<\|end\|>|<end_of_turn>|<start_of_turn>|<｜end▁of▁sentence｜>|<｜User｜>|<\|user\|>"
+                        r"|\n\s*(?:User|Human|Question)\s*:")  # an invented next turn of a base model
+
+
+def final_text(response, think_prefilled=False):
+    """The part of a response that can state its final answer, or None when the response was cut off inside a
+    reasoning block. think_prefilled: the prompt itself opened a `<think>` block (R1-Zero style templates)."""
+    if not response:
+        return None
+    text = _CHAT_TURN.split(response[-MAX_RESPONSE_CHARS:], 1)[0]  # a new chat turn after the answer is not the answer
+    text = re.sub(r"<(/?)think(?:ing)?>", r"<\1think>", text, flags=re.IGNORECASE)  # <thinking>, <THINK>
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+        if "<think>" in text:
+            return None
+    elif think_prefilled or "<think>" in text:
+        return None
+    if "<|end_of_thought|>" in text:
+        text = text.rsplit("<|end_of_thought|>", 1)[1]
+    elif "<|begin_of_thought|>" in text:
+        return None
+    if "<|begin_of_solution|>" in text:
+        text = text.rsplit("<|begin_of_solution|>", 1)[1]
+    return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
+
+
+_EMPTY_BOX = re.compile(r"\\boxed\s*\{\s*(?:<[^<>{}]{0,30}>|\.\.\.|\\ldots|\\dots)?\s*\}")  # or a placeholder
+_INSTRUCTION_WORDS = re.compile(r"\b(?:put|place|write|enclose|present|give|mark|box|within|inside|return|format|"
+                                r"response)\b", re.IGNORECASE)
+
+
+def _drop_echoed_instructions(text):
+    """A prompt's instruction echoed by the model ("Please reason step by step, and put your final answer within
+    \\boxed{}."): its empty box and its "final answer" are not the response's answer, so its sentence is dropped."""
+    for match in reversed(list(_EMPTY_BOX.finditer(text))[-20:]):
+        window = max(0, match.start() - 300)  # (bounded windows: a million empty boxes cost linear time)
+        start = max(text.rfind(stop, window, match.start()) for stop in (". ", "! ", "? ", "\n")) + 1
+        if start == 0 and window > 0 or not _INSTRUCTION_WORDS.search(text, start, match.start()):
+            continue
+        stops = [text.find(stop, match.end(), match.end() + 300) for stop in (". ", "\n")]
+        end = min((k for k in stops if k >= 0), default=min(len(text), match.end() + 300))
+        text = text[:start] + " " + text[end + 1:]
+    return text
+
+
+
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![a-zA-Z])(\s*)")
+
+
+def _boxes(text):
+    """[(start, end, content)] of every closed \\boxed{...} / \\fbox{...} (nested braces), and `\\boxed 5`."""
+    found = []
+    for match in _BOX.finditer(text):
+        pos = match.end()
+        if text.startswith("{", pos):
+            group = braced(text, pos)
+            if group is not None:
+                found.append((match.start(), group[1], group[0].strip()))
+        elif match.group(1):  # "\boxed 5": one token, up to whitespace or $
+            token = re.match(r"[^\s$]+", text[pos:pos + MAX_ANSWER_CHARS])
+            if token:
+                found.append((match.start(), pos + token.end(), token.group(0)))
+    return found
+
+
+def _connective(between):
+    """'and' / 'or' if the text between two boxes only joins them (`$\\boxed{1}$ and $\\boxed{2}$`), else None.
+    "or maybe", "or perhaps" are hedges too."""
+    between = re.sub(r"(?:\\[a-zA-Z]+|[A-Za-z])(?:_\{?\w+\}?)?\s*=\s*$", " ", between.rstrip(" $(\\"))  # "and y_2 ="
+    words = re.sub(r"\\[()\[\]]|\$|\\q?quad|\\text\s*\{|\\mbox\s*\{|[{}&]|\\\\", " ", between)
+    # part labels name what each box answers: `\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}` is one list
+    words = re.sub(r"\b(?:for\s+)?(?:part|question)\s*\(?\s*(?:[a-h]|[ivx]{1,4}|\d)\s*\)?(?![\w(])|\(\s*(?:[a-h]|[ivx]{1,4})\s*\)",
+                   " ", words, flags=re.IGNORECASE).replace(",", " , ").split()
+    if len(words) > 4 or not all(w.lower() in (",", ";", "and", "or", "maybe", "perhaps", "possibly") for w in words):
+        return None
+    return "or" if any(w.lower() in ("or", "maybe", "perhaps", "possibly") for w in words) else "and"
+
+
+def last_boxed(text):
+    """The last non-empty box; boxes joined to it only by and/or/commas are one list answer (deduplicated)."""
+    boxes = [(start, end, _inner_box(content)) for start, end, content in _boxes(text) if content]
+    if not boxes:
+        return None
+    answers, seen, joiner = [], set(), ", "
+    for k in range(len(boxes) - 1, max(len(boxes) - 50, 0) - 1, -1):   # the last box and the ones joined to it
+        start, _, content = boxes[k]
+        if re.search(r"(?:^|[\s$=(])-\s*(?:\$\s*)?$", text[max(0, start - 4):start]):
+            content = f"-({content})"                            # $-\boxed{5}$ is -5
+        if content not in seen:
+            answers.append(content)
+            seen.add(content)
+        between = text[boxes[k - 1][1]:start] if k else ""
+        if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
+                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b", between, re.I) \
+                and content != boxes[k - 1][2]:
+            return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions
+        kind = _connective(between) if k else None
+        if kind is None:
+            break
+        if kind == "or":
+            joiner = " \\text{ or } "
+    return joiner.join(reversed(answers))
+
+
+def _inner_box(content):
+    """A box that holds a sentence (`\\boxed{\\text{The answer is } 5}`) holds the sentence's answer."""
+    if re.search(r"answer\s+is", content, re.IGNORECASE):
+        return _phrase_answer(unwrap_commands(content)) or content
+    return content
+
+
+_JSON_ANSWER_KEY = re.compile(r'[{,]\s*"(?:final_answer|answer)"\s*:\s*')
+_JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/"}
+
+
+def _json_string(text, pos):
+    """Decode the JSON string literal starting at text[pos] == '"', tolerating LaTeX's invalid escapes (models write
+    `"\\frac12"` as often as `"\\\\frac12"`): `\\n`, `\\t` followed by a letter stay LaTeX (`\\neq`, `\\times`)."""
+    out, pos = [], pos + 1
+    while pos < len(text) and pos < MAX_RESPONSE_CHARS:
+        ch = text[pos]
+        if ch == '"':
+            return "".join(out)
+        if ch == "\\" and pos + 1 < len(text):
+            nxt = text[pos + 1]
+            if nxt in _JSON_ESCAPES:
+                out.append(_JSON_ESCAPES[nxt])
+            elif nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[pos + 2:pos + 6]):
+                out.append(chr(int(text[pos + 2:pos + 6], 16)))
+                pos += 4
+            elif nxt in "nt" and not text[pos + 2:pos + 3].isalpha():
+                out.append("\n" if nxt == "n" else " ")
+            else:
+                out.append("\\" + nxt)
+            pos += 2
+            continue
+        out.append(ch)
+        pos += 1
+    return None
+
+
+def _json_answer(text):
+    """The value of the last `"answer": ...` field, as text; None if there is none."""
+    keys = list(_JSON_ANSWER_KEY.finditer(text))
+    if not keys or _BOX.search(text, keys[-1].end()):
+        return None
+    pos = keys[-1].end()
+    if text.startswith('"', pos):
+        value = _json_string(text, pos)
+        return _inner_answer(value) if value is not None else None
+    if text.startswith("[", pos):
+        close = text.find("]", pos)
+        if close < 0:
+            return None
+        return ", ".join(item.strip().strip('"') for item in text[pos + 1:close].split(",")) or None
+    literal = re.match(r"[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+)", text[pos:pos + 100])
+    return literal.group(0) if literal else None
+
+
+def _inner_answer(text):
+    """An answer field's own answer: a box inside it, an answer phrase inside it, or all of it."""
+    text = text.strip()
+    if not text:
+        return None
+    return last_boxed(text) or _phrase_answer(text) or text
+
+
+_PHRASE = re.compile(
+    r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
+    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())",
+    re.IGNORECASE | re.MULTILINE)
+
+
+def _phrase_answer(text):
+    """The answer after the last answer phrase ("The final answer is $5$. I hope it is correct." -> `5`). An answer
+    sentence that doubts or conditions its value ("3, but I'm not sure", "5 if n is even, else 6") is kept whole,
+    so it fails to compare."""
+    matches = list(_PHRASE.finditer(text))
+    if not matches:
+        return None
+    rest = text[matches[-1].end():]
+    rest = re.sub(r"^[ \t*_:=]*(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)
+    line, _, after = rest.partition("\n")
+    if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
+        block = after.strip()
+        return _display_math(block) or (_reduce(_sentence_head(_strip_currency(block))) if "\n" not in block
+                                        else _conclusion_answer(block, finished=False))
+    display = _display_math(rest.lstrip())
+    if display:
+        return display
+    line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
+    sentence = _first_sentence(line)
+    if _UNSURE.search(sentence) or _conditional(sentence):
+        return sentence
+    by_cases = _case_answer(sentence)
+    if by_cases:
+        return by_cases  # "5 for n = 1 and 6 for n = 2": an answer by cases, not its first value
+    if _case_of_several(text, matches[-1].start(), matches[-1].end()):
+        start = matches[-1].start()  # an answer by cases (see parse_cases), else kept whole: one case of two fails
+        sentence_start = max(text.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
+        return _case_answer(text[sentence_start:].split("\n", 1)[0] if text[sentence_start:start].strip() else
+                            text[sentence_start:start] + line) or line
+    return _reduce(_sentence_head(line)) or None
+
+
+
+def _display_math(text):
+    """The content of a display-math block that starts the text (it may span lines), else None."""
+    for opener, closer in (("\\[", "\\]"), ("$$", "$$")):
+        if text.startswith(opener):
+            end = text.find(closer, len(opener))
+            if end > 0:
+                return text[len(opener):end].strip() or None
+    return None
+
+
+_TEXT_GROUP = re.compile(r"\\(?:text|mbox|mathrm|textrm|operatorname|mathbb|mathcal|begin|end)\s*\{([^{}]*)\}")
+
+
+def _bare_formula(text):
+    """The whole text is one formula written without delimiters: one line (a matrix may span lines), no words
+    outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`), nor short English ones."""
+    text = ROUNDING_NOTE.sub(" ", text)
+    if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in _SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
+                 _TEXT_GROUP.sub(" ", text), re.I):
+        return False
+    text = re.sub(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}", lambda m: m.group(0).replace("\n", " "), text,
+                  flags=re.DOTALL) if "\\begin" in text else text
+    if "\n" in text or len(text) > 300 or not re.search(r"[A-Za-z0-9]", text):
+        return False
+    if len(text) <= 200 and parse_math(split_unit(clean(text) or "")[0]) is not None:
+        return True
+    if any(len(group.split()) > 3 for group in _TEXT_GROUP.findall(text)):
+        return False
+    rest = re.sub(r"\\[a-zA-Z]+", " ", _TEXT_GROUP.sub(" ", text))
+    return not any(is_english(w) for w in re.findall(r"(?<![a-zA-Z])[a-zA-Z]{3,}", rest)) \
+        and not re.search(r"[!?:]\s*$|[.!?]\s+[A-Za-z]", text) and clean(text) is not None
+
+
+
+_FILLER_WORDS = {"final", "answer", "the", "is", "so", "thus", "hence", "therefore", "i", "hope", "it", "correct"}
+
+
+def extract_answer(response, strict=False, think_prefilled=False):
+    """The final answer a response commits to (a string), or None. See the module docstring for the order.
+    strict=True: only explicit answers (JSON field, <answer>, box, ####, answer phrase), no free-text fallback."""
+    text = final_text(response, think_prefilled)
+    if text is None or not text.strip():
+        return None
+    text = _drop_echoed_instructions(text)
+    last_box = text.rfind("\\boxed{")
+    if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
+        return None  # the last box never closes: the answer was cut off while being written
+    boxes = _boxes(text)
+    if boxes and not boxes[-1][2] and text.count('"answer"') == 0:
+        filled = [b for b in boxes if b[2]]
+        between = text[filled[-1][1]:boxes[-1][0]] if filled else ""
+        words = re.sub(r"\\[\[\]()]|\\boxed\s*\{\s*\}|[$*#_.,:;!\s]+", " ", between).lower().split()
+        if not filled or len(words) > 8 or not set(words) <= _FILLER_WORDS:
+            return None  # the last box is empty after other words (`\boxed{5}. Wait, that is wrong: \boxed{}`): no answer
+        # else an empty box right after the answer (`\boxed{5}\n\n**Final Answer** \boxed{}`) adds nothing
+    found = _json_answer(text)
+    if found is None and re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and not re.search(r"\}\s*(?:```)?\s*$", text):
+        return None  # a JSON object opened and never closed: cut off before its answer field
+    if found is None and "<answer>" in text:
+        found = _inner_answer(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
+    if found is None:
+        found = last_boxed(text)
+        if found is not None and boxes:  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even": no answer
+            rest = _first_sentence(text[boxes[-1][1]:boxes[-1][1] + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
+            if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(text, *boxes[-1][:2]):
+                return None
+        if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
+            phrases = list(_PHRASE.finditer(text))
+            last = phrases[-1] if phrases else None
+            if last and last.start() > max(b[1] for b in _boxes(text)) and "final" in last.group(0).lower():
+                later = _phrase_answer(text)  # ("... the final answer is clearly highlighted" is no answer)
+                if later and _LEADING_VALUE.fullmatch(later.strip()):
+                    found = later
+    if found is None:
+        hashes = re.findall(r"####\s*([^\n]+)", text)
+        found = hashes[-1].strip() if hashes else None
+        if found and re.search(r"[A-Za-z]{3}", found):  # "#### Natalia sold 72 clips in April and May."
+            found = _reduce(_sentence_head(_strip_currency(found)))
+    if found is None:
+        found = _phrase_answer(text)
+    if found is None and not strict:
+        bare = text.strip()
+        if _bare_formula(bare):
+            found = re.sub(r"(?<!\\)\.$", "", bare)  # the whole response is a formula: `\frac{10}{9}`, `f^{-1}(x) = \ln x - 2`
+        else:
+            found = _conclusion_answer(text)
+    if found is None or not found.strip() or len(found) > MAX_ANSWER_CHARS:
+        return None
+    found = found.strip()
+    inline = re.fullmatch(r"\$([^$]+)\$|\\\((.+)\\\)", found, flags=re.DOTALL)  # "$42$" -> "42"
+    found = (inline.group(1) or inline.group(2)).strip() if inline else found
+    return found.replace(CURRENCY, "\\$")  # a dollar sign found in the text is shown as one
+
