@@ -25,11 +25,9 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
 """
 import re
 
-from answer_value import (CURRENCY, _LEADING_VALUE, _SHORT_WORDS, _UNSURE, _case_answer, _case_of_several,
-                          _conclusion_answer, _conditional, _conditional_after, _first_sentence, _reduce,
-                          _sentence_head, _strip_currency)
+from answer_value import _LEADING_VALUE, _SHORT_WORDS, Span, reduce_span
 from answer_compare import split_unit
-from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, unwrap_commands
+from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
 
@@ -80,7 +78,6 @@ def _drop_echoed_instructions(text):
     return text
 
 
-
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![a-zA-Z])(\s*)")
 
 
@@ -115,7 +112,7 @@ def _connective(between):
 
 def last_boxed(text):
     """The last non-empty box; boxes joined to it only by and/or/commas are one list answer (deduplicated)."""
-    boxes = [(start, end, _inner_box(content)) for start, end, content in _boxes(text) if content]
+    boxes = [(start, end, content) for start, end, content in _boxes(text) if content]
     if not boxes:
         return None
     answers, seen, joiner = [], set(), ", "
@@ -137,13 +134,6 @@ def last_boxed(text):
         if kind == "or":
             joiner = " \\text{ or } "
     return joiner.join(reversed(answers))
-
-
-def _inner_box(content):
-    """A box that holds a sentence (`\\boxed{\\text{The answer is } 5}`) holds the sentence's answer."""
-    if re.search(r"answer\s+is", content, re.IGNORECASE):
-        return _phrase_answer(unwrap_commands(content)) or content
-    return content
 
 
 _JSON_ANSWER_KEY = re.compile(r'[{,]\s*"(?:final_answer|answer)"\s*:\s*')
@@ -177,78 +167,28 @@ def _json_string(text, pos):
 
 
 def _json_answer(text):
-    """The value of the last `"answer": ...` field, as text; None if there is none."""
+    """The span of the last `"answer": ...` field's value (see _inner_span); None if there is none."""
     keys = list(_JSON_ANSWER_KEY.finditer(text))
     if not keys or _BOX.search(text, keys[-1].end()):
         return None
     pos = keys[-1].end()
     if text.startswith('"', pos):
         value = _json_string(text, pos)
-        return _inner_answer(value) if value is not None else None
+        return _inner_span(value) if value is not None else None
     if text.startswith("[", pos):
         close = text.find("]", pos)
         if close < 0:
             return None
-        return ", ".join(item.strip().strip('"') for item in text[pos + 1:close].split(",")) or None
+        listed = ", ".join(item.strip().strip('"') for item in text[pos + 1:close].split(","))
+        return Span("field", listed) if listed else None
     literal = re.match(r"[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+)", text[pos:pos + 100])
-    return literal.group(0) if literal else None
-
-
-def _inner_answer(text):
-    """An answer field's own answer: a box inside it, an answer phrase inside it, or all of it."""
-    text = text.strip()
-    if not text:
-        return None
-    return last_boxed(text) or _phrase_answer(text) or text
+    return Span("field", literal.group(0)) if literal else None
 
 
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
     r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())",
     re.IGNORECASE | re.MULTILINE)
-
-
-def _phrase_answer(text):
-    """The answer after the last answer phrase ("The final answer is $5$. I hope it is correct." -> `5`). An answer
-    sentence that doubts or conditions its value ("3, but I'm not sure", "5 if n is even, else 6") is kept whole,
-    so it fails to compare."""
-    matches = list(_PHRASE.finditer(text))
-    if not matches:
-        return None
-    rest = text[matches[-1].end():]
-    rest = re.sub(r"^[ \t*_:=]*(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)
-    line, _, after = rest.partition("\n")
-    if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
-        block = after.strip()
-        return _display_math(block) or (_reduce(_sentence_head(_strip_currency(block))) if "\n" not in block
-                                        else _conclusion_answer(block, finished=False))
-    display = _display_math(rest.lstrip())
-    if display:
-        return display
-    line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
-    sentence = _first_sentence(line)
-    if _UNSURE.search(sentence) or _conditional(sentence):
-        return sentence
-    by_cases = _case_answer(sentence)
-    if by_cases:
-        return by_cases  # "5 for n = 1 and 6 for n = 2": an answer by cases, not its first value
-    if _case_of_several(text, matches[-1].start(), matches[-1].end()):
-        start = matches[-1].start()  # an answer by cases (see parse_cases), else kept whole: one case of two fails
-        sentence_start = max(text.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
-        return _case_answer(text[sentence_start:].split("\n", 1)[0] if text[sentence_start:start].strip() else
-                            text[sentence_start:start] + line) or line
-    return _reduce(_sentence_head(line)) or None
-
-
-
-def _display_math(text):
-    """The content of a display-math block that starts the text (it may span lines), else None."""
-    for opener, closer in (("\\[", "\\]"), ("$$", "$$")):
-        if text.startswith(opener):
-            end = text.find(closer, len(opener))
-            if end > 0:
-                return text[len(opener):end].strip() or None
-    return None
 
 
 _TEXT_GROUP = re.compile(r"\\(?:text|mbox|mathrm|textrm|operatorname|mathbb|mathcal|begin|end)\s*\{([^{}]*)\}")
@@ -274,14 +214,39 @@ def _bare_formula(text):
         and not re.search(r"[!?:]\s*$|[.!?]\s+[A-Za-z]", text) and clean(text) is not None
 
 
-
 _FILLER_WORDS = {"final", "answer", "the", "is", "so", "thus", "hence", "therefore", "i", "hope", "it", "correct"}
 
 
-def extract_answer(response, strict=False, think_prefilled=False):
-    """The final answer a response commits to (a string), or None. See the module docstring for the order.
-    strict=True: only explicit answers (JSON field, <answer>, box, ####, answer phrase), no free-text fallback."""
-    text = final_text(response, think_prefilled)
+def _box_span(text):
+    """The span of the last box (and the boxes joined to it), or None."""
+    found = last_boxed(text)
+    if found is None:
+        return None
+    boxes = _boxes(text)
+    start, end = next((b[0], b[1]) for b in reversed(boxes) if b[2])
+    return Span("box", found, text, start, end)
+
+
+def _phrase_span(text):
+    """The text after the last answer phrase, or None."""
+    matches = list(_PHRASE.finditer(text))
+    if not matches:
+        return None
+    return Span("phrase", text[matches[-1].end():], text, matches[-1].start(), matches[-1].end())
+
+
+def _inner_span(value):
+    """A JSON field's or an <answer> tag's own span: a box inside it, an answer phrase inside it, or all of it."""
+    value = value.strip()
+    if not value:
+        return None
+    return _box_span(value) or _phrase_span(value) or Span("field", value)
+
+
+def find_span(text, strict=False):
+    """Stage 1: the span of `text` (a response's final text, see final_text) that states its answer, or None.
+    See the module docstring for the order. strict=True: only explicit answers (JSON field, <answer>, box, ####,
+    answer phrase), no free-text fallback."""
     if text is None or not text.strip():
         return None
     text = _drop_echoed_instructions(text)
@@ -296,41 +261,30 @@ def extract_answer(response, strict=False, think_prefilled=False):
         if not filled or len(words) > 8 or not set(words) <= _FILLER_WORDS:
             return None  # the last box is empty after other words (`\boxed{5}. Wait, that is wrong: \boxed{}`): no answer
         # else an empty box right after the answer (`\boxed{5}\n\n**Final Answer** \boxed{}`) adds nothing
-    found = _json_answer(text)
-    if found is None and re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and not re.search(r"\}\s*(?:```)?\s*$", text):
+    field = _json_answer(text)
+    if field is not None:
+        return field
+    if re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and not re.search(r"\}\s*(?:```)?\s*$", text):
         return None  # a JSON object opened and never closed: cut off before its answer field
-    if found is None and "<answer>" in text:
-        found = _inner_answer(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
-    if found is None:
-        found = last_boxed(text)
-        if found is not None and boxes:  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even": no answer
-            rest = _first_sentence(text[boxes[-1][1]:boxes[-1][1] + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
-            if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(text, *boxes[-1][:2]):
-                return None
-        if found is not None:  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
-            phrases = list(_PHRASE.finditer(text))
-            last = phrases[-1] if phrases else None
-            if last and last.start() > max(b[1] for b in _boxes(text)) and "final" in last.group(0).lower():
-                later = _phrase_answer(text)  # ("... the final answer is clearly highlighted" is no answer)
-                if later and _LEADING_VALUE.fullmatch(later.strip()):
-                    found = later
-    if found is None:
-        hashes = re.findall(r"####\s*([^\n]+)", text)
-        found = hashes[-1].strip() if hashes else None
-        if found and re.search(r"[A-Za-z]{3}", found):  # "#### Natalia sold 72 clips in April and May."
-            found = _reduce(_sentence_head(_strip_currency(found)))
-    if found is None:
-        found = _phrase_answer(text)
-    if found is None and not strict:
-        bare = text.strip()
-        if _bare_formula(bare):
-            found = re.sub(r"(?<!\\)\.$", "", bare)  # the whole response is a formula: `\frac{10}{9}`, `f^{-1}(x) = \ln x - 2`
-        else:
-            found = _conclusion_answer(text)
-    if found is None or not found.strip() or len(found) > MAX_ANSWER_CHARS:
+    if "<answer>" in text:
+        return _inner_span(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
+    box = _box_span(text)
+    if box is not None:
+        phrase = _phrase_span(text)  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
+        if phrase and phrase.start > max(b[1] for b in boxes) and "final" in text[phrase.start:phrase.end].lower():
+            later = reduce_span(phrase)  # ("... the final answer is clearly highlighted" is no answer)
+            if later and _LEADING_VALUE.fullmatch(later.strip()):
+                return Span("field", later)
+        return box
+    hashes = list(re.finditer(r"####\s*([^\n]+)", text))
+    if hashes:
+        return Span("line", hashes[-1].group(1).strip(), text, hashes[-1].start(1), hashes[-1].end(1))
+    phrase = _phrase_span(text)
+    if phrase is not None:
+        return phrase
+    if strict:
         return None
-    found = found.strip()
-    inline = re.fullmatch(r"\$([^$]+)\$|\\\((.+)\\\)", found, flags=re.DOTALL)  # "$42$" -> "42"
-    found = (inline.group(1) or inline.group(2)).strip() if inline else found
-    return found.replace(CURRENCY, "\\$")  # a dollar sign found in the text is shown as one
-
+    bare = text.strip()
+    if _bare_formula(bare):
+        return Span("formula", re.sub(r"(?<!\\)\.$", "", bare))  # the whole response is a formula: `\frac{10}{9}`
+    return Span("conclusion", text)

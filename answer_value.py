@@ -35,9 +35,10 @@
 
 """
 import re
+from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases, split_unit, unit_key, unit_word
-from latex import DENOMINATORS, FRACTION_WORDS, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words
+from latex import DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words, unwrap_commands
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -125,10 +126,6 @@ def _strip_currency(text):
 
 
 
-# Words that make a sentence something other than a plain statement of its number: hedges, negations, bounds
-_HEDGE_WORDS = re.compile(r"(?<!\\)\b(?:or|not|no|never|cannot|can't|isn't|aren't|wasn't|won't|either|neither|maybe|"
-                          r"perhaps|possibly|approximately|approx|about|around|roughly|nearly|almost|least|most|between|"
-                          r"than|over|under|estimate|guess)\b|n't\b", re.IGNORECASE)  # (`\approx` is a rounded value)
 # Words that change the number next to them ("negative 5", "5 squared", "half of 10", "x plus 5")
 _MODIFIER_WORDS = re.compile(r"\b(?:negative|minus|plus|times|half|halves|third|thirds|quarter|quarters|double|twice|"
                              r"triple|square|squared|cube|cubed|roots?\s+of|sqrt|reciprocal|inverse|factorial|divided|"
@@ -150,28 +147,15 @@ def _without_fronted_modifier(sentence):
     return sentence[fronted.end():] if fronted and _candidates(sentence[fronted.end():]) else sentence
 
 
-def _reduce(span):
-    """The answer inside an answer phrase. A phrase that starts with a value is that value and its unit ("3 (since
-    8 - 3 = 5)" -> 3, "18 miles in six hours" -> 18 miles); a sentence ("Dana can travel 18 miles") stands for its
-    one number. Hedges, negations and number-changing words keep the span whole, so it fails to compare."""
-    span = _without_fronted_modifier(span) if span else span
-    if not span or _hedged(span):
-        return span
-    lead = _LEADING_VALUE.match(span)
-    if lead:
-        rest, units = span[lead.end():], ""
-        while True:  # unit words right after the value
-            word = re.match(r"\s*([A-Za-zÅ][A-Za-z.]*(?:\^\{?-?\d+\}?)?|/)", rest)
-            if not word or not (word.group(1) == "/" or unit_word(word.group(1).split("^")[0])):
-                break
-            units, rest = units + word.group(0), rest[word.end():]
-        if _EXPLANATION.match(rest):
-            return (lead.group(1) + units).strip()
-        return span
-    value, _ = split_unit(clean(span) or "")
-    if not re.search(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", value):
-        return span
-    return _one_candidate(span) or span
+
+
+def _value_named(head):
+    """The head of a sentence already names its value: it starts with one ("18, since ...") or has one after its
+    last copula ("The total is 18 because ..."; not "The remainder of 1024 when divided by 7 is 2")."""
+    if _LEADING_VALUE.match(head):
+        return True
+    copulas = list(re.finditer(r"\b(?:is|are|was|were|equals?|be|gives?|get)\b|=", head))
+    return bool(copulas) and bool(_candidates(head[copulas[-1].end():]))
 
 
 def _sentence_head(line):
@@ -197,7 +181,7 @@ def _sentence_head(line):
                 return line[:k].strip()
             if ch.isspace():
                 cut = _CUT_WORDS.match(line, k)
-                if cut and k > 0 and _candidates(line[:k]):
+                if cut and k > 0 and _value_named(line[:k]):
                     return line[:k].strip()
         k += 1
     return line.strip().rstrip(".").strip()
@@ -343,83 +327,13 @@ def _case_answer(sentence):
     return None
 
 
-def _conclusion_answer(text, finished=True):
-    """Free text: the answer is the one number or formula of the conclusion (the last sentence that has any), or
-    the one that sentence asserts (see _asserted). Several candidates otherwise: no answer (a hedge)."""
-    tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
-    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
-    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}]|\\\])[\s*_]*$", sentences[-1]):
-        return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
-    if sentences and _set_words(sentences[-1]):
-        return _set_words(sentences[-1])  # "All reals.", "No solution.", "x can be any real number.": a set in words
-    if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
-            and not re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentences[-1], re.I):
-        return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
-    if len(sentences) > 1 and all(re.match(r"\s*(?:if|when)\b", x, re.I) for x in sentences[-2:]):
-        return _case_answer(sentences[-2] + " " + sentences[-1])  # "If n is even, f(n) = 5. If n is odd, f(n) = 6."
-    for sentence in reversed(sentences[-3:]):
-        sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
-        # the conclusion is the clause after a last "so"/"hence", and it ends where a justification starts
-        sentence = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
-        by_cases = _case_answer(sentence)
-        if by_cases:
-            return by_cases  # "It equals 0 for even n and 1 for odd n.": an answer by cases (see parse_cases)
-        sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
-        if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
-            sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
-        if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
-            sentence = _spelled_out(sentence)
-        reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
-        if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])
-                       or _set_words(sentence[reason.end():])):
-            sentence = sentence[reason.end():]
-        if _set_words(sentence):
-            return _set_words(sentence)
-        if _candidates(sentence):
-            sentence = _without_rejected_values(_without_fronted_modifier(sentence))
-            if not _candidates(sentence):
-                return None  # "The answer is not 5.": a rejected value, and nothing asserted
-        restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
-        if restated and len(_candidates(sentence[restated.end():])) == 1:
-            sentence = sentence[restated.end():]
-        cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)
-        if cut and _candidates(sentence[:cut.start()]):
-            sentence = sentence[:cut.start()]
-        if not _candidates(sentence) and _word_predicate(sentence):
-            return _word_predicate(sentence)  # "..., so the solution set is empty."
-        if _candidates(sentence):
-            if _UNSURE.search(sentence) or re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
-                return None  # "Otherwise it is 4.": one case of several
-            return _stated_value(sentence)
-    return None
 
 
-_SUBJECT_WORDS = {"between", "over", "under", "than", "least", "most"}  # "the largest number less than 100 is 99"
 _APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
 
 
-def _hedged(sentence):
-    """A hedge word touches the sentence's value. In "<subject> is <value>", words of comparison and place in the
-    subject ("the distance between the points is 5", "the largest number less than 100 is 99") do not; a negation,
-    "or", "either" anywhere does."""
-    copula = re.search(r"\b(?:is|are|was|were|equals?)\b|=", sentence)
-    subject, predicate = (sentence[:copula.start()], sentence[copula.end():]) if copula else ("", sentence)
-    words = [w.lower() for w in _HEDGE_WORDS.findall(subject)]
-    return _HEDGE_WORDS.search(predicate) is not None or any(w not in _SUBJECT_WORDS for w in words) or (
-        bool(words) and not _candidates(predicate))  # "More than 5 is the answer": the value is in the hedged subject
 
 
-def _stated_value(sentence):
-    """The value a conclusion states (_one_candidate), None when hedged; "approximately 0.2" is `\\approx 0.2` (a
-    rounded value: it equals only a gold that is itself rounded, see _equiv)."""
-    approx = _APPROX_WORD.search(sentence)
-    plain = sentence[:approx.start()] + sentence[approx.end():] if approx else sentence
-    if _hedged(plain):
-        return None
-    value = _one_candidate(plain)
-    if value and approx and plain[approx.start():].lstrip("$" + CURRENCY).startswith(value):
-        return "\\approx " + value
-    return value
 
 
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
@@ -454,6 +368,11 @@ _PURPOSE = re.compile(r"(?<!\bneeds\s)(?<!\bneed\s)(?<!\bhas\s)(?<!\bhave\s)(?<!
                       r"(?<!\bought\s)(?<!\bable\s)(?<!\bgoing\s)\bto\s+(?!be\b)[a-z]{2,}\b", re.IGNORECASE)  # "7 weeks to save $210": after a quantity
 
 
+# A subordinate clause after a value ("250 minutes left if this month has 30 days"): its numbers are not asserted
+_SUBORDINATE = re.compile(r"\b(?:if|when|whenever|unless|because|since|while|although|though|provided|assuming|where)\b",
+                          re.IGNORECASE)
+
+
 def _asserted(sentence, candidates):
     """The candidate a sentence with several asserts as its quantity: the last one after a final `=` or "is", or
     else the only one not inside a modifier phrase (`Kylar needs to pay 64 for 16 glasses` -> 64; `The total for
@@ -473,7 +392,8 @@ def _asserted(sentence, candidates):
             is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
         else:
             is_asserted = _RESULT_WORDS.search(sentence[:position]) is not None or (
-                not _MODIFIER_START.search(" ".join(lead_in[-3:])) and not (previous_end and _PURPOSE.search(" ".join(lead_in))))
+                not _MODIFIER_START.search(" ".join(lead_in[-3:])) and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
+                and not (previous_end and _SUBORDINATE.search(" ".join(lead_in))))
         if is_asserted:
             asserted.append((position, value))
         previous_end, previous_asserted = position + len(value), is_asserted
@@ -505,8 +425,8 @@ def _one_candidate(sentence):
     segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
     if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
         after = sentence[segment.end():]
-    if _conditional_after(after):
-        return None
+    if _conditional_after(after) or _qualified(sentence, position, segment.end() if segment else position + len(value)):
+        return None  # "5 if n is even", "over 40", "not 40", "12 or more"
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
     if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
@@ -522,3 +442,221 @@ def _one_candidate(sentence):
         return f"{value.strip()} {unit.group(1)}"  # "the angle is 60 degrees": the unit is part of the answer
     return value.strip()
 
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Qualifiers: each is attached to the value it qualifies, never read from anywhere in the sentence
+# ------------------------------------------------------------------------------------------------------------
+# A bound, an approximation or a denial right before the value ("over 40", "at least 5", "more than 12", "not 40",
+# "cannot be 7", "up to 8"), with nothing but a copula, "equal to", an article or a currency sign between them; a
+# negated verb one word before it ("cannot buy 7", "didn't spend $40"). A negation or a comparison elsewhere belongs to
+# another phrase: "the stickers not on the wall is 35", "3 more laps than Priya", "$36 on snacks over 3 weeks".
+_BOUND_BEFORE = re.compile(
+    r"(?:\b(?:over|under|above|below|about|around|roughly|nearly|almost|least|most|than|up\s+to|between|either|neither|"
+    r"nor|not|no|never|cannot)|n't)\s+(?:(?:be|been|being|equal|equals|equal\s+to|to|exactly|just|only|even|a|an|the|"
+    r"of)\s+)*[(\s]*[$¤]?\s*$"
+    r"|(?:\b(?:not|never|cannot)|n't)\s+(?!(?:is|are|was|were|equals?)\b)[a-z]+\s+[$¤]?\s*$", re.IGNORECASE)
+# ... or right after it ("12 boxes or more", "5 apples at most", "40 minutes or so", "5+")
+_BOUND_AFTER = re.compile(r"\s*(?:[A-Za-z]+\s+){0,2}?(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under|"
+                          r"so|thereabouts|longer|shorter)\b|at\s+(?:least|most)\b)|\s*\+(?![\w\\({$])|-?ish\b", re.IGNORECASE)
+_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
+
+
+def _qualified(sentence, start, end):
+    """A bound or a denial is attached to the value at sentence[start:end] (see _BOUND_BEFORE, _BOUND_AFTER)."""
+    return _BOUND_BEFORE.search(sentence[max(0, start - 80):start]) is not None \
+        or _BOUND_AFTER.match(sentence, end) is not None
+
+
+def _approximate_value(sentence):
+    """`approximately 0.2` -> `\\approx 0.2` (a rounded value: it equals only a gold that is itself rounded, see
+    answer_compare): the approximation word is attached to the value that follows it."""
+    approx = _APPROX_WORD.search(sentence)
+    plain = sentence[:approx.start()] + sentence[approx.end():] if approx else sentence
+    value = _one_candidate(plain)
+    if value and approx and plain[approx.start():].lstrip("$" + CURRENCY).startswith(value):
+        return "\\approx " + value
+    return value
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The reduction: one span (whatever found it) -> one value, or None
+# ------------------------------------------------------------------------------------------------------------
+class Span(NamedTuple):
+    """What stage 1 (answer_span.py) found. kind: box | field (JSON / <answer> value) | formula (a whole response) |
+    phrase (the text after an answer phrase) | line (a `####` line, a table's last row) | conclusion (free text).
+    text: the span; context, start, end: the text it was found in and its place there (a box's or a phrase's
+    sentence can qualify it: "\\boxed{5}, but I'm not sure", "If n is even, the answer is 5; ...")."""
+    kind: str
+    text: str
+    context: str = ""
+    start: int = 0
+    end: int = 0
+
+
+def reduce_span(span):
+    """The one value a span states (a string), or None. Math spans (box, field, formula) are their value, unless
+    they hold an answer sentence; prose spans go through sentence_value; a qualifier of the span in its sentence
+    (a doubt, a condition, another case) makes it no answer."""
+    if span.kind in ("box", "field", "formula"):
+        text = span.text.strip()
+        if span.kind != "formula" and re.search(r"\banswer\s+is\b|^\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*\S", text, re.I):
+            text = phrase_value(unwrap_commands(text)) or _choice_with_value(text) or text  # `\boxed{\text{The answer is } 5}`
+        if span.kind == "box" and span.context:
+            rest = _first_sentence(span.context[span.end:span.end + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
+            if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(span.context, span.start, span.end):
+                return None  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even, else 6": no answer
+        return text
+    if span.kind == "phrase":
+        return phrase_value(span.text, span.context, span.start, span.end)
+    if span.kind == "line" and not re.search(r"[A-Za-z]{3}", span.text):
+        return span.text.strip()  # `#### 18`, `#### $1,234`
+    if span.kind == "line":
+        return sentence_value(_strip_currency(span.text))
+    return conclusion_value(span.text)
+
+
+def _choice_with_value(text):
+    """`\\text{(C) } 12`: an option letter with its value is the value (the letter alone stays a letter)."""
+    match = re.fullmatch(r"\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*(.+)", text.strip())
+    return match.group(1) if match else None
+
+
+def phrase_value(rest, context="", start=0, end=0):
+    """The answer after an answer phrase ("The final answer is $5$. I hope it is correct." -> `5`): the first
+    sentence of `rest`, or the block below a phrase on a line of its own ("**Final Answer**\\n\\n\\[ ... \\]")."""
+    rest = re.sub(r"^[ \t*_:=]*(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)
+    line, _, after = rest.partition("\n")
+    if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
+        block = after.strip()
+        return _display_math(block) or (sentence_value(_strip_currency(block)) if "\n" not in block
+                                        else conclusion_value(block, finished=False))
+    display = _display_math(rest.lstrip())
+    if display:
+        return display
+    line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
+    sentence = _first_sentence(line)
+    if context and not _UNSURE.search(sentence) and not _case_answer(sentence) and _case_of_several(context, start, end):
+        sentence_start = max(context.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
+        return _case_answer(context[sentence_start:].split("\n", 1)[0] if context[sentence_start:start].strip() else
+                            context[sentence_start:start] + line)  # an answer by cases (see parse_cases), else none
+    return sentence_value(sentence)
+
+
+def _display_math(text):
+    """The content of a display-math block that starts the text (it may span lines), else None."""
+    for opener, closer in (("\\[", "\\]"), ("$$", "$$")):
+        if text.startswith(opener):
+            end = text.find(closer, len(opener))
+            if end > 0:
+                return text[len(opener):end].strip() or None
+    return None
+
+
+def _prepared(sentence):
+    """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
+    a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
+    written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
+    sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+    # the conclusion is the clause after a last "so"/"hence" (when it states something)
+    parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
+    if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
+                           or NUMBER_WORDS.search(parts[-1])):
+        sentence = parts[-1]
+    sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
+    if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
+        sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
+    if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
+        sentence = _spelled_out(sentence)
+    reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
+    if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])
+                   or _set_words(sentence[reason.end():])):
+        sentence = sentence[reason.end():]
+    return sentence
+
+
+def sentence_value(sentence):
+    """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
+    a `####` line, a table's last row and a conclusion (see the module docstring)."""
+    sentence = sentence.strip()
+    if not sentence or _UNSURE.search(sentence) or _conditional(sentence):
+        return None  # "3, but I'm not sure", "5 if n is even, else 6"
+    by_cases = _case_answer(sentence)
+    if by_cases:
+        return by_cases  # "5 for n = 1 and 6 for n = 2": an answer by cases, not its first value
+    if re.match(r"\s*(?:if|when|whenever|unless|assuming)\b", sentence, re.I) and re.search(
+            r"[;,]\s*(?:and\s+|but\s+)?(?:if|when|whenever|otherwise|else)\b[^;]*?(?:\d|\$)", sentence, re.I):
+        return None  # "If order matters it is 10; if not, it is 5": two cases, neither of them alone
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
+    if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
+        return sentence.rstrip(".").strip()  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
+    sentence = _prepared(sentence)
+    if _set_words(sentence):
+        return _set_words(sentence)  # "All reals.", "No solution.", "x can be any real number.": a set in words
+    if not _candidates(sentence):
+        return _word_predicate(sentence)  # "The function is even.", "..., so the solution set is empty."
+    sentence = _without_rejected_values(_without_fronted_modifier(sentence))
+    if not _candidates(sentence):
+        return None  # "The answer is not 5.": a rejected value, and nothing asserted
+    lead = _leading_value(sentence)
+    if lead is not None:
+        return lead or None
+    restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
+    if restated and len(_candidates(sentence[restated.end():])) == 1:
+        sentence = sentence[restated.end():]
+    cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)  # a reason, a relative clause
+    if cut and _candidates(sentence[:cut.start()]):
+        sentence = sentence[:cut.start()]
+    if re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
+        return None  # "Otherwise it is 4.": one case of several
+    return _approximate_value(sentence)
+
+
+def _leading_value(sentence):
+    """A sentence that starts with its value is that value and its unit ("3 (since 8 - 3 = 5)" -> 3, "18 miles in six
+    hours" -> 18 miles); "" when a bound follows it ("12 or more"); None when it does not start with a value that an
+    explanation follows."""
+    lead = _LEADING_VALUE.match(sentence)
+    if not lead:
+        return None
+    rest, units = sentence[lead.end():], ""
+    while True:  # unit words right after the value
+        word = re.match(r"\s*([A-Za-zÅ][A-Za-z.]*(?:\^\{?-?\d+\}?)?|/)", rest)
+        if not word or not (word.group(1) == "/" or unit_word(word.group(1).split("^")[0])):
+            break
+        units, rest = units + word.group(0), rest[word.end():]
+    if _BOUND_AFTER.match(sentence, lead.end()) or _conditional_after(rest):
+        return ""
+    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
+        return None  # "1.5498 eV, which rounded gives 1.55 eV": the value is asserted later
+    if _EXPLANATION.match(rest) and not re.match(r"\s*(?:,|and|or)\s*[$¤]?-?\d", rest):
+        return (lead.group(1) + units).strip()
+    return None
+
+
+def conclusion_value(text, finished=True):
+    """Free text: the answer is the one value of the conclusion (the last sentence that has any, of the last three),
+    reduced by sentence_value. finished=False: the text need not end a sentence."""
+    tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
+    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$", sentences[-1]):
+        return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    if sentences and _set_words(sentences[-1]):
+        return _set_words(sentences[-1])
+    if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
+            and not re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentences[-1], re.I):
+        return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
+    if len(sentences) > 1 and all(re.match(r"\s*(?:if|when)\b", x, re.I) for x in sentences[-2:]):
+        return _case_answer(sentences[-2] + " " + sentences[-1])  # "If n is even, f(n) = 5. If n is odd, f(n) = 6."
+    for sentence in reversed(sentences[-3:]):
+        if _TASK.match(sentence) or sentence.rstrip(" *_").endswith("?"):
+            return None  # the question restated ("We need to find how many of the 12 ..."): no answer yet
+        if _case_answer(sentence) or _set_words(_prepared(sentence)) or _candidates(_prepared(sentence)) \
+                or _word_predicate(_prepared(sentence)):
+            return sentence_value(sentence)
+    return None
+
+
+# A sentence that sets the task rather than answering it: a question, or "We need to find ...", "Let's compute ..."
+_TASK = re.compile(r"\s*(?:we\s+(?:need|want|have|are\s+asked)\s+to|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
+                   r"compute|calculate|determine|evaluate|simplify|solve|what|how|which)\b)", re.IGNORECASE)

@@ -24,13 +24,28 @@ import threading
 import time
 
 from answer_compare import _equiv, gold_is_valid
-from answer_span import extract_answer, last_boxed, final_text  # noqa: F401
+from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
+from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
 from code_reward import score_code_batch
-from latex import clean
+from latex import MAX_ANSWER_CHARS, clean
 from workers import close_pools, get_pool
 
 DEFAULT_TIMEOUT_S = 5.0      # hard limit per graded item (worker processes and in-process alarm)
+
+
+def extract_answer(response, strict=False, think_prefilled=False):
+    """The final answer a response commits to (a string), or None: the grader's first two stages.
+    strict=True: only explicit answers (JSON field, <answer>, box, ####, answer phrase), no free-text fallback;
+    think_prefilled: the prompt itself opened a `<think>` block (see final_text)."""
+    span = find_span(final_text(response, think_prefilled), strict)   # 1. the span the response commits to
+    found = reduce_span(span) if span is not None else None           # 2. its one value, or no answer
+    if found is None or not found.strip() or len(found) > MAX_ANSWER_CHARS:
+        return None
+    found = found.strip()
+    inline = re.fullmatch(r"\$([^$]+)\$|\\\((.+)\\\)", found, flags=re.DOTALL)  # "$42$" -> "42"
+    found = (inline.group(1) or inline.group(2)).strip() if inline else found
+    return found.replace(CURRENCY, "\\$")  # a dollar sign found in the text is shown as one
 
 
 def _is_equiv_unbounded(pred, gold):
