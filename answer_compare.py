@@ -858,6 +858,7 @@ def _matrices_equal(p, g):
 # Equivalence
 # ------------------------------------------------------------------------------------------------------------
 _CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?")
+_OPTION_VALUE = re.compile(r"(?:\(\s*[A-E]\s*\)|[A-E]\s*[.:)])\s*(?!or\b|and\b)([^()A-Za-z].*)")  # `(B) 45`, `C. 12`
 
 
 def _canon(s):
@@ -1099,6 +1100,9 @@ def _equiv(p, g):
     choice = _CHOICE.fullmatch(g)
     if choice:
         return _choice_equal(p, choice.group(1))
+    option = _OPTION_VALUE.fullmatch(p)
+    if option:  # `(B) 45` for the value 45: the option's value is the answer (the letter alone is not)
+        return _equiv(option.group(1).strip(), g)
     if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
         predicate = COPULA.sub("", p, count=1)
         return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))

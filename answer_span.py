@@ -25,7 +25,7 @@ Extraction (`extract_answer`), in order; the first kind found wins, and within a
 """
 import re
 
-from answer_value import _LEADING_VALUE, _SHORT_WORDS, Span, reduce_span
+from answer_value import _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
 from answer_compare import split_unit
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math
 
@@ -187,8 +187,21 @@ def _json_answer(text):
 
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
-    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())",
+    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
+    # the same phrases in the languages models switch to (their decimal commas are read by answer_compare)
+    r"|(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|\bответ\s*(?:равен|будет|—|:)|\bantwort\s*(?:lautet|ist|:)"
+    r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
+    r"|\brisposta\s*(?:finale\s+)?(?:è|:)",
     re.IGNORECASE | re.MULTILINE)
+_FULL_WIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "；": "; ", "！": "! ", "？": "? ", "（": "(", "）": ")"})
+# A made-up next problem after the response's answer (a base model continuing its few-shot prompt)
+_NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]",
+                           re.IGNORECASE)
+# A correction of a stated answer ("Correction: I forgot the 3 chairs, so it is 18."): what follows it is the answer
+_CORRECTION = re.compile(r"(?:^|\n|[.!]\s)\s*(?:\*\*)?(?:correction\b|corrected\b|oops\b|on\s+second\s+thought\b|"
+                         r"(?:wait|actually|hmm)\b[^.\n]{0,60}?\b(?:mistake|error|wrong|incorrect|forgot|miscounted|"
+                         r"miscalculated)\b|I\s+(?:made\s+(?:a|an)\s+(?:mistake|error)|forgot|miscounted|miscalculated)\b)",
+                         re.IGNORECASE)
 
 
 _TEXT_GROUP = re.compile(r"\\(?:text|mbox|mathrm|textrm|operatorname|mathbb|mathcal|begin|end)\s*\{([^{}]*)\}")
@@ -224,6 +237,9 @@ def _box_span(text):
         return None
     boxes = _boxes(text)
     start, end = next((b[0], b[1]) for b in reversed(boxes) if b[2])
+    percent = re.match(r"\s*\\?%", text[end:end + 10])
+    if percent:  # `\boxed{0.5}\%`: the sign after the box is part of its value (0.5% is not 50%)
+        found, end = found + "\\%", end + percent.end()
     return Span("box", found, text, start, end)
 
 
@@ -249,7 +265,7 @@ def find_span(text, strict=False):
     answer phrase), no free-text fallback."""
     if text is None or not text.strip():
         return None
-    text = _drop_echoed_instructions(text)
+    text = _drop_echoed_instructions(_without_next_problem(text.translate(_FULL_WIDTH)))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
         return None  # the last box never closes: the answer was cut off while being written
@@ -268,6 +284,22 @@ def find_span(text, strict=False):
         return None  # a JSON object opened and never closed: cut off before its answer field
     if "<answer>" in text:
         return _inner_span(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
+    explicit = _explicit_span(text, boxes)
+    if explicit is not None:
+        corrected = _CORRECTION.search(text, explicit.end) if explicit.end else None
+        if corrected and conclusion_value(text[corrected.start():]) is not None:
+            return Span("conclusion", text[corrected.start():])  # the later correction is the answer
+        return explicit
+    if strict:
+        return None
+    bare = text.strip()
+    if _bare_formula(bare):
+        return Span("formula", re.sub(r"(?<!\\)\.$", "", bare))  # the whole response is a formula: `\frac{10}{9}`
+    return _table_span(text) or Span("conclusion", text)
+
+
+def _explicit_span(text, boxes):
+    """A box, a `####` line or an answer phrase (see find_span)."""
     box = _box_span(text)
     if box is not None:
         phrase = _phrase_span(text)  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
@@ -279,12 +311,25 @@ def find_span(text, strict=False):
     hashes = list(re.finditer(r"####\s*([^\n]+)", text))
     if hashes:
         return Span("line", hashes[-1].group(1).strip(), text, hashes[-1].start(1), hashes[-1].end(1))
-    phrase = _phrase_span(text)
-    if phrase is not None:
-        return phrase
-    if strict:
+    return _phrase_span(text)
+
+
+def _without_next_problem(text):
+    """The text up to a made-up next problem ("Problem: ...", "Q: ...", "### Question 2.") that starts after an
+    answer was stated (a box, an answer phrase, `####`): only the first answer is the response's."""
+    for match in _NEXT_PROBLEM.finditer(text):
+        head = text[:match.start()]
+        if _BOX.search(head) or _PHRASE.search(head) or "####" in head:
+            return head
+    return text
+
+
+def _table_span(text):
+    """A response that ends with a markdown table: the value in its last row (`| **Total** | **$48** |`,
+    `| Result | 84 |`), the cell furthest right that holds a number."""
+    lines = [line.strip() for line in text.strip().splitlines()[-60:]]
+    if len(lines) < 2 or not (lines[-1].startswith("|") and lines[-1].endswith("|") and lines[-2].startswith("|")):
         return None
-    bare = text.strip()
-    if _bare_formula(bare):
-        return Span("formula", re.sub(r"(?<!\\)\.$", "", bare))  # the whole response is a formula: `\frac{10}{9}`
-    return Span("conclusion", text)
+    cells = [c.strip() for c in lines[-1].strip("|").split("|")]
+    valued = [c for c in cells if re.search(r"\d", c)]
+    return Span("line", valued[-1].replace("**", "")) if valued else None

@@ -38,7 +38,8 @@ import re
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases, split_unit, unit_key, unit_word
-from latex import DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words, unwrap_commands
+from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words,
+                   scaled_numbers, superscripts, unwrap_commands)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -128,7 +129,9 @@ def _strip_currency(text):
 
 # Words that change the number next to them ("negative 5", "5 squared", "half of 10", "x plus 5")
 _MODIFIER_WORDS = re.compile(r"\b(?:negative|minus|plus|times|half|halves|third|thirds|quarter|quarters|double|twice|"
-                             r"triple|square|squared|cube|cubed|roots?\s+of|sqrt|reciprocal|inverse|factorial|divided|"
+                             r"triple|(?:square|cubic|cube)(?!\s+(?:units?|feet|foot|inch(?:es)?|meters?|metres?|centimeters?|"
+                             r"kilometers?|miles?|yards?|cm|mm|km|m|ft|in|yd)\b)|squared|cubed|roots?\s+of|sqrt|reciprocal|"
+                             r"inverse|factorial|divided|"
                              r"multiplied|power|percent|opposite|log|exp)\b", re.IGNORECASE)
 # Where an explanation starts after a leading answer ("3 (since 8 - 3 = 5)", "18 miles in six hours")
 _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|when|given|for|in|on|from|by|using|"
@@ -208,7 +211,26 @@ def _candidates(sentence):
         candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end, match.start())]
         candidates.append((match.start(), next(g for g in match.groups() if g is not None)))
         last_end = match.end()
-    return candidates + [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
+    candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
+    return _joined_assignments(sentence, candidates)
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*-?\d+(?:\.\d+)?(?:/\d+)?")
+
+
+def _joined_assignments(sentence, candidates):
+    """`x = 4, y = -1` (and `x = 4 and y = -1`): assignments of different letters joined by a comma or "and" are one
+    candidate, a tuple answer (answer_compare reads it as one)."""
+    joined = []
+    for position, value in candidates:
+        if joined and _ASSIGNMENT.fullmatch(value) and _ASSIGNMENT.fullmatch(joined[-1][1].split(",")[-1].strip()):
+            previous_position, previous = joined[-1]
+            between = sentence[previous_position + len(previous):position]
+            if re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
+                joined[-1] = (previous_position, sentence[previous_position:position + len(value)])
+                continue
+        joined.append((position, value))
+    return joined
 
 
 
@@ -406,7 +428,7 @@ def _asserted(sentence, candidates):
         if len(money) == 1:
             return money[0]
         # else the one in the main clause: "John runs 120 miles a week, running 3 days a week" -> 120
-        main = [(p, v) for p, v in asserted if not re.search(r",\s*[a-z]+ing\b", sentence[:p])]
+        main = [(p, v) for p, v in asserted if not re.search(r",\s*(?:not\s+)?[a-z]+ing\b", sentence[:p])]
         return main[0] if len(main) == 1 and not money else None
     return asserted[0] if asserted else None
 
@@ -433,10 +455,14 @@ def _one_candidate(sentence):
             and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)):
         return None  # 5x, 5 + y, 5(1+x), 5 = ... (but "5 m", "5m²": a unit)
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
+    percent = re.match(r"\s*(?:\\?%|percent\b|per\s+cent\b)", after)
+    after = after[percent.end():] if percent else after
     before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
     nearby = " ".join(before.split()[-4:] + after.split()[:2])
     if _MODIFIER_WORDS.search(nearby):
         return None
+    if percent:
+        return value.strip() + "\\%"  # "0.5%", "0.5 percent": the sign is part of the value (0.5% is not 50%)
     unit = re.match(r"\s*([A-Za-z]+)", after)
     if unit and unit_key(unit.group(1)) and sentence[position] != "$":
         return f"{value.strip()} {unit.group(1)}"  # "the angle is 60 degrees": the unit is part of the answer
@@ -553,11 +579,20 @@ def _display_math(text):
     return None
 
 
+def _unicode_in_prose(sentence):
+    """Unicode mathematics written in prose as the LaTeX it stands for, where it joins numbers: `10⁶` -> `10^{6}`,
+    `3×10` -> `3 \\times 10`, `−7` -> `-7` (so that `3×10⁶` is one formula)."""
+    sentence = re.sub(r"(?<=[\d)}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: superscripts(m.group(0)), sentence)
+    sentence = re.sub(r"(?<![\w])[−–](?=\s*\d)", "-", sentence)
+    return re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
+
+
 def _prepared(sentence):
     """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+    sentence = scaled_numbers(_unicode_in_prose(sentence))  # "3×10⁶", "−7", "4 million"
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
     parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
@@ -620,6 +655,9 @@ def _leading_value(sentence):
     if not lead:
         return None
     rest, units = sentence[lead.end():], ""
+    percent = re.match(r"\s*\\?%", rest)
+    if percent:
+        rest, units = rest[percent.end():], "\\%"
     while True:  # unit words right after the value
         word = re.match(r"\s*([A-Za-zÅ][A-Za-z.]*(?:\^\{?-?\d+\}?)?|/)", rest)
         if not word or not (word.group(1) == "/" or unit_word(word.group(1).split("^")[0])):

@@ -547,7 +547,7 @@ _SMALL_NUMBERS = {w: k for k, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen".split())}
 _TENS = {w: 10 * k for k, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "trillion": 10**12}
 _NUMBER_WORD = "|".join(sorted(list(_SMALL_NUMBERS) + list(_TENS) + list(_SCALES), key=len, reverse=True))
 NUMBER_WORDS = re.compile(rf"\b(?:{_NUMBER_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{_NUMBER_WORD}))*\b", re.IGNORECASE)
 
@@ -576,6 +576,25 @@ def number_words(match):
     return str(total + current)
 
 
+_SCALED = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?|\d+(?:\.\d+)?)\s*(\\text\s*\{\s*)?(thousand|million|billion|"
+                     r"trillion)\b(?(2)\s*\})", re.IGNORECASE)
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+
+
+def scaled_numbers(s):
+    """Numbers with a scale word: "4 million" -> 4000000, "2.5 billion" -> 2500000000 (exact; a fraction of a unit
+    stays a decimal: "1.25 thousand" -> 1250)."""
+    def value(match):
+        number = Fraction(match.group(1).replace(",", "")) * _SCALES[match.group(3).lower()]
+        return str(number.numerator) if number.denominator == 1 else str(float(number))
+    return _SCALED.sub(value, s)
+
+
+def superscripts(s):
+    """Unicode superscript exponents as LaTeX powers: `10⁶` -> `10^{6}`, `x⁻¹` -> `x^{-1}`, `m²` -> `m^{2}`."""
+    return re.sub(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
+
+
 DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4,
                  "fourths": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7,
                  "eighth": 8, "eighths": 8, "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}
@@ -594,6 +613,7 @@ def clean(s):
     s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
     for old, new in _UNICODE.items():
         s = s.replace(old, new)
+    s = superscripts(s)
     s = re.sub(r"\\not\s*=", "\\\\ne ", s)
     s = re.sub(r"\{\s*([^{}]+?)\s*\\choose\s*([^{}]+?)\s*\}", r"\\binom{\1}{\2}", s)      # {10 \choose 3}
     s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(?=\()", r"\\sqrt", s)                        # sqrt(2)
@@ -651,6 +671,7 @@ def clean(s):
         s = thousands.sub(lambda m: m.group(0).replace(",", ""), s)
     if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):                    # 1 000 000
         s = s.replace(" ", "")
+    s = scaled_numbers(s)                                                       # 4 million -> 4000000
     s = NUMBER_WORDS.sub(number_words, s)
     s = FRACTION_WORDS.sub(lambda m: f"\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}", s)
     s = re.sub(r"\s*(?:,\s*)?(?:for all|for every|for any|\\forall)\b.*$", "", s)            # f(x) = x for all x
