@@ -38,7 +38,7 @@ import re
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases, split_unit, unit_key, unit_word
-from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words,
+from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words,
                    scaled_numbers, superscripts, unwrap_commands)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
@@ -314,7 +314,15 @@ def _spelled_out(sentence):
     sentence = NUMBER_WORDS.sub(lambda m: m.group(0) if re.search(r"\b(?:the|this|that|each|every|any|no|which)\s+$",
                                                                      sentence[:m.start()], re.I) and m.group(0).lower() == "one"
                                  else number_words(m), sentence)
-    return FRACTION_WORDS.sub(lambda m: f"$\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}$", sentence)
+    sentence = re.sub(r"(?<=\d)-(?=(?:" + "|".join(DENOMINATORS) + r")\b)", " ", sentence)  # 3-fourths
+    sentence = FRACTION_WORDS.sub(lambda m: f"$\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}$", sentence)
+    return _ORDINAL_WORDS.sub(lambda m: str(_ORDINALS[m.group(1).lower()]), sentence)  # "in fifth place" -> 5
+
+
+_ORDINALS = {w: k for k, w in enumerate("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+                                        "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth "
+                                        "twentieth".split(), 1)}
+_ORDINAL_WORDS = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\s+(?=place|position|row|day|floor|term|spot|step)\b", re.I)
 
 
 _ANY_REAL = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?|values?|[a-z])\b|\ball\s+reals\b", re.I)
@@ -359,9 +367,11 @@ _APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|rou
 
 
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
-_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?", re.I)
+_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?"
+                       r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
+                       r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
-_RESTATED = re.compile(r"[,;]?\s+(?:which|that)\s+(?:is|equals|gives)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³]{1,6}\.?)?"
+_RESTATED = re.compile(r"[,;]?\s+(?:which|that)\s+(?:is|equals|gives)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/]{1,12}\.?)?"
                        r"\s*[.!]?\s*$)", re.I)
 
 
@@ -532,7 +542,7 @@ def reduce_span(span):
             rest = _first_sentence(span.context[span.end:span.end + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
             if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(span.context, span.start, span.end):
                 return None  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even, else 6": no answer
-        return text
+        return _last_step(text)
     if span.kind == "phrase":
         return phrase_value(span.text, span.context, span.start, span.end)
     if span.kind == "line" and not re.search(r"[A-Za-z]{3}", span.text):
@@ -587,12 +597,35 @@ def _unicode_in_prose(sentence):
     return re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
 
 
+_NUMBER_OR_WORD = r"(\d+|(?:" + NUMBER_WORD + r"))"
+_CHANCE = re.compile(r"(?<![\w.])" + _NUMBER_OR_WORD + r"(?:\s*-\s*|\s+)(?:in|out\s+of|chances?\s+in)(?:\s*-\s*|\s+)"
+                     + _NUMBER_OR_WORD + r"(?![\w.])", re.IGNORECASE)
+
+
+def _number_text(text):
+    return text if text.isdigit() else number_words(re.match(".*", text, re.S))
+
+
+def _words_as_values(sentence):
+    """Values written as words that models use for them: a sign word before a number ("negative five" -> -5, "minus
+    2" -> -2; not "x minus 2"), times ("10:30 a.m.", "7 o'clock" -> 7:00), infinity, the empty set."""
+    sentence = re.sub(r"(?:(?<=^)|(?<=[\s(,:]))(?<!\b[A-Za-z]\s)(?<![\d)}]\s)(?:negative|minus)\s+(?=\d|" + NUMBER_WORD + r"\b)",
+                      "-", sentence, flags=re.I)
+    sentence = re.sub(r"(?<=-)(" + NUMBER_WORD + r")\b", lambda m: number_words(m), sentence, flags=re.I)
+    sentence = re.sub(r"\b([ap])\.\s?m\.(?=\W|$)", r"\1m", sentence, flags=re.I)
+    sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
+    sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
+                      lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", sentence, flags=re.I)
+    return re.sub(r"\b(?:is|be|equals?)\s+the\s+empty\s+set\b", r"is $\\emptyset$", sentence, flags=re.I)
+
+
 def _prepared(sentence):
     """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
     sentence = scaled_numbers(_unicode_in_prose(sentence))  # "3×10⁶", "−7", "4 million"
+    sentence = _words_as_values(sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
     parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
@@ -603,6 +636,13 @@ def _prepared(sentence):
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
     if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
         sentence = _spelled_out(sentence)
+    else:  # numbers in words after the last copula ("..., so the probability is one half")
+        copula = list(re.finditer(r"\b(?:is|are|was|were|equals?)\b", sentence))
+        tail = sentence[copula[-1].end():] if copula else ""
+        if tail and not _candidates(tail) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, tail, re.I):
+            sentence = sentence[:copula[-1].end()] + _spelled_out(tail)
+    if re.search(r"\b(?:probability|chances?|odds|likel(?:y|ihood))\b", sentence, re.I):  # "1 in 4", "5 out of 36"
+        sentence = _CHANCE.sub(lambda m: f"$\\frac{{{_number_text(m.group(1))}}}{{{_number_text(m.group(2))}}}$", sentence)
     reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
     if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])
                    or _set_words(sentence[reason.end():])):
@@ -613,9 +653,11 @@ def _prepared(sentence):
 def sentence_value(sentence):
     """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
-    sentence = sentence.strip()
+    sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
     if not sentence or _UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
+    if _REFUSAL.search(sentence):
+        return "\\text{cannot be determined}"  # "There is not enough information to determine it."
     by_cases = _case_answer(sentence)
     if by_cases:
         return by_cases  # "5 for n = 1 and 6 for n = 2": an answer by cases, not its first value
@@ -624,7 +666,7 @@ def sentence_value(sentence):
         return None  # "If order matters it is 10; if not, it is 5": two cases, neither of them alone
     words_outside_math = re.search(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
-        return sentence.rstrip(".").strip()  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
+        return _last_step(sentence.rstrip(".").strip())  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
     sentence = _prepared(sentence)
     if _set_words(sentence):
         return _set_words(sentence)  # "All reals.", "No solution.", "x can be any real number.": a set in words
@@ -633,18 +675,42 @@ def sentence_value(sentence):
     sentence = _without_rejected_values(_without_fronted_modifier(sentence))
     if not _candidates(sentence):
         return None  # "The answer is not 5.": a rejected value, and nothing asserted
+    listed = _LISTED.search(sentence)
+    if listed:  # "the first five terms are 1, 4, 9, 16, 25.", "So the numbers are 5, 10, and 20."
+        return re.sub(r",?\s*and\s+", ", ", listed.group(1)).replace("$", "")
     lead = _leading_value(sentence)
     if lead is not None:
         return lead or None
     restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
     if restated and len(_candidates(sentence[restated.end():])) == 1:
         sentence = sentence[restated.end():]
+    named = re.search(r"[,;]?\s+(?:which|that)\s+is\s+(?:a\s+)?(" + _DAYS + r")\s*[.!]?\s*$", sentence)
+    if named:
+        return named.group(1)  # "..., which is Monday."
     cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)  # a reason, a relative clause
     if cut and _candidates(sentence[:cut.start()]):
         sentence = sentence[:cut.start()]
     if re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
         return None  # "Otherwise it is 4.": one case of several
-    return _approximate_value(sentence)
+    value = _approximate_value(sentence)
+    return _last_step(value) if value else value
+
+
+_DAYS = r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
+_LISTED = re.compile(r"(?:\b(?:are|is|were|be)\b|:)\s+((?:" + _VALUE_TEXT + r")(?:\s*,\s*(?:and\s+)?(?:" + _VALUE_TEXT +
+                     r")|\s*,?\s*and\s+(?:" + _VALUE_TEXT + r"))+)(?:\s*,?\s*(?:\.\.\.|…|\\ldots|\\dots))?\s*[.!]?\s*$", re.I)
+# A statement that the answer cannot be found ("not enough information", "cannot be determined")
+_REFUSAL = re.compile(r"\b(?:not\s+enough\s+information|insufficient\s+(?:information|data)|cannot\s+be\s+determined|"
+                      r"can't\s+be\s+determined|(?:is|are)\s+undetermined)\b", re.I)
+
+
+def _last_step(value):
+    """The value a derivation written as one formula arrives at: after its last implication (`3n = 15 \\Rightarrow
+    n = 5` -> `n = 5`), and the residue of a congruence (`2^{100} \\equiv 2 \\pmod 7` -> 2)."""
+    value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)|⇒|⟹", value)[-1].strip()
+    congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\.?", value,
+                              re.DOTALL)
+    return congruence.group(1).strip() if congruence else value
 
 
 def _leading_value(sentence):
@@ -676,6 +742,9 @@ def conclusion_value(text, finished=True):
     """Free text: the answer is the one value of the conclusion (the last sentence that has any, of the last three),
     reduced by sentence_value. finished=False: the text need not end a sentence."""
     tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
+    check = _CHECK.search(tail)
+    if check and check.start() > 0 and _candidates(tail[:check.start()]):
+        tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
     if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$", sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
@@ -689,10 +758,41 @@ def conclusion_value(text, finished=True):
     for sentence in reversed(sentences[-3:]):
         if _TASK.match(sentence) or sentence.rstrip(" *_").endswith("?"):
             return None  # the question restated ("We need to find how many of the 12 ..."): no answer yet
-        if _case_answer(sentence) or _set_words(_prepared(sentence)) or _candidates(_prepared(sentence)) \
-                or _word_predicate(_prepared(sentence)):
-            return sentence_value(sentence)
+        prepared = _prepared(sentence)
+        if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)) and not _NOT_VALUE.search(sentence):
+            continue  # "The other root, -9, is rejected.": the answer was stated before
+        if re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", sentence, re.I) and not _candidates(prepared):
+            return "\\text{DNE}"  # "..., the limit does not exist."
+        if _case_answer(sentence) or _set_words(prepared) or _candidates(prepared) or _word_predicate(prepared) \
+                or _REFUSAL.search(sentence):
+            value = sentence_value(sentence)
+            if value is None and len(_candidates(prepared)) > 1:
+                return _asked_for(prepared, tail)  # "Tom has 12 apples and Jerry has 8 apples": the one asked for
+            return value
     return None
+
+
+_NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
+# A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
+_CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
+                    r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:check|verify))\b", re.I)
+_STOP_WORDS = set("""the and that this with from have has had for are was were what which how many much does did find
+their there they them into than then each other when where will would should could your its also some more most
+asked determine compute calculate value number total""".split())
+
+
+def _asked_for(sentence, text):
+    """Of a conclusion that states several quantities, the one the restated question asks for: the clause sharing a
+    word with the question ("How many apples does Jerry have? ... Tom has 12 apples and Jerry has 8 apples" -> 8)."""
+    question = re.search(r"(?:^|[.!?]\s+|\n)([^.!?\n]{5,200}\?|(?:find|determine|compute|we\s+are\s+asked\s+for)\b[^.!?\n]{3,200})",
+                         text, re.I)
+    if question is None:
+        return None
+    asked = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", question.group(1))} - _STOP_WORDS
+    clauses = [c for c in re.split(r",\s*(?:and\s+)?|\s+and\s+", sentence) if len(_candidates(c)) == 1]
+    scores = [len(asked & {w.lower() for w in re.findall(r"[A-Za-z]{3,}", c)}) for c in clauses]
+    best = [c for c, k in zip(clauses, scores) if k == max(scores, default=0) and k > 0]
+    return _one_candidate(best[0]) if len(best) == 1 else None
 
 
 # A sentence that sets the task rather than answering it: a question, or "We need to find ...", "Let's compute ..."
