@@ -468,7 +468,7 @@ def _one_candidate(sentence):
     percent = re.match(r"\s*(?:\\?%|percent\b|per\s+cent\b)", after)
     after = after[percent.end():] if percent else after
     before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
-    nearby = " ".join(before.split()[-4:] + after.split()[:2])
+    nearby = " ".join(re.split(r"[,;:]", before)[-1].split()[-4:] + re.split(r"[,;:]", after)[0].split()[:2])
     if _MODIFIER_WORDS.search(nearby):
         return None
     if percent:
@@ -599,7 +599,7 @@ def _unicode_in_prose(sentence):
 
 _NUMBER_OR_WORD = r"(\d+|(?:" + NUMBER_WORD + r"))"
 _CHANCE = re.compile(r"(?<![\w.])" + _NUMBER_OR_WORD + r"(?:\s*-\s*|\s+)(?:in|out\s+of|chances?\s+in)(?:\s*-\s*|\s+)"
-                     + _NUMBER_OR_WORD + r"(?![\w.])", re.IGNORECASE)
+                     + _NUMBER_OR_WORD + r"(?!\w|\.\d)", re.IGNORECASE)
 
 
 def _number_text(text):
@@ -664,6 +664,9 @@ def sentence_value(sentence):
     if re.match(r"\s*(?:if|when|whenever|unless|assuming)\b", sentence, re.I) and re.search(
             r"[;,]\s*(?:and\s+|but\s+)?(?:if|when|whenever|otherwise|else)\b[^;]*?(?:\d|\$)", sentence, re.I):
         return None  # "If order matters it is 10; if not, it is 5": two cases, neither of them alone
+    parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
+    if len(parts) > 1 and _candidates(parts[-1]):
+        sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
     words_outside_math = re.search(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         return _last_step(sentence.rstrip(".").strip())  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
@@ -707,6 +710,8 @@ _REFUSAL = re.compile(r"\b(?:not\s+enough\s+information|insufficient\s+(?:inform
 def _last_step(value):
     """The value a derivation written as one formula arrives at: after its last implication (`3n = 15 \\Rightarrow
     n = 5` -> `n = 5`), and the residue of a congruence (`2^{100} \\equiv 2 \\pmod 7` -> 2)."""
+    inline = re.fullmatch(r"\$([^$]+)\$", value.strip())
+    value = inline.group(1) if inline else value
     value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)|⇒|⟹", value)[-1].strip()
     congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\.?", value,
                               re.DOTALL)
@@ -734,7 +739,7 @@ def _leading_value(sentence):
     if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
         return None  # "1.5498 eV, which rounded gives 1.55 eV": the value is asserted later
     if _EXPLANATION.match(rest) and not re.match(r"\s*(?:,|and|or)\s*[$¤]?-?\d", rest):
-        return (lead.group(1) + units).strip()
+        return _last_step(lead.group(1)) + units.rstrip()
     return None
 
 
