@@ -179,15 +179,17 @@ def _json_answer(text):
         close = text.find("]", pos)
         if close < 0:
             return None
-        listed = ", ".join(item.strip().strip('"') for item in text[pos + 1:close].split(","))
-        return Span("field", listed) if listed else None
+        items = [item.strip().strip('"') for item in text[pos + 1:close].split(",") if item.strip()]
+        if not items:
+            return None
+        return Span("field", items[0] if len(items) == 1 else "(" + ", ".join(items) + ")")  # a JSON array is ordered
     literal = re.match(r"[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+)", text[pos:pos + 100])
     return Span("field", literal.group(0)) if literal else None
 
 
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
-    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
+    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
     # the same phrases in the languages models switch to (their decimal commas are read by answer_compare)
     r"|(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|\bответ\s*(?:равен|будет|—|:)|\bantwort\s*(?:lautet|ist|:)"
     r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
@@ -268,6 +270,9 @@ def find_span(text, strict=False):
     text = _drop_echoed_instructions(_without_next_problem(text.translate(_FULL_WIDTH)))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
+        typo = re.match(r"\\boxed\{([^{}$\n]{1,40})\$", text[last_box:])
+        if typo:  # `$\boxed{100$.`: a brace left out before the closing `$`, not an answer cut off
+            return Span("box", typo.group(1), text, last_box, last_box + typo.end())
         return None  # the last box never closes: the answer was cut off while being written
     boxes = _boxes(text)
     if boxes and not boxes[-1][2] and text.count('"answer"') == 0:
@@ -295,7 +300,27 @@ def find_span(text, strict=False):
     bare = text.strip()
     if _bare_formula(bare):
         return Span("formula", re.sub(r"(?<!\\)\.$", "", bare))  # the whole response is a formula: `\frac{10}{9}`
-    return _table_span(text) or Span("conclusion", text)
+    return _verdict_span(text) or _table_span(text) or Span("conclusion", text)
+
+
+# A verdict that opens a response (after the question, when it is restated): "Yes, it is possible. For example ...",
+# "False. The polynomial ...", "Is the sum of two primes always odd? No: ...", "Not necessarily — take x = 5 ..."
+_VERDICT = re.compile(r"\s*(?:[^?\n]{1,300}\?\s*)?[*_]*(yes|no|true|false|not\s+necessarily)\b[*_]*\s*(?:[,.:;!—–]|\s-\s)",
+                      re.IGNORECASE)
+
+
+def _verdict_span(text):
+    """The verdict a free-text response opens with (its reasons and examples follow), or None."""
+    verdict = _VERDICT.match(text)
+    if verdict is None:
+        return None
+    word = verdict.group(1).lower()
+    if word in ("yes", "no") and conclusion_value(text) is not None and not _EXAMPLE.search(text, verdict.end()):
+        return None  # "No, it is not 8 -- it is 9.": the value the response goes on to state is its answer
+    return Span("field", "No" if word.startswith("not") else word.capitalize())
+
+
+_EXAMPLE = re.compile(r"\b(?:for\s+example|for\s+instance|e\.g\.|such\s+as|counterexample|take|consider)\b", re.IGNORECASE)
 
 
 def _explicit_span(text, boxes):

@@ -139,8 +139,8 @@ _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|w
 _LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
 
 
-_FRONTED = re.compile(r"^\s*(?:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$]{1,40}?,\s*(?=[A-Za-z])",
-                      re.IGNORECASE)
+_FRONTED = re.compile(r"^\s*(?:(?:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$]{1,40}?"
+                      r"|[A-Z][a-z]+ing\b[^,;]{1,120}?),\s*(?=[A-Za-z])")  # "Over 12 weeks, ...", "Starting at 3 degrees ..., "
 
 
 def _without_fronted_modifier(sentence):
@@ -198,7 +198,9 @@ _GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|y
 _NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))")
 
 
-_PLAIN_VALUE = re.compile(r"(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
+_PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}:\d{2}(?:\s*[ap]m\b)?(?![\w:])"      # a time: 10:30, 1:20 pm
+                          r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
+                          r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
                           r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
                           r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
 
@@ -215,7 +217,7 @@ def _candidates(sentence):
     return _joined_assignments(sentence, candidates)
 
 
-_ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*-?\d+(?:\.\d+)?(?:/\d+)?")
+_ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?:-?\d+(?:\.\d+)?(?:/\d+)?|[^=<>$]{1,40}?)")
 
 
 def _joined_assignments(sentence, candidates):
@@ -226,7 +228,8 @@ def _joined_assignments(sentence, candidates):
         if joined and _ASSIGNMENT.fullmatch(value) and _ASSIGNMENT.fullmatch(joined[-1][1].split(",")[-1].strip()):
             previous_position, previous = joined[-1]
             between = sentence[previous_position + len(previous):position]
-            if re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
+            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", between)
+            if same or re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
                 joined[-1] = (previous_position, sentence[previous_position:position + len(value)])
                 continue
         joined.append((position, value))
@@ -371,7 +374,7 @@ _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VA
                        r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
                        r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
-_RESTATED = re.compile(r"[,;]?\s+(?:which|that)\s+(?:is|equals|gives)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/]{1,12}\.?)?"
+_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/]{1,12}\.?)?"
                        r"\s*[.!]?\s*$)", re.I)
 
 
@@ -413,7 +416,15 @@ def _asserted(sentence, candidates):
     before = sentence[:position].rstrip()
     if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)$",
                                                             before, re.I):
-        return candidates[-1]
+        parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
+                    and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
+        return None if parallel else candidates[-1]  # "the length is 8 and the width is 12": two quantities
+    subject = sentence[:candidates[0][0]]
+    if len(candidates) == 2 and sentence[candidates[0][0]] in "$\\" and re.fullmatch(
+            r"\s*(?:(?:so|thus|hence|therefore),?\s+)?(?:the|this|our|a|an)\s+[A-Za-z\s-]{1,40}?\s*", subject, re.I) \
+            and not re.search(r"\b(?:is|are|was|were|has|have|had|equals?|gives?|[a-z]+ed|[a-z]+s)\s*$", subject.strip(), re.I):
+        candidates = candidates[1:]  # "The harmonic series $\sum 1/n$ diverges to $+\infty$": the subject's name
+        return candidates[0]
     bold = [c for c in candidates if re.search(r"\*\*[^*]*$", sentence[:c[0]]) and "**" in sentence[c[0]:]]
     if len(bold) == 1:
         return bold[0]  # "Sarah runs a total of **27 miles** in a week, 12 of them on the weekend."
@@ -609,14 +620,39 @@ def _number_text(text):
 def _words_as_values(sentence):
     """Values written as words that models use for them: a sign word before a number ("negative five" -> -5, "minus
     2" -> -2; not "x minus 2"), times ("10:30 a.m.", "7 o'clock" -> 7:00), infinity, the empty set."""
-    sentence = re.sub(r"(?:(?<=^)|(?<=[\s(,:]))(?<!\b[A-Za-z]\s)(?<![\d)}]\s)(?:negative|minus)\s+(?=\d|" + NUMBER_WORD + r"\b)",
-                      "-", sentence, flags=re.I)
-    sentence = re.sub(r"(?<=-)(" + NUMBER_WORD + r")\b", lambda m: number_words(m), sentence, flags=re.I)
+    sign = r"(?:(?<=^)|(?<=[\s(,:]))(?<!\b[A-Za-z]\s)(?<![\d)}]\s)(?:negative|minus)\s+"
+    sentence = re.sub(sign + r"(" + NUMBER_WORDS.pattern + r")", lambda m: "-" + number_words(re.match(r"(?s).*", m.group(1))),
+                      sentence, flags=re.I)
+    sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
     sentence = re.sub(r"\b([ap])\.\s?m\.(?=\W|$)", r"\1m", sentence, flags=re.I)
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
     sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
                       lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", sentence, flags=re.I)
+    sentence = re.sub(r"\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
+                      sentence, flags=re.I)
+    sentence = _BETWEEN_WORDS.sub(lambda m: f"${m.group(2)} < {m.group(1)} < {m.group(3)}$", sentence)
+    sentence = _BOUND_WORDS.sub(lambda m: f"${m.group(1)} {_bound_sign(m.group(2))} {m.group(3)}$", sentence)
+    sentence = re.sub(r"\b(?:all|every)\s+real\s+numbers?\s+(?:except|other\s+than|but)\s+\$?\s*([a-z])\s*=\s*(-?\d+(?:\.\d+)?)\s*\$?",
+                      r"$\1 \\ne \2$", sentence, flags=re.I)
     return re.sub(r"\b(?:is|be|equals?)\s+the\s+empty\s+set\b", r"is $\\emptyset$", sentence, flags=re.I)
+
+
+# A variable bounded in words: "x is greater than 3" -> x > 3, "k must be at least 2" -> k \ge 2, "p lies strictly between
+# 0 and 1" -> 0 < p < 1 (the bound words are attached to the variable, so they state an inequality, not a hedge)
+_VERB = r"\s+(?:is|must\s+be|can\s+be|should\s+be|has\s+to\s+be|lies|needs\s+to\s+be)\s+(?:strictly\s+)?"
+_NUM = r"\$?\s*(-?\d+(?:\.\d+)?)\s*\$?"
+_BETWEEN_WORDS = re.compile(r"\$?\b([a-z])\$?" + _VERB + r"between\s+" + _NUM + r"\s+and\s+" + _NUM)
+_BOUND_WORDS = re.compile(r"\$?\b([a-z])\$?" + _VERB + r"((?:greater|more|larger|less|smaller)\s+than(?:\s+or\s+equal\s+to)?|"
+                          r"at\s+(?:least|most)|no\s+(?:more|less)\s+than)\s+" + _NUM, re.IGNORECASE)
+
+
+def _bound_sign(words):
+    """The relation that bound words state: "greater than" >, "at most" <=, "no less than" >=, ..."""
+    words = words.lower().split()
+    upper = any(w in ("less", "smaller", "most") for w in words)
+    if words[0] == "no":
+        return "\\le" if not upper else "\\ge"  # no more than 5: <= 5
+    return ("\\le" if upper else "\\ge") if "equal" in words or words[0] == "at" else ("<" if upper else ">")
 
 
 def _prepared(sentence):
@@ -669,6 +705,7 @@ def sentence_value(sentence):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
     words_outside_math = re.search(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
+        sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
         return _last_step(sentence.rstrip(".").strip())  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
     sentence = _prepared(sentence)
     if _set_words(sentence):
@@ -751,7 +788,8 @@ def conclusion_value(text, finished=True):
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
-    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$", sentences[-1]):
+    sentences = [_words_as_values(x) for x in sentences]
+    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$|^\s*[*_]+[^*_]+[*_]+\s*$", sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
     if sentences and _set_words(sentences[-1]):
         return _set_words(sentences[-1])
@@ -771,8 +809,9 @@ def conclusion_value(text, finished=True):
         if _case_answer(sentence) or _set_words(prepared) or _candidates(prepared) or _word_predicate(prepared) \
                 or _REFUSAL.search(sentence):
             value = sentence_value(sentence)
-            if value is None and len(_candidates(prepared)) > 1:
-                return _asked_for(prepared, tail)  # "Tom has 12 apples and Jerry has 8 apples": the one asked for
+            if value is None and len(_candidates(prepared)) > 1 and not _OTHER_CASE.search(sentence) \
+                    and not _UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
+                return _asked_for(prepared, tail) or _last_clause(prepared)  # else the last clause's ("...; the larger is 11")
             return value
     return None
 
@@ -786,16 +825,25 @@ their there they them into than then each other when where will would should cou
 asked determine compute calculate value number total""".split())
 
 
+def _last_clause(sentence):
+    """The value of a sentence's last clause when it is a statement of its own ("...; the larger is 11")."""
+    last = re.split(r"[;]\s*|,\s*(?:and\s+)?(?=(?:the|its|their|his|her)\b)", sentence)[-1]
+    return _one_candidate(last) if last != sentence and re.search(r"\b(?:is|are|was|were)\b", last) else None
+
+
 def _asked_for(sentence, text):
     """Of a conclusion that states several quantities, the one the restated question asks for: the clause sharing a
     word with the question ("How many apples does Jerry have? ... Tom has 12 apples and Jerry has 8 apples" -> 8)."""
-    question = re.search(r"(?:^|[.!?]\s+|\n)([^.!?\n]{5,200}\?|(?:find|determine|compute|we\s+are\s+asked\s+for)\b[^.!?\n]{3,200})",
+    question = re.search(r"(?:^|[.!?]\s+|\n)([^.!?\n]{5,200}\?|(?:find|determine|compute|we\s+are\s+asked\s+for|we\s+need|we\s+want)\b"
+                         r"[^.!?\n]{3,200})",
                          text, re.I)
     if question is None:
         return None
-    asked = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", question.group(1))} - _STOP_WORDS
-    clauses = [c for c in re.split(r",\s*(?:and\s+)?|\s+and\s+", sentence) if len(_candidates(c)) == 1]
-    scores = [len(asked & {w.lower() for w in re.findall(r"[A-Za-z]{3,}", c)}) for c in clauses]
+    def stems(text):
+        return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - _STOP_WORDS
+    asked = stems(question.group(1))
+    clauses = [c for c in re.split(r"[,;]\s*(?:and\s+)?|\s+and\s+", sentence) if len(_candidates(c)) == 1]
+    scores = [len(asked & stems(c)) for c in clauses]
     best = [c for c, k in zip(clauses, scores) if k == max(scores, default=0) and k > 0]
     return _one_candidate(best[0]) if len(best) == 1 else None
 
