@@ -180,8 +180,10 @@ def _same_function(p, g):
     rng = random.Random(0)
     symbols = sorted(g.free_symbols, key=str)
     checked = 0
+    integers = p.has(sympy.factorial, sympy.binomial) or g.has(sympy.factorial, sympy.binomial)  # n! at whole n
     for _ in range(10):
-        point = {s: sympy.Rational(rng.randint(-40, 40), rng.randint(1, 9)) + sympy.Rational(1, 7) for s in symbols}
+        point = {s: sympy.Integer(rng.randint(1, 12)) if integers else
+                 sympy.Rational(rng.randint(-40, 40), rng.randint(1, 9)) + sympy.Rational(1, 7) for s in symbols}
         pv, gv = p.subs(point), g.subs(point)
         if pv.has(sympy.nan, sympy.zoo) or gv.has(sympy.nan, sympy.zoo):
             continue
@@ -706,6 +708,17 @@ def _canon_label(side):
     return re.sub(r"^([A-Za-z])(?:\^[A-Za-z*])?(?:\([A-Za-z](?:,[A-Za-z])*\))?$", r"\1", side)
 
 
+_DERIVATION = re.compile(r"\\int|\\frac\s*\{\s*d\s*\}\s*\{\s*d\s*[a-z]\s*\}|\\frac\s*\{\s*d\s*[a-z]*\s*\}|\\lim|\\[lc]?dots|"
+                         r"\]\s*_|\\circ|(?<![A-Za-z\\])[A-Za-z]\s*\(\s*[A-Za-z]\s*\([^()]*\)\s*\)")
+
+
+def _is_derivation(side):
+    """The quantity being worked out, written as the operation that gives it: an integral, a derivative, a limit,
+    an elided sum (`1 + 2 + \\cdots + 2^{n-1}`), an evaluation bracket, a composition (`g(f(x))`, `(f \\circ g)(x)`).
+    In a chain `A = B = ... = Z` such a side, like a label or working, is not the answer: Z is."""
+    return _DERIVATION.search(side) is not None
+
+
 def _is_working(side):
     """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`): the work before a chain's value."""
     value = parse_math(side)
@@ -740,7 +753,8 @@ def _relations_equal(p_sides, g_sides):
         # the last side is the value (`c = I(0)`); a side before it is a label, the quantity asked for, or working:
         # a computation without unknowns (`x = 5+5+1 = 7 = 11` is 11, its slips are not graded); a side with an
         # unknown must itself be the answer (`2x + 3 = 7` is an equation, not 7)
-        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s))]
+        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s)
+                                                  or _is_derivation(s))]
         return all(_equiv(v, gold) for v in values + p_sides[-1:])
     if len(p_sides) != len(g_sides):
         return False
@@ -880,6 +894,8 @@ def _words(s):
     """Words compared: lowercase, "odd function" is "odd", "neither even nor odd" is "neither"."""
     s = " ".join(s.lower().replace("-", " ").split())
     s = re.sub(r"^neither (even|odd) nor (?!\1)(even|odd)$", "neither", s)
+    s = re.sub(r"^(?:there is )?(?:not enough information|insufficient (?:information|data)|(?:it )?cannot be determined)$",
+               "cannot be determined", s)  # one refusal, however worded
     return re.sub(r"^(even|odd|neither)(?: functions?)$", r"\1", s)
 
 

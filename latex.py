@@ -615,6 +615,7 @@ def clean(s):
         s = s.replace(old, new)
     s = superscripts(s)
     s = re.sub(r"\\not\s*=", "\\\\ne ", s)
+    s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2
     s = re.sub(r"\{\s*([^{}]+?)\s*\\choose\s*([^{}]+?)\s*\}", r"\\binom{\1}{\2}", s)      # {10 \choose 3}
     s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(?=\()", r"\\sqrt", s)                        # sqrt(2)
     s = re.sub(r"(?<![\\a-zA-Z])pi(?![a-zA-Z])", r"\\pi ", s)                          # 2pi
