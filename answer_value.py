@@ -414,15 +414,15 @@ def _asserted(sentence, candidates):
     3 shirts is 45` -> 45). None when no single one stands out (`5 apples and 3 oranges`)."""
     position, value = candidates[-1]
     before = sentence[:position].rstrip()
-    if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)$",
-                                                            before, re.I):
+    if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
+                                                            r"(?:\s+(?:a|an|the))?$", before, re.I):
         parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
                     and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
         return None if parallel else candidates[-1]  # "the length is 8 and the width is 12": two quantities
     subject = sentence[:candidates[0][0]]
     if len(candidates) == 2 and sentence[candidates[0][0]] in "$\\" and re.fullmatch(
             r"\s*(?:(?:so|thus|hence|therefore),?\s+)?(?:the|this|our|a|an)\s+[A-Za-z\s-]{1,40}?\s*", subject, re.I) \
-            and not re.search(r"\b(?:is|are|was|were|has|have|had|equals?|gives?|[a-z]+ed|[a-z]+s)\s*$", subject.strip(), re.I):
+            and not re.search(r"\b(?:is|are|was|were|has|have|had|equals?|gives?)\s*$", subject.strip(), re.I):
         candidates = candidates[1:]  # "The harmonic series $\sum 1/n$ diverges to $+\infty$": the subject's name
         return candidates[0]
     bold = [c for c in candidates if re.search(r"\*\*[^*]*$", sentence[:c[0]]) and "**" in sentence[c[0]:]]
@@ -465,6 +465,7 @@ def _one_candidate(sentence):
         return None
     position, value = chosen
     before, after = sentence[:position].rstrip(" *_"), sentence[position + len(value):].lstrip("*_")  # **27** is 27
+    value = re.sub(r"^\s*=\s*", "", value)  # "P(at least one six) $= 1 - 25/36 = 11/36$": a chain after a label in words
     segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
     if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
         after = sentence[segment.end():]
@@ -628,7 +629,7 @@ def _words_as_values(sentence):
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
     sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
                       lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", sentence, flags=re.I)
-    sentence = re.sub(r"\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
+    sentence = re.sub(r"(?<!\{)\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
                       sentence, flags=re.I)
     sentence = _BETWEEN_WORDS.sub(lambda m: f"${m.group(2)} < {m.group(1)} < {m.group(3)}$", sentence)
     sentence = _BOUND_WORDS.sub(lambda m: f"${m.group(1)} {_bound_sign(m.group(2))} {m.group(3)}$", sentence)
@@ -750,7 +751,7 @@ def _last_step(value):
     inline = re.fullmatch(r"\$([^$]+)\$", value.strip())
     value = inline.group(1) if inline else value
     value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)|⇒|⟹", value)[-1].strip()
-    congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\.?", value,
+    congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}$]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\$?\s*\.?", value,
                               re.DOTALL)
     return congruence.group(1).strip() if congruence else value
 
