@@ -1205,3 +1205,24 @@ def gold_is_valid(gold):
     g = clean(gold)
     return g is not None and bool(re.search(r"[A-Za-z0-9]", g)) and balanced(g)
 
+
+# ---- an answer that gives the question back --------------------------------------------------------------------
+_COMPUTE = re.compile(r"\b(?:compute|evaluate|simplify|calculate|find\s+the\s+(?:exact\s+)?value|what\s+is\s+the\s+(?:exact\s+)?value|"
+                      r"express\s+.{0,40}\s+in\s+(?:simplest|lowest|closed)|write\s+.{0,40}\s+in\s+(?:simplest|lowest|closed))\b",
+                      re.IGNORECASE)
+_QUESTION_MATH = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
+
+
+def restates_question(pred, question, gold):
+    """The answer is the expression the question asks to compute, given back unevaluated: the question asks to
+    compute, evaluate or simplify, and the prediction (an expression with an operation or a function, not a single
+    number or name) is one of the question's formulas, written differently from the gold ("Compute
+    $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` for the gold 1/4; "Simplify
+    $(x+1)^2 - x^2$." answered `(x+1)^2 - x^2`). Its value equals the gold, but it is not the answer asked for."""
+    if not question or not _COMPUTE.search(question):
+        return False
+    p, g = clean(pred), clean(gold)
+    if p is None or g is None or _canon(p) == _canon(g) or not re.search(r"[-+*/^!]|\\[a-zA-Z]+", p):
+        return False
+    formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
+    return any(f is not None and (_canon(f) == _canon(p) or _canon(f.split("=")[0]) == _canon(p)) for f in formulas)

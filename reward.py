@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from answer_compare import _equiv, gold_is_valid
+from answer_compare import _equiv, gold_is_valid, restates_question
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
@@ -58,9 +58,11 @@ def _is_equiv_unbounded(pred, gold):
         return False
 
 
-def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False):
+def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
     answer = extract_answer(response, strict=strict, think_prefilled=think_prefilled)
-    return 1.0 if answer is not None and _is_equiv_unbounded(answer, gold) else 0.0
+    if answer is None or (question and restates_question(answer, question, gold)):
+        return 0.0  # no answer, or the expression the question asks to compute, given back unevaluated
+    return 1.0 if _is_equiv_unbounded(answer, gold) else 0.0
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -100,10 +102,11 @@ def is_equiv(pred, gold, timeout_s=DEFAULT_TIMEOUT_S):
     return bool(_bounded(_is_equiv_unbounded, (pred, gold), timeout_s))
 
 
-def math_reward(response, gold, strict=False, think_prefilled=False, timeout_s=DEFAULT_TIMEOUT_S):
+def math_reward(response, gold, strict=False, think_prefilled=False, timeout_s=DEFAULT_TIMEOUT_S, question=None):
     """1.0 if the answer extracted from `response` equals `gold`, else 0.0 (also when the check runs past
-    timeout_s). strict / think_prefilled: see extract_answer."""
-    return _bounded(_math_reward_unbounded, (response, gold, strict, think_prefilled), timeout_s) or 0.0
+    timeout_s). strict / think_prefilled: see extract_answer. question: the problem's text, when known: an answer
+    that gives back the expression it asks to compute or simplify is not paid (answer_compare.restates_question)."""
+    return _bounded(_math_reward_unbounded, (response, gold, strict, think_prefilled, question), timeout_s) or 0.0
 
 
 def format_reward(response, mode="strict"):
@@ -154,8 +157,9 @@ def close_pool():
 
 
 def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=None, stats=None,
-                memory_limit_gb=4.0, strict=False, think_prefilled=False):
-    """math_reward for each (response, gold) in parallel worker processes, each item with a hard timeout.
+                memory_limit_gb=4.0, strict=False, think_prefilled=False, questions=None):
+    """math_reward for each (response, gold) in parallel worker processes, each item with a hard timeout;
+    questions[k] (optional) is the problem text of item k (see math_reward).
 
     A late item's worker is killed (SIGKILL also stops C-level big-integer work) and replaced; a late or
     crashing item scores 0.0. The batch always returns a list of len(responses) floats. `stats`, when a dict,
@@ -178,9 +182,11 @@ def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=No
                   file=sys.stderr)
     if workers <= 0:
         for k in todo:
-            scores[k] = math_reward(responses[k], golds[k], strict, think_prefilled, timeout_s)
+            scores[k] = math_reward(responses[k], golds[k], strict, think_prefilled, timeout_s,
+                                    questions[k] if questions else None)
     else:
-        results = _run_pool("_math_reward_unbounded", [(responses[k], golds[k], strict, think_prefilled) for k in todo],
+        results = _run_pool("_math_reward_unbounded", [(responses[k], golds[k], strict, think_prefilled,
+                                                        questions[k] if questions else None) for k in todo],
                             workers, timeout_s, memory_limit_gb, counts)
         for k, result in zip(todo, results):
             scores[k] = float(result or 0.0)
@@ -256,7 +262,8 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
     if math_rows:
         part = score_batch([responses[i] for i in math_rows], [problems[i]["answer"] for i in math_rows], workers=workers,
                            timeout_s=timeout_s, ids=[problems[i]["id"] for i in math_rows], stats=stats,
-                           strict=strict, think_prefilled=think_prefilled)
+                           strict=strict, think_prefilled=think_prefilled,
+                           questions=[problems[i].get("problem") for i in math_rows])
         for i, s in zip(math_rows, part):
             scores[i] = s
     if code_rows:

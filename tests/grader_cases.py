@@ -631,3 +631,16 @@ RESPONSES = [
     ("The answer is x = 4 and y = -1.", "(4,-1)", 1.0),
     ("The answer is x = 4 and y = -1.", "(4,1)", 0.0),
 ]
+
+# (question, response, gold, reward): with the problem's text, an expression the question asks to compute or simplify,
+# given back unevaluated, earns 0 (its value equals the gold); the same answer without the question is compared by value
+QUESTIONS = [
+    ("Compute $\\sin 30^\\circ \\cos 60^\\circ$.", "So the answer is $\\boxed{\\sin 30^\\circ \\cos 60^\\circ}$.", "\\frac14", 0.0),
+    ("Compute $\\sin 30^\\circ \\cos 60^\\circ$.", "So the answer is $\\boxed{\\frac14}$.", "\\frac14", 1.0),
+    ("Simplify $(x+1)^2 - x^2$.", "\\boxed{(x+1)^2 - x^2}", "2x+1", 0.0),
+    ("Simplify $(x+1)^2 - x^2$.", "\\boxed{2x + 1}", "2x+1", 1.0),
+    ("Evaluate $12 \\cdot 15$.", "The answer is $12 \\cdot 15$.", "180", 0.0),
+    ("Evaluate $12 \\cdot 15$.", "The answer is 180.", "180", 1.0),
+    ("Which is larger, $\\sqrt{2} + \\sqrt{3}$ or $\\sqrt{10}$?", "\\boxed{\\sqrt{10}}", "\\sqrt{10}", 1.0),
+    ("What is $\\tan^{-1}(1)$ in radians?", "\\boxed{\\frac{\\pi}{4}}", "\\frac{\\pi}{4}", 1.0),
+]
