@@ -18,7 +18,7 @@ matrices) and then values (latex.parse_math, sympy) are compared.
   significant digits: `\\sqrt{17}` = `4.123105625617661`, `\\pi` = `3.14159`; not `\\sqrt{3}` = `1.732`).
 - Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
   without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
-  `0.5\\%` != `0.5`.
+  `0.5\\%` != `0.5`, and `0.5\\%` != `50\\%` (answer_value keeps a percent sign with its value, also after a box).
 - Units: a trailing unit (`5\\text{ cm}`, `99\\pi \\text{ square inches}`, `12^{\\text{th}} grade`, `9 a.m.`) is dropped
   when only one side has one; when both sides name known units they must be the same unit (`5 m` != `5 cm`,
   `9 p.m.` != `9 a.m.`). Other trailing text is not a unit: `3 \\text{ or more}`, `3 \\text{ is not the answer}` fail.
@@ -75,7 +75,9 @@ matrices) and then values (latex.parse_math, sympy) are compared.
   (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
   A word gold also matches a sentence whose predicate is that word ("the function is even", "g is an odd
   function" for `\\text{even}`/`\\text{odd}`; "neither even nor odd" is `\\text{neither}`, and "not even" and "neither
-  even nor odd" are not `even`).
+  even nor odd" are not `even`). An option letter given with its value is that value for a value gold (`(B) 45`,
+  `\\text{(C) } 12` = 45, 12). A refusal is one answer however worded ("not enough information" = "cannot be
+  determined"); "infinitely many solutions" = `\\text{infinitely many}`.
 - Answers by cases (`\\begin{cases}`, "5 if n is even, 6 if n is odd", "3 when a > 0 and 4 otherwise", "0 for even n
   and 1 for odd n"; conditions: parity, sign words, one relation) equal another answer by cases or a formula when both
   have the same value at every point of a grid over their symbols where the gold has one (integers for a parity
@@ -91,6 +93,14 @@ matrices) and then values (latex.parse_math, sympy) are compared.
 - Sums and products: `\\sum_{k=1}^{10} k^2` = 385, `\\sum_{k=1}^{n} k` = `\\frac{n(n+1)}{2}` (a polynomial body has a closed
   form); any other `\\sum` (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares by its structure: factors may commute, the index
   and bounds may not be renamed.
+- A derivation in a chain is working, not an answer side: an integral, a derivative, a limit, an elided sum, an
+  evaluation bracket or a composition written before the value (`\\int_0^2 x^2 dx = [x^3/3]_0^2 = 8/3`,
+  `g(f(x)) = 2(2x-3) - 3 = 4x - 9`, `1 + 2 + \\cdots + 2^{n-1} = 2^n - 1` are 8/3, 4x - 9, 2^n - 1).
+- Factorials and binomials compare as functions at whole numbers (`(n+1) \\cdot n!` = `(n+1)!`).
+- With the question's text (math_reward's `question`, passed by score_problems): an answer that gives back the
+  expression the question asks to compute or simplify, unevaluated, is not the answer (restates_question):
+  "Compute $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` is not 1/4 (without the question
+  the two compare by value, as `\\cos 36^\\circ` = `\\frac{1+\\sqrt5}{4}` does).
 - A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
 
 """
@@ -103,7 +113,7 @@ from functools import lru_cache
 
 import sympy
 
-from latex import clean, is_english, is_infinite, parse_math
+from latex import NOT_UNITS, clean, is_english, is_infinite, parse_math, split_unit
 
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
@@ -235,95 +245,8 @@ def _values_equal(p, g):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Units and percent
+# Units and percent (the units themselves: latex.split_unit)
 # ------------------------------------------------------------------------------------------------------------
-_UNIT_SYNONYMS = {
-    "m": "meter meters metre metres", "cm": "centimeter centimeters centimetre centimetres",
-    "mm": "millimeter millimeters", "km": "kilometer kilometers kilometre kilometres", "in": "inch inches",
-    "ft": "foot feet", "yd": "yard yards", "mi": "mile miles", "g": "gram grams gm", "kg": "kilogram kilograms kgs",
-    "mg": "milligram milligrams", "lb": "pound pounds lbs", "oz": "ounce ounces", "ton": "tons tonne tonnes",
-    "s": "second seconds sec secs", "min": "minute minutes mins", "h": "hour hours hr hrs", "day": "days",
-    "week": "weeks wk", "month": "months", "yr": "year years yrs", "dollar": "dollars usd", "cent": "cents",
-    "deg": "degree degrees", "rad": "radian radians", "am": "a.m.", "pm": "p.m.", "L": "l liter liters litre litres",
-    "mL": "ml milliliter milliliters", "gal": "gallon gallons", "mph": "", "kph": "", "J": "joule joules",
-    "W": "watt watts", "N": "newton newtons", "K": "kelvin", "Hz": "hz hertz", "eV": "ev", "erg": "ergs",
-    "Å": "angstrom angstroms", "AU": "au", "pc": "parsec parsecs", "ly": "", "V": "volt volts", "A": "amp amps ampere",
-    "Pa": "pascal pascals", "cal": "calorie calories", "kcal": "kilocalories", "mol": "mole moles", "T": "tesla",
-    "sq": "square", "cu": "cubic", "cup": "cups", "tbsp": "tablespoon tablespoons", "tsp": "teaspoon teaspoons",
-    "qt": "quart quarts", "pint": "pints", "ml": "", "arcsec": "arcsecond arcseconds", "arcmin": "arcminute arcminutes",
-}
-_UNITS = {}
-for _canonical, _names in _UNIT_SYNONYMS.items():
-    for _name in [_canonical] + _names.split():
-        _UNITS[_name if len(_name) == 1 or _name in ("mL", "Hz", "eV", "AU", "Pa") else _name.lower()] = _canonical
-# Words that are never a unit after a number: they make the answer a hedge or a sentence (`3 or more`)
-_NOT_UNITS = set("""or and is are was were be not no more less than at least most about around approximately approx
-roughly nearly almost maybe perhaps possibly either neither nor if only the an answer none all any some but also
-true false to of each exactly over under between from with without undefined impossible infinity infinite many much
-solution solutions real integer integers number numbers value values other others plus minus equals correct
-incorrect wrong right yes exist exists does do can cannot then else otherwise when where which what this that
-these those it its there their has have had will would could should must may might so thus hence therefore
-because since per unknown odd even positive negative prime""".split())
-# Count nouns that may follow a number as its unit ("5 apples"); any other word makes the text not an answer
-_COUNT_NOUNS = set("""apple orange banana cookie cupcake candy candies piece slice pie cake egg book page pencil pen
-marble ball toy card stamp sticker coin bottle box boxes bag basket car truck bike bicycle wheel house room chair
-table tree flower plant animal dog cat bird chicken cow pig sheep horse fish leg item object thing way time step
-point game goal question problem word letter digit student child children kid boy girl man men woman women adult
-person people friend player team worker employee member customer visitor guest teacher class grade lap round trip
-ticket seat shirt pair group row column square triangle side edge vertex vertices face diagonal dot cube unit block
-tile brick bead button candle serving meal sandwich pizza burger muffin donut doughnut bar pack package can jar
-loaf loaves bucket glass plate bowl spoon fork knife shoe sock hat coat dress toy puzzle song movie show episode
-photo picture stamp shell rock stone seed leaf leaves bee ant spider insect chip cracker bead straw""".split())
-
-
-def unit_word(word):
-    """A known unit or an allowed count noun (singular or plural)."""
-    if unit_key(word):
-        return True
-    plain = word.lower().rstrip(".")
-    return plain in _COUNT_NOUNS or plain.rstrip("s") in _COUNT_NOUNS or plain[:-2] in _COUNT_NOUNS \
-        or (plain.endswith("ies") and plain[:-3] + "y" in _COUNT_NOUNS)
-
-
-_UNIT_TOKEN = re.compile(r"(?:^|(?<=[\s\d}/)]))([A-Za-zÅ][A-Za-z.]*)(\s*\^\s*\{?\s*-?\d+\s*\}?)?\s*$")
-
-
-def unit_key(word):
-    """Canonical key of a known unit, or None."""
-    key = _UNITS.get(word) or _UNITS.get(word.lower()) or _UNITS.get(word.lower().replace(".", ""))
-    if key is None and len(word) > 1:
-        key = _UNITS.get(word.lower().rstrip("."))
-    return key
-
-
-def split_unit(s):
-    """'5 cm' -> ('5', 'cm'); '99\\pi square inches' -> ('99\\pi', 'sq in'); '12 grade' -> ('12', 'word:grade');
-    '50%' -> ('50', '%'); '3 or more' -> ('3 or more', None): a trailing run of unit words after a value."""
-    s = s.strip()
-    if s.endswith("%") or re.search(r"\s(?:percent|percentage|pct)$", s):
-        return re.sub(r"\s*(?:%|percent|percentage|pct)$", "", s), "%"
-    units, rest, words = [], s, 0
-    while True:
-        match = _UNIT_TOKEN.search(rest)
-        if not match:
-            break
-        word, exponent = match.group(1), (match.group(2) or "").replace(" ", "").replace("{", "").replace("}", "")
-        key = unit_key(word)
-        if key is None:
-            plain = word.lower().rstrip(".")
-            if not unit_word(word) or plain in _NOT_UNITS or words >= 2:
-                break
-            key, words = "word:" + plain.rstrip("s"), words + 1
-        units.insert(0, key + exponent)
-        rest = rest[:match.start()].rstrip()
-        rest = re.sub(r"(?:\s*(?:/|\\cdot|\*|\bper\b))$", "", rest).rstrip()
-    if not units or not rest or not re.search(r"[\d}\)a-zA-Z]$", rest) or rest.endswith("\\"):
-        return s, None
-    if len(units) == 1 and len(units[0]) == 1 and not s[len(rest):].startswith(" "):
-        return s, None  # "5m" is 5*m; a one-letter unit needs a space: "5 m"
-    return rest, " ".join(units)
-
-
 def _units_conflict(pu, gu):
     """Both answers carry known units, and they differ (5 m vs 5 cm, 9 p.m. vs 9 a.m.)."""
     known = [u for u in (pu, gu) if u and "word:" not in u]
@@ -408,7 +331,7 @@ _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}
 
 def _is_label(side):
     """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y)."""
-    if any(w.islower() and (w in _NOT_UNITS or is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
+    if any(w.islower() and (w in NOT_UNITS or is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
         return False
     return _LABEL.fullmatch(side) is not None and not re.fullmatch(r"\s*\\(?:pi|infty|e)\s*", side) \
         and not re.search(r"\\(?:sqrt|sin|cos|tan|log|ln)\b|\\frac\s*\{\s*\d", side)

@@ -1,33 +1,40 @@
-"""Stage 1 of the grader: find the span of a response that states its final answer.
+"""Stage 1 of the grader: find the span of a response that states its final answer (a Span for answer_value.py).
 
-Extraction (`extract_answer`), in order; the first kind found wins, and within a kind the LAST occurrence:
-  0. Reasoning blocks: only the text after the last `</think>` / `<|end_of_thought|>` is read, and inside a
-     `<|begin_of_solution|>` block only that block. A reasoning block that was opened and never closed (a response
-     cut off mid-thought) has NO final answer, whatever tentative \\boxed{} it contains.
-  1. a JSON object's "answer" field (ZeroEval-style `{"reasoning": ..., "answer": ...}`)
-  2. <answer>...</answer>                      (the answer inside is extracted again: boxed, phrase, or all of it)
-  3. \\boxed{...} / \\fbox{...}                 (boxes joined only by "and"/","/"or" or by part labels ("for part
-                                               (a) and", "(b)") are ONE list answer, so
-                                               `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
-                                               condition between them are no answer: "if ... \\boxed{10}; if not,
-                                               \\boxed{5}"; a LAST box that is empty is no answer when words
-                                               come between it and the answer's box ("\\boxed{5}. Wait, ... \\boxed{}"),
-                                               and is ignored right after it: `\\boxed{5}\\n\\boxed{}` is 5)
-  4. `#### 18`                                 (GSM8K; `#### She sold 72 clips.` is read as an answer sentence)
-  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:" (line start),
-     "**Final Answer:**", `Answer $ 9 $` ... up to the end of the sentence
-  6. (default mode only; `strict=True` skips it) a whole response that is one undelimited formula without words
-     (`f^{-1}(x) = \\ln x - 2`, `x \\in \\mathbb{R}`, a matrix, `x^2 + 2 \\text{ for } x \\ge 0`); else the conclusion: the last sentence that contains a number or a
-     formula (after a last ", so"/"hence" and before a "because"/"which"), when it names one answer; or a
-     sentence that says what something is in plain words ("The function is even.", "the solution set is empty").
-  An instruction of the prompt echoed by the model ("Please ... put your final answer within \\boxed{}", a template
-  with `\\boxed{<answer>}`) is removed first: its box and its "final answer" are not the response's.
+final_text: only the text after the last `</think>` / `<|end_of_thought|>` is read, and inside a
+`<|begin_of_solution|>` block only that block; a reasoning block opened and never closed (a response cut off
+mid-thought) has NO final answer, whatever tentative \\boxed{} it contains; an invented next chat turn ("User:",
+"Question:") ends the response. Then, in find_span:
+  - full-width punctuation (`。`, `：`, `，`) is read as ASCII; a made-up next problem that starts after an answer was
+    stated ("Problem: ...", "Q: ...", "### Question 2." after a box, an answer phrase or `####`: a base model running
+    on through its few-shot prompt) is cut off: only the first answer is the response's; an instruction of the prompt
+    echoed by the model ("Please ... put your final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
+  - a LAST box that never closes is an answer cut off (no answer), unless a brace was only left out before its
+    closing `$` (`$\\boxed{100$.` is 100); a last EMPTY box is no answer when words come between it and the answer's
+    box ("\\boxed{5}. Wait, ... \\boxed{}"), and is ignored right after it (`\\boxed{5}\\n\\boxed{}` is 5).
+The first kind found wins, and within a kind the LAST occurrence:
+  1. a JSON object's "answer" field (ZeroEval-style; a JSON array is an ordered tuple `[2, -1]` -> `(2, -1)`)
+  2. <answer>...</answer>       (inside a field or a tag, a box or an answer phrase is the span, else all of it)
+  3. \\boxed{...} / \\fbox{...}   boxes joined only by "and"/","/"or" or by part labels ("for part (a) and") are ONE
+                                list answer, so `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
+                                condition between them are no answer ("if ... \\boxed{10}; if not, \\boxed{5}"); a
+                                percent sign right after a box is part of its value (`\\boxed{0.5}\\%` is 0.5%);
+                                a later "final answer" phrase with a plain value wins over an earlier box
+  4. `#### 18`                  (GSM8K; `#### She sold 72 clips.` is an answer sentence)
+  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:"
+     (line start), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为", "Ответ:", "Die Antwort
+     lautet", "La respuesta es", "La réponse est", "A resposta é", "La risposta è"
+  A later correction of an explicit answer ("Answer: 15.\\n\\nCorrection: I forgot the 3 chairs, so it is 18.", "Wait,
+  I made a mistake ...", "Oops", "On second thought"): the value the correction states is the answer.
+  6. (default mode only; strict=True stops at 5) a whole response that is one undelimited formula without words
+     (`f^{-1}(x) = \\ln x - 2`, a matrix); a verdict the response opens with ("Yes, it is possible. For example ...",
+     "False. ...", "Is it always odd? No: ..."; a Yes/No only when no value follows it or an example does); a
+     response that ends with a markdown table: the number in its last row (`| **Total** | **$48** |`); else the
+     conclusion: the whole text, whose last statement answer_value.conclusion_value reads.
 """
 import re
 
 from answer_value import _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
-from answer_compare import split_unit
-from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math
+from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
 

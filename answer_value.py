@@ -1,45 +1,67 @@
 """Stage 2 of the grader: reduce the span a response commits to (answer_span.py) to ONE value, or to no answer.
 
-  An answer sentence states ONE value (phrases 5 and 6):
-  - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is"; else one
-    in bold; else the only one not inside a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64;
-    "The total for 3 shirts is $45" -> 45; "5 apples and 3 oranges" -> none); a purpose clause after a quantity
-    is a modifier too ("It takes Sarah 7 weeks to save $210" -> 7; but "She needs to buy 12 eggs" -> 12), and so is
-    a phrase put before the sentence up to its comma ("Over 12 weeks, Lily saves $840" -> 840). Among several
-    asserted, the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a
-    participle clause ("John runs 120 miles a week, running 3 days a week" -> 120), unless that clause gives the
-    result ("12 ways for each shelf, giving 144 ways in total" -> 144); "needs to pay $20 to reach the $100 goal" ->
-    20 (an infinitive after needs/has/wants is the assertion, not a purpose). A `$` before a number is a
-    dollar sign, not math, when no `$` closes it on its line or words come before the next `$` ("$210 at $30").
-    Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi` are single values; a unit word after the number stays with it
-    ("60 degrees"), also written against it (`12kg`, `1,000.99m²`; a number is never cut inside its decimals).
-    LaTeX written in prose without delimiters is one formula, as if delimited ("Hence f^{-1}(x) = \\frac{x+5}{3}.",
-    "2√5 units", "the ratio is 3:1"; a ratio "1 to 2" is 1:2); a colon before the last value asserts it ("Setting
-    t = 0 gives the constant: c = I(0)" -> c = I(0)); a leading "Since/Because ..., " clause is a reason, not the
-    answer ("Since f(-x) = f(x), the function is even."); numbers spelled out in a conclusion with none in digits
-    count ("twelve ways" -> 12, "one quarter" -> 1/4); a sentence with no value that names the reals or the empty set
-    is that set ("x can be any real number.", "there is no solution."; not "any positive real number").
-  - hedge words ("or", "not", "at least", "between", "over", "approximately") make a sentence no answer, except
-    words of comparison in its subject ("the largest prime less than 50 is 47", "the distance between the points
-    is 5"); "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see Equivalence).
-  - a value the sentence rejects is no answer and no hedge: "12, not 15" is 12, "not 10, it's 12" is 12, "The
-    answer is not 5." is nothing; a sentence that ends "which is B" restates its value as B ("250 cm, which is
-    2.5 m" is 2.5 m; "which is 2 more than Tom" is no restatement).
+reduce_span: a math span (a box, a JSON field, a whole-formula response) is its value, unless it holds an answer
+sentence (`\\boxed{\\text{The answer is } 5}`); a derivation written as one formula is the value it arrives at
+(`3n = 15 \\Rightarrow n = 5` -> `n = 5`; `2^{100} \\equiv 2 \\pmod 7` -> 2). A box is qualified by its own sentence:
+"\\boxed{7}, but I'm not sure", "\\boxed{5} if n is even, else 6" are no answer. Prose spans (the text after an
+answer phrase, a `####` line, a table cell, a conclusion) go through ONE reduction, sentence_value, whatever found
+them; conclusion_value first picks the statement (the last of the last three sentences that states something, not
+a restated question or task "We need to find ...?", not a verification after the answer "Check: ...", not a
+sentence that only rejects a value "The other root, -9, is rejected").
+
+An answer sentence states ONE value:
+  - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is" (unless two
+    clauses each assert one: "the length is 8 and the width is 12"); else one in bold; else the only one not inside
+    a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64; "The total for 3 shirts is $45" -> 45; "5
+    apples and 3 oranges" -> none), nor in a subordinate clause ("250 minutes left if this month has 30 days" ->
+    250); a purpose clause after a quantity is a modifier too ("It takes Sarah 7 weeks to save $210" -> 7; but "She
+    needs to buy 12 eggs" -> 12), and so is a phrase put before the sentence up to its comma ("Over 12 weeks, Lily
+    saves $840" -> 840; "Starting at 3 degrees and dropping 8, it ends at -5 degrees" -> -5). Among several asserted,
+    the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a participle
+    clause ("John runs 120 miles a week, running 3 days a week" -> 120), unless that clause gives the result ("12 ways
+    for each shelf, giving 144 ways in total" -> 144). A conclusion that states several quantities gives the one a
+    restated question asks for ("How many apples does Jerry have? ... Tom has 12 apples and Jerry has 8 apples." ->
+    8), else its last clause's ("the two numbers are 7 and 11; the larger is 11" -> 11).
+  - values listed after a copula are one list answer ("the first five terms are 1, 4, 9, 16, 25", "the numbers are
+    5, 10, and 20"); assignments of different letters are one tuple ("x = 4, y = -1", "x = 4 and y = -1"), and
+    alternatives for one letter one set ("x = 2 + \\sqrt{3} or x = 2 - \\sqrt{3}").
+  - A `$` before a number is a dollar sign, not math, when no `$` closes it on its line or words come before the next
+    `$` ("$210 at $30"). Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi`, `10:30 am`, `10!` are single values; a unit
+    word after the number stays with it ("60 degrees"), also written against it (`12kg`, `1,000.99m²`), and so does
+    a percent sign ("0.5%", "0.5 percent" are 0.5%, never 50%). LaTeX written in prose without delimiters is one
+    formula ("Hence f^{-1}(x) = \\frac{x+5}{3}.", "2√5 units", "the ratio is 3:1"; a ratio "1 to 2" is 1:2); Unicode
+    mathematics joins numbers (`3×10⁶` is 3 \\times 10^{6}, `−7` is -7); a scale word multiplies ("4 million dollars"
+    -> 4000000, "2.5 billion"); words stand for values: "negative five" / "minus 2" -> -5 / -2 (not "x minus 2"),
+    "7 o'clock" -> 7:00, "infinity", "negative infinity", "infinitely many", "the empty set", "1 in 4" / "5 out of
+    36" / "one-in-six" where the sentence speaks of a probability or chance; a variable bounded in words is an
+    inequality ("x is greater than 3", "k must be at least 2", "p lies strictly between 0 and 1", "every real number
+    except x = 2"); numbers spelled out count when none is in digits, or after the last copula ("the probability is
+    one half"); ordinals of a place ("fifth place" -> 5); "not enough information" / "cannot be determined" is the
+    refusal answer. A colon before the last value asserts it; a leading "Since/Because ..., " clause is a reason; a
+    sentence with no value that names the reals or the empty set is that set.
+  - a qualifier counts only when it is ATTACHED to the chosen value, read from the sentence's structure, never from a
+    keyword anywhere in it: a bound, an approximation or a denial right before the value ("over 40", "at least 5",
+    "more than 12", "not 40", "cannot be 7", "didn't spend $40"), or right after it ("12 or more", "5 at most",
+    "40 or so", "5+"), makes it no answer. The same words qualifying another phrase leave the answer alone: "The
+    number of stickers not on the wall is 35", "Maria spends $36 on snacks over 3 weeks", "Omar ran 3 more laps than
+    Priya", "6 cm shorter from 8:00 pm to midnight", "the largest prime less than 50 is 47", "Either way, the class
+    raises $240". Value-changing words must touch the value in its clause ("negative 5", "half of 10", "5 squared";
+    not "40 square feet"). "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see answer_compare).
+  - a value the sentence rejects is no answer and no hedge: "12, not 15" is 12, "not 40 but 45" is 45, "The answer
+    is not 5." is nothing; a sentence that ends "which is B" / ", i.e. B" restates its value as B ("250 cm, which is
+    2.5 m" is 2.5 m; "which is 9 numbers" is 9; "which is Monday"; "which is 2 more than Tom" is no restatement).
   - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
     n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0", "If n is even the
-    answer is 5; if n is odd it is 6", "If a > 0, the answer is 3. Otherwise it is 4.") or offers another value ("\\boxed{8} (though it could be 9)") is no answer,
-    in a phrase, a conclusion or right after a box; a proviso alone is not another case ("\\boxed{27}, provided such
+    answer is 5; if n is odd it is 6", "If a > 0, the answer is 3. Otherwise it is 4.") or offers another value
+    ("\\boxed{8} (though it could be 9)") is no answer; a proviso alone is not another case ("\\boxed{27}, provided such
     a sequence exists").
-  Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded);
-  eval.py uses the default mode (`--strict_answers 0`).
-
 """
 import re
 from typing import NamedTuple
 
-from answer_compare import COPULA, CASE_WORD, parse_cases, split_unit, unit_key, unit_word
+from answer_compare import COPULA, CASE_WORD, parse_cases
 from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words,
-                   scaled_numbers, superscripts, unwrap_commands)
+                   scaled_numbers, split_unit, superscripts, unit_key, unit_word, unwrap_commands)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 

@@ -1,8 +1,12 @@
-r"""LaTeX -> sympy: a small recursive-descent parser that builds the expression tree itself.
+r"""The text of one value -> canonical LaTeX -> sympy (used by the grader's stages 2 and 3; see reward.py).
 
-Untrusted model text is never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). `parse_math(text)`
-takes the cleaned text of one value (reward.clean has already removed delimiters, text commands, units and
-spacing) and returns a sympy expression, or None when the text is not a formula this parser reads.
+`clean(text)`: the canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs,
+thousands separators and ordinals gone; percent signs as `%`; Unicode mathematics (`½`, `π`, `×`, superscript
+exponents `10⁶`) as LaTeX; numbers in words and with a scale word ("two hundred", "4 million") as numerals.
+`split_unit(text)`: a value and its trailing unit words ('5 cm' -> ('5', 'cm')).
+`parse_math(text)`: a small recursive-descent parser that builds the sympy tree itself. Untrusted model text is
+never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). It takes the cleaned text of one value and
+returns a sympy expression, or None when the text is not a formula this parser reads.
 
 Accepts (grammar in `_Parser`): integers and decimals (decimals become exact rationals), letters and Greek letters
 as symbols (`e` is Euler's number and `i` the imaginary unit unless subscripted), `\pi`, `\infty` (alone or
@@ -687,3 +691,93 @@ def clean(s):
                r"(-\\infty, \\infty)", s, flags=re.I)
     s = re.sub(r"\s*,?\s*(?:where\s+)?[a-z]\s*\\in\s*(?:\\mathbb\s*)?\{?\s*[ZN]\s*\}?\s*$", "", s)  # ..., k \in Z
     return s or None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Units: a value's trailing unit words
+# ------------------------------------------------------------------------------------------------------------
+_UNIT_SYNONYMS = {
+    "m": "meter meters metre metres", "cm": "centimeter centimeters centimetre centimetres",
+    "mm": "millimeter millimeters", "km": "kilometer kilometers kilometre kilometres", "in": "inch inches",
+    "ft": "foot feet", "yd": "yard yards", "mi": "mile miles", "g": "gram grams gm", "kg": "kilogram kilograms kgs",
+    "mg": "milligram milligrams", "lb": "pound pounds lbs", "oz": "ounce ounces", "ton": "tons tonne tonnes",
+    "s": "second seconds sec secs", "min": "minute minutes mins", "h": "hour hours hr hrs", "day": "days",
+    "week": "weeks wk", "month": "months", "yr": "year years yrs", "dollar": "dollars usd", "cent": "cents",
+    "deg": "degree degrees", "rad": "radian radians", "am": "a.m.", "pm": "p.m.", "L": "l liter liters litre litres",
+    "mL": "ml milliliter milliliters", "gal": "gallon gallons", "mph": "", "kph": "", "J": "joule joules",
+    "W": "watt watts", "N": "newton newtons", "K": "kelvin", "Hz": "hz hertz", "eV": "ev", "erg": "ergs",
+    "Å": "angstrom angstroms", "AU": "au", "pc": "parsec parsecs", "ly": "", "V": "volt volts", "A": "amp amps ampere",
+    "Pa": "pascal pascals", "cal": "calorie calories", "kcal": "kilocalories", "mol": "mole moles", "T": "tesla",
+    "sq": "square", "cu": "cubic", "cup": "cups", "tbsp": "tablespoon tablespoons", "tsp": "teaspoon teaspoons",
+    "qt": "quart quarts", "pint": "pints", "ml": "", "arcsec": "arcsecond arcseconds", "arcmin": "arcminute arcminutes",
+}
+_UNITS = {}
+for _canonical, _names in _UNIT_SYNONYMS.items():
+    for _name in [_canonical] + _names.split():
+        _UNITS[_name if len(_name) == 1 or _name in ("mL", "Hz", "eV", "AU", "Pa") else _name.lower()] = _canonical
+# Words that are never a unit after a number: they make the answer a hedge or a sentence (`3 or more`)
+NOT_UNITS = set("""or and is are was were be not no more less than at least most about around approximately approx
+roughly nearly almost maybe perhaps possibly either neither nor if only the an answer none all any some but also
+true false to of each exactly over under between from with without undefined impossible infinity infinite many much
+solution solutions real integer integers number numbers value values other others plus minus equals correct
+incorrect wrong right yes exist exists does do can cannot then else otherwise when where which what this that
+these those it its there their has have had will would could should must may might so thus hence therefore
+because since per unknown odd even positive negative prime""".split())
+# Count nouns that may follow a number as its unit ("5 apples"); any other word makes the text not an answer
+_COUNT_NOUNS = set("""apple orange banana cookie cupcake candy candies piece slice pie cake egg book page pencil pen
+marble ball toy card stamp sticker coin bottle box boxes bag basket car truck bike bicycle wheel house room chair
+table tree flower plant animal dog cat bird chicken cow pig sheep horse fish leg item object thing way time step
+point game goal question problem word letter digit student child children kid boy girl man men woman women adult
+person people friend player team worker employee member customer visitor guest teacher class grade lap round trip
+ticket seat shirt pair group row column square triangle side edge vertex vertices face diagonal dot cube unit block
+tile brick bead button candle serving meal sandwich pizza burger muffin donut doughnut bar pack package can jar
+loaf loaves bucket glass plate bowl spoon fork knife shoe sock hat coat dress toy puzzle song movie show episode
+photo picture stamp shell rock stone seed leaf leaves bee ant spider insect chip cracker bead straw""".split())
+
+
+def unit_word(word):
+    """A known unit or an allowed count noun (singular or plural)."""
+    if unit_key(word):
+        return True
+    plain = word.lower().rstrip(".")
+    return plain in _COUNT_NOUNS or plain.rstrip("s") in _COUNT_NOUNS or plain[:-2] in _COUNT_NOUNS \
+        or (plain.endswith("ies") and plain[:-3] + "y" in _COUNT_NOUNS)
+
+
+_UNIT_TOKEN = re.compile(r"(?:^|(?<=[\s\d}/)]))([A-Za-zÅ][A-Za-z.]*)(\s*\^\s*\{?\s*-?\d+\s*\}?)?\s*$")
+
+
+def unit_key(word):
+    """Canonical key of a known unit, or None."""
+    key = _UNITS.get(word) or _UNITS.get(word.lower()) or _UNITS.get(word.lower().replace(".", ""))
+    if key is None and len(word) > 1:
+        key = _UNITS.get(word.lower().rstrip("."))
+    return key
+
+
+def split_unit(s):
+    """'5 cm' -> ('5', 'cm'); '99\\pi square inches' -> ('99\\pi', 'sq in'); '12 grade' -> ('12', 'word:grade');
+    '50%' -> ('50', '%'); '3 or more' -> ('3 or more', None): a trailing run of unit words after a value."""
+    s = s.strip()
+    if s.endswith("%") or re.search(r"\s(?:percent|percentage|pct)$", s):
+        return re.sub(r"\s*(?:%|percent|percentage|pct)$", "", s), "%"
+    units, rest, words = [], s, 0
+    while True:
+        match = _UNIT_TOKEN.search(rest)
+        if not match:
+            break
+        word, exponent = match.group(1), (match.group(2) or "").replace(" ", "").replace("{", "").replace("}", "")
+        key = unit_key(word)
+        if key is None:
+            plain = word.lower().rstrip(".")
+            if not unit_word(word) or plain in NOT_UNITS or words >= 2:
+                break
+            key, words = "word:" + plain.rstrip("s"), words + 1
+        units.insert(0, key + exponent)
+        rest = rest[:match.start()].rstrip()
+        rest = re.sub(r"(?:\s*(?:/|\\cdot|\*|\bper\b))$", "", rest).rstrip()
+    if not units or not rest or not re.search(r"[\d}\)a-zA-Z]$", rest) or rest.endswith("\\"):
+        return s, None
+    if len(units) == 1 and len(units[0]) == 1 and not s[len(rest):].startswith(" "):
+        return s, None  # "5m" is 5*m; a one-letter unit needs a space: "5 m"
+    return rest, " ".join(units)

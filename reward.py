@@ -1,12 +1,23 @@
-"""Math answer checking: find the final answer a response commits to, and decide if it equals the gold answer.
-
-The reward is the only signal GRPO learns from, and the grader is the judge of every eval number, so this file
-is built to agree with a careful human grader on what real models write, and to fail closed:
+"""Math answer checking: the reward GRPO learns from and the judge of every eval number. It is built to agree with a
+careful human grader on what real models write, and to fail closed:
 
     math_reward(response, gold) = 1.0  iff  is_equiv(extract_answer(response), gold)
 
+The grader is a pipeline of three stages, each in a file of one concern (data flows one way, down this list):
+  1. answer_span.py     find the span the response commits to: a JSON "answer" field, <answer>, \\boxed{}, `####`,
+                        an answer phrase (also in other languages), a table's last row, a verdict, a conclusion.
+  2. answer_value.py    reduce that span to ONE value or to no answer, the same way whatever found it: sentences,
+                        hedges and bounds (each attached to the value it qualifies), cases, rejected values, units,
+                        restatements, numbers in words, Unicode mathematics.
+  3. answer_compare.py  compare two values (with latex.py: cleaning, units, and a parser that builds sympy trees).
+extract_answer runs stages 1-2; is_equiv runs stage 3; math_reward all three. This file keeps the scoring surface:
+math_reward, is_equiv, extract_answer, score_batch (worker processes), score_problems (math or code by the row),
+format_reward, gold_is_valid, and the command line (`python reward.py --response ... --gold ...`).
 
-TODO
+Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded: stage 1
+skips the free-text fallbacks); eval.py uses the default mode (`--strict_answers 0`). score_problems passes each
+problem's text, so an expression the question asks to compute, given back unevaluated, is not paid.
+
 Safety: untrusted text is never evaluated. latex.py's parser builds the sympy tree itself (no `eval`, `sympify` or
 `parse_expr`, which run Python), and refuses numbers too large to compute (power towers, huge factorials,
 `\\sin(e^{e^{e^5}})`). Every check is bounded in time: `score_batch` grades in worker processes killed at a hard
