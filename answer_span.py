@@ -196,12 +196,30 @@ def _json_answer(text):
 
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
-    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
-    # the same phrases in the languages models switch to (their decimal commas are read by answer_compare)
-    r"|(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|\bответ\s*(?:равен|будет|—|:)|\bantwort\s*(?:lautet|ist|:)"
-    r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
-    r"|\brisposta\s*(?:finale\s+)?(?:è|:)",
+    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())",
     re.IGNORECASE | re.MULTILINE)
+# the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
+# in a text that names an answer in one of them (one scan for the nouns, then the phrases)
+_FOREIGN_NOUN = re.compile(r"答案|ответ|antwort|respuesta|réponse|resposta|risposta", re.IGNORECASE)
+_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|\bответ\s*(?:равен|будет|—|:)|\bantwort\s*(?:lautet|ist|:)"
+                             r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
+                             r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE)
+
+
+_A_LINE = re.compile(r"^[ \t>#*_-]*a\s*(?:\*\*|__)?\s*:", re.IGNORECASE | re.MULTILINE)
+
+
+def _phrases(text):
+    """The answer phrases of a text, in order (see _PHRASE, _FOREIGN_PHRASE). Each English phrase names an answer or
+    starts a line with "A:", so the search starts shortly before the first of those (a long reasoning before it costs
+    one fast scan)."""
+    first = text.lower().find("answer")
+    a_line = _A_LINE.search(text, 0, first if first >= 0 else len(text))
+    starts = [k for k in (first, a_line.start() if a_line else -1) if k >= 0]
+    found = list(_PHRASE.finditer(text, max(0, min(starts) - 100))) if starts else []
+    if _FOREIGN_NOUN.search(text):
+        found = sorted(found + list(_FOREIGN_PHRASE.finditer(text)), key=lambda m: m.start())
+    return found
 _FULL_WIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "；": "; ", "！": "! ", "？": "? ", "（": "(", "）": ")"})
 # A made-up next problem after the response's answer (a base model continuing its few-shot prompt)
 _NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]",
@@ -254,7 +272,7 @@ def _box_span(text):
 
 def _phrase_span(text):
     """The text after the last answer phrase, or None."""
-    matches = list(_PHRASE.finditer(text))
+    matches = _phrases(text)
     if not matches:
         return None
     return Span("phrase", text[matches[-1].end():], text, matches[-1].start(), matches[-1].end())
@@ -351,7 +369,7 @@ def _without_next_problem(text):
     answer was stated (a box, an answer phrase, `####`): only the first answer is the response's."""
     for match in _NEXT_PROBLEM.finditer(text):
         head = text[:match.start()]
-        if _BOX.search(head) or _PHRASE.search(head) or "####" in head:
+        if _BOX.search(head) or "####" in head or _phrases(head):
             return head
     return text
 

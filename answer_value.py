@@ -57,6 +57,7 @@ An answer sentence states ONE value:
     a sequence exists").
 """
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
@@ -227,6 +228,7 @@ _PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}:\d{2}(?:\s*[ap]m\b)?(?![\w:])"   
                           r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
 
 
+@lru_cache(maxsize=4096)
 def _candidates(sentence):
     """[(position, text)] of the math segments and, outside them, the bare numbers, mixed numbers (`2 1/2`) and
     plain-text relations (`x >= 2`), in order."""
@@ -236,7 +238,7 @@ def _candidates(sentence):
         candidates.append((match.start(), next(g for g in match.groups() if g is not None)))
         last_end = match.end()
     candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
-    return _joined_assignments(sentence, candidates)
+    return tuple(_joined_assignments(sentence, candidates))
 
 
 _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?:-?\d+(?:\.\d+)?(?:/\d+)?|[^=<>$]{1,40}?)")
@@ -678,6 +680,7 @@ def _bound_sign(words):
     return ("\\le" if upper else "\\ge") if "equal" in words or words[0] == "at" else ("<" if upper else ">")
 
 
+@lru_cache(maxsize=1024)
 def _prepared(sentence):
     """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
