@@ -853,7 +853,7 @@ asked determine compute calculate value number total""".split())
 
 def _last_clause(sentence):
     """The value of a sentence's last clause when it is a statement of its own ("...; the larger is 11")."""
-    last = re.split(r"[;]\s*|,\s*(?:and\s+)?(?=(?:the|its|their|his|her)\b)", sentence)[-1]
+    last = re.split(r"[;]\s*|(?:,\s*|\s+)and\s+(?=(?:the|its|their|his|her)\b)|,\s*(?=(?:the|its|their|his|her)\b)", sentence)[-1]
     return _one_candidate(last) if last != sentence and re.search(r"\b(?:is|are|was|were)\b", last) else None
 
 
