@@ -338,7 +338,7 @@ _RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|resulting\s+in|for\s+
 def _spelled_out(sentence):
     """Numbers written in words, in a sentence that has none in digits: "twelve ways" -> "12 ways", "one quarter" ->
     \\frac{1}{4} ("the one on the left" stays)."""
-    sentence = NUMBER_WORDS.sub(lambda m: m.group(0) if re.search(r"\b(?:the|this|that|each|every|any|no|which)\s+$",
+    sentence = NUMBER_WORDS.sub(lambda m: m.group(0) if re.search(r"\b(?:the|this|that|each|every|any|no|which|an?\s+[a-z]+)\s+$",
                                                                      sentence[:m.start()], re.I) and m.group(0).lower() == "one"
                                  else number_words(m), sentence)
     sentence = re.sub(r"(?<=\d)-(?=(?:" + "|".join(DENOMINATORS) + r")\b)", " ", sentence)  # 3-fourths
@@ -733,6 +733,9 @@ def sentence_value(sentence):
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
         return _last_step(sentence.rstrip(".").strip())  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
+    reason = re.search(r"[,;]\s+(?:because|since)\b", sentence)
+    if reason and reason.start() > 0:
+        sentence = sentence[:reason.start()]  # "positive, because two of the three numbers are negative": a reason
     sentence = _prepared(sentence)
     if _set_words(sentence):
         return _set_words(sentence)  # "All reals.", "No solution.", "x can be any real number.": a set in words
