@@ -1,8 +1,12 @@
-r"""LaTeX -> sympy: a small recursive-descent parser that builds the expression tree itself.
+r"""The text of one value -> canonical LaTeX -> sympy (used by the grader's stages 2 and 3; see reward.py).
 
-Untrusted model text is never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). `parse_math(text)`
-takes the cleaned text of one value (reward.clean has already removed delimiters, text commands, units and
-spacing) and returns a sympy expression, or None when the text is not a formula this parser reads.
+`clean(text)`: the canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs,
+thousands separators and ordinals gone; percent signs as `%`; Unicode mathematics (`½`, `π`, `×`, superscript
+exponents `10⁶`) as LaTeX; numbers in words and with a scale word ("two hundred", "4 million") as numerals.
+`split_unit(text)`: a value and its trailing unit words ('5 cm' -> ('5', 'cm')).
+`parse_math(text)`: a small recursive-descent parser that builds the sympy tree itself. Untrusted model text is
+never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). It takes the cleaned text of one value and
+returns a sympy expression, or None when the text is not a formula this parser reads.
 
 Accepts (grammar in `_Parser`): integers and decimals (decimals become exact rationals), letters and Greek letters
 as symbols (`e` is Euler's number and `i` the imaginary unit unless subscripted), `\pi`, `\infty` (alone or
@@ -19,6 +23,7 @@ Guards (each refuses with ParseError, so the text does not parse; every step sta
 """
 import math
 import re
+from fractions import Fraction
 from functools import lru_cache
 
 import sympy
@@ -29,6 +34,8 @@ MAX_FUNCTION_ARG = 1e6       # sin(x), exp(x), ... of a constant |x| beyond this
 MAX_DEPTH = 60               # nesting depth of the expression parser
 MAX_SYMBOLIC_POWER = 1000    # x^{1001}, 2^{1001 x}: refused (evaluating them at sample points is unbounded work)
 MAX_TERMS = 200              # \sum / \prod with integer bounds further apart than this are refused
+MAX_ANSWER_CHARS = 1000      # longer "answers" are not answers
+
 
 class ParseError(Exception):
     pass
@@ -479,3 +486,298 @@ def parse_math(text):
     if parser.symbols_seen and not value.free_symbols:
         return None  # letters that vanished: `I(0)` read as I*0 = 0 is a function value, not the number 0
     return value
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Cleaning: answer text -> canonical LaTeX-ish text (pure string work, before parse_math)
+# ------------------------------------------------------------------------------------------------------------
+def braced(text, start, limit=MAX_ANSWER_CHARS + 2):
+    """(content, end) of the brace group opening at text[start] == '{', or None if it does not close within
+    `limit` characters (so that a response of a million `\\boxed{` costs linear time, not quadratic)."""
+    depth = 0
+    stop = min(len(text), start + limit)
+    pos = start
+    while pos < stop:
+        ch = text[pos]
+        if ch == "\\":
+            pos += 2  # \{ \} and any other escaped character
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1:pos], pos + 1
+        pos += 1
+    return None
+
+
+
+ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:ly)?|rounded|accurate)\s+to|to|(?<=\()\s*)\s*(?:the\s+nearest\s+\w+|"
+                            r"(?:\d+|one|two|three|four|five|six)\s+(?:s\.?\s*f\.?|d\.?\s*p\.?|sig(?:nificant)?\.?\s*(?:fig(?:ure)?s?|digits?)|"
+                            r"decimal\s+(?:places?|digits?)|dp|sf)(?![A-Za-z]))\s*\)?", re.IGNORECASE)
+
+
+_UNICODE = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}",
+            "¾": "\\frac{3}{4}", "−": "-", "–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
+            "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ", "¤": " ",
+            "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset "}
+_TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
+             r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
+
+
+def unwrap_commands(s):
+    """Replace \\text{X} (and friends) by ` X `, innermost first, with brace matching."""
+    for _ in range(50):
+        match = re.search(_TEXT_CMDS + r"\s*\{", s)
+        if not match:
+            break
+        group = braced(s, match.end() - 1)
+        if group is None:
+            return s
+        s = s[:match.start()] + " " + group[0] + " " + s[group[1]:]
+    return re.sub(_TEXT_CMDS + r"(?![a-zA-Z])\s*", " ", s)  # \text X without braces
+
+
+def _repeating_decimal(match):
+    """0.1\\overline{6} -> \\frac{1}{6}: the exact value of a repeating decimal."""
+    whole, fixed, period = match.group(1) or "0", match.group(2), match.group(3)
+    value = Fraction(int(whole)) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0) \
+        + Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+_SMALL_NUMBERS = {w: k for k, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen".split())}
+_TENS = {w: 10 * k for k, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+NUMBER_WORD = "|".join(sorted(list(_SMALL_NUMBERS) + list(_TENS) + list(_SCALES), key=len, reverse=True))
+NUMBER_WORDS = re.compile(rf"\b(?:{NUMBER_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{NUMBER_WORD}))*\b", re.IGNORECASE)
+
+
+def number_words(match):
+    """'two hundred ninety-four' -> '294' (answers written in words); an ungrammatical run ('five five') is left
+    as it is, and so fails to compare."""
+    total, current, last = 0, 0, None
+    for word in re.split(r"[\s-]+", match.group(0).lower()):
+        if word == "and":
+            continue
+        kind = "small" if word in _SMALL_NUMBERS else "tens" if word in _TENS else word
+        if (kind == "small" and last in ("small",)) or (kind == "tens" and last in ("small", "tens")) \
+                or (kind == "small" and last == "tens" and _SMALL_NUMBERS[word] >= 10) \
+                or (kind == "hundred" and last not in ("small", None)):
+            return match.group(0)
+        if kind == "small":
+            current += _SMALL_NUMBERS[word]
+        elif kind == "tens":
+            current += _TENS[word]
+        elif kind == "hundred":
+            current = max(current, 1) * 100
+        else:
+            total, current = total + max(current, 1) * _SCALES[word], 0
+        last = kind
+    return str(total + current)
+
+
+_SCALED = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?|\d+(?:\.\d+)?)\s*(\\text\s*\{\s*)?(thousand|million|billion|"
+                     r"trillion)\b(?(2)\s*\})", re.IGNORECASE)
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+
+
+def scaled_numbers(s):
+    """Numbers with a scale word: "4 million" -> 4000000, "2.5 billion" -> 2500000000 (exact; a fraction of a unit
+    stays a decimal: "1.25 thousand" -> 1250)."""
+    def value(match):
+        number = Fraction(match.group(1).replace(",", "")) * _SCALES[match.group(3).lower()]
+        return str(number.numerator) if number.denominator == 1 else str(float(number))
+    return _SCALED.sub(value, s)
+
+
+def superscripts(s):
+    """Unicode superscript exponents as LaTeX powers: `10⁶` -> `10^{6}`, `x⁻¹` -> `x^{-1}`, `m²` -> `m^{2}`."""
+    return re.sub(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
+
+
+DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4,
+                 "fourths": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7,
+                 "eighth": 8, "eighths": 8, "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}
+FRACTION_WORDS = re.compile(r"\b(?:(\d+)|an?)\s+(" + "|".join(DENOMINATORS) + r")\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=8192)
+def clean(s):
+    """Canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs, thousands
+    separators and ordinals gone; percent signs as `%`. None if empty or too long."""
+    if s is None:
+        return None
+    s = s.strip()
+    if not s or len(s) > MAX_ANSWER_CHARS:
+        return None
+    s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
+    for old, new in _UNICODE.items():
+        s = s.replace(old, new)
+    s = superscripts(s)
+    s = re.sub(r"\\not\s*=", "\\\\ne ", s)
+    s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2
+    s = re.sub(r"\{\s*([^{}]+?)\s*\\choose\s*([^{}]+?)\s*\}", r"\\binom{\1}{\2}", s)      # {10 \choose 3}
+    s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(?=\()", r"\\sqrt", s)                        # sqrt(2)
+    s = re.sub(r"(?<![\\a-zA-Z])pi(?![a-zA-Z])", r"\\pi ", s)                          # 2pi
+    s = s.replace("\\AA", "Å")
+    s = re.sub(r"\\colon(?![a-zA-Z])", ":", s)
+    # a time derivative written as a fraction is the dotted name: \frac{d\omega}{dt} = \dot{\omega}
+    s = re.sub(r"\\frac\s*\{\s*d\s*\^\s*\{?2\}?\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\^\s*\{?2\}?\s*\}",
+               r"\\ddot{\1}\2", s)
+    s = re.sub(r"\\frac\s*\{\s*d\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\}", r"\\dot{\1}\2", s)
+    s = re.sub(r"(\d*)\.(\d*)\s*\\overline\s*\{(\d+)\}", _repeating_decimal, s)
+    s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
+    s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])", "", s)
+    s = re.sub(r"\\[hv]space\*?\s*\{[^}]*\}", " ", s)
+    # thousands separators written in LaTeX: 1{,}000  16,\!386  1\,000  1\ 000
+    s = re.sub(r"(\d)\s*(?:\{\s*,\s*\}|,\\!)\s*(?=\d{3}(?!\d))", r"\1,", s)
+    s = re.sub(r"(\d)\\[,;: ]\s*(?=\d{3}(?!\d))", r"\1", s)
+    # values set apart by a \quad are a list (`x=1 \quad x=4`, `\tfrac12 \quad 2`), not a product
+    s = re.sub(r"(?<=[\w})])\s*\\q?quad\s*(?=[-\w\\({])(?!\\text|\\mbox|(?:or|and|for|where|if|with|when)\b)",
+               lambda m: m.group(0) if re.search(r"\\(?:text|mbox)\s*\{[^{}]*\}$", s[:m.start()]) else ", ", s)
+    s = re.sub(r"(?<!\\)\\(?:[,;:! ]|q?quad|enspace|thinspace)", " ", s).replace("~", " ")
+    s = s.strip().strip("\"'“”‘’`").strip()
+    s = s.replace("\\$", " ").replace("$", " ").replace("\\(", " ").replace("\\)", " ")
+    s = s.replace("\\[", " ").replace("\\]", " ").replace("**", " ")
+    s = s.replace("\\%", "%").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
+    s = s.replace("\\dbinom", "\\binom").replace("\\tbinom", "\\binom").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
+    # degrees: a unit at the end of an answer (45^\circ), radians inside a formula (\sin 30^\circ = 1/2)
+    degree = r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"
+    if not re.search(r"\\(?:sin|cos|tan|cot|sec|csc)(?![a-z])", s):
+        s = re.sub(rf"(?:{degree})\s*(?:[CF]\b)?\s*$", " deg", s)
+    s = re.sub(rf"(\d+(?:\.\d+)?|[A-Za-z])\s*(?:{degree})", r"(\1\\cdot\\frac{\\pi}{180})", s)
+    s = re.sub(degree, " ", s)
+    s = re.sub(r"^(?:[a-z]\s*\\in\s*)?(?:\\mathbb\s*\{?\s*R\s*\}?|\\R)$", r"(-\\infty, \\infty)", s)   # \mathbb{R}
+    s = re.sub(r"^\\\{\s*([a-z])\s*(?:\\mid|\||:)\s*\1\s*\\in\s*(?:\\mathbb\s*\{?\s*R\s*\}?|\\R)\s*\\\}$",
+               r"(-\\infty, \\infty)", s)                                        # \{x \mid x \in \mathbb{R}\}
+    s = re.sub(r"\\operatorname\s*\{\s*(sgn|sign|max|min)\s*\}|\\(sign)(?![a-z])", lambda m: "\\sgn" if "sign" in m.group(0)
+               else "\\" + m.group(1), s)                                             # \operatorname{sgn} -> \sgn
+    s = unwrap_commands(s)
+    s = re.sub(r"(\d)\s*\^\s*\{?\s*(?:st|nd|rd|th)\s*\}?", r"\1", s)           # 12^{th} -> 12
+    s = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", s)                             # 12th -> 12
+    s = re.sub(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[eE]\s*([-+]?\d+)(?![\w.])", r"\1\\times 10^{\2}", s)  # 4.4e7
+    s = re.sub(r"\\(?:leqslant|leq|le)(?![a-z])|≤", "\\\\le ", s)
+    s = re.sub(r"\\(?:geqslant|geq|ge)(?![a-z])", "\\\\ge ", s)
+    s = re.sub(r"\\(?:neq|ne)(?![a-z])|!=", "\\\\ne ", s)
+    s = re.sub(r"<=", "\\\\le ", s)
+    s = re.sub(r">=", "\\\\ge ", s)
+    s = re.sub(r"\\lt(?![a-z])", "<", s)
+    s = re.sub(r"\\gt(?![a-z])", ">", s)
+    s = re.sub(r"\s+", " ", s).strip()
+    s = re.sub(r"(?:\s*(?:\\\\|[.,;]))+$", "", s).strip()                     # trailing punctuation / row breaks
+    s = re.sub(ROUNDING_NOTE.pattern + r"$", "", s, flags=re.I).strip() or s           # 12.3 (to 3 s.f.)
+    # thousands separators: 1,000 and 1,234,567.5 -- not `1, 000` or `1,2` (lists), and not inside a list
+    thousands = re.compile(r"(?<![\d,.(\[{])(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,)\]}])")
+    if thousands.search(s) and "," not in thousands.sub("", s):
+        s = thousands.sub(lambda m: m.group(0).replace(",", ""), s)
+    if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):                    # 1 000 000
+        s = s.replace(" ", "")
+    s = scaled_numbers(s)                                                       # 4 million -> 4000000
+    s = NUMBER_WORDS.sub(number_words, s)
+    s = FRACTION_WORDS.sub(lambda m: f"\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}", s)
+    s = re.sub(r"\s*(?:,\s*)?(?:for all|for every|for any|\\forall)\b.*$", "", s)            # f(x) = x for all x
+    # a domain exclusion after the answer: `\frac{1}{x-2}, x \ne 2`, `A = ..., for \omega^2 \ne 4`
+    s = re.sub(r"(?:\s*,\s*(?:(?:for|where|with|provided(?: that)?)\s+)?|\s+(?:for|where|with|provided(?: that)?)\s+)"
+               r"(?:\\?[A-Za-z]+)(?:\^\{?\d+\}?)?\s*\\ne\s*[-+\w.\\{}]+\s*$", "", s)
+    s = re.sub(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}", r"\\emptyset", s)                   # {} is the empty set
+    s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:the\s+)?(?:empty(?:\s+set)?|no\s+(?:real\s+)?solutions?)$",
+               r"\\emptyset", s, flags=re.I)                                          # "the solution set is empty"
+    # every real number is the interval (-oo, oo)
+    s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*(?:real\s+(?:numbers?|values?)|reals)(?:\s+[a-z])?$",
+               r"(-\\infty, \\infty)", s, flags=re.I)
+    s = re.sub(r"\s*,?\s*(?:where\s+)?[a-z]\s*\\in\s*(?:\\mathbb\s*)?\{?\s*[ZN]\s*\}?\s*$", "", s)  # ..., k \in Z
+    return s or None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Units: a value's trailing unit words
+# ------------------------------------------------------------------------------------------------------------
+_UNIT_SYNONYMS = {
+    "m": "meter meters metre metres", "cm": "centimeter centimeters centimetre centimetres",
+    "mm": "millimeter millimeters", "km": "kilometer kilometers kilometre kilometres", "in": "inch inches",
+    "ft": "foot feet", "yd": "yard yards", "mi": "mile miles", "g": "gram grams gm", "kg": "kilogram kilograms kgs",
+    "mg": "milligram milligrams", "lb": "pound pounds lbs", "oz": "ounce ounces", "ton": "tons tonne tonnes",
+    "s": "second seconds sec secs", "min": "minute minutes mins", "h": "hour hours hr hrs", "day": "days",
+    "week": "weeks wk", "month": "months", "yr": "year years yrs", "dollar": "dollars usd", "cent": "cents",
+    "deg": "degree degrees", "rad": "radian radians", "am": "a.m.", "pm": "p.m.", "L": "l liter liters litre litres",
+    "mL": "ml milliliter milliliters", "gal": "gallon gallons", "mph": "", "kph": "", "J": "joule joules",
+    "W": "watt watts", "N": "newton newtons", "K": "kelvin", "Hz": "hz hertz", "eV": "ev", "erg": "ergs",
+    "Å": "angstrom angstroms", "AU": "au", "pc": "parsec parsecs", "ly": "", "V": "volt volts", "A": "amp amps ampere",
+    "Pa": "pascal pascals", "cal": "calorie calories", "kcal": "kilocalories", "mol": "mole moles", "T": "tesla",
+    "sq": "square", "cu": "cubic", "cup": "cups", "tbsp": "tablespoon tablespoons", "tsp": "teaspoon teaspoons",
+    "qt": "quart quarts", "pint": "pints", "ml": "", "arcsec": "arcsecond arcseconds", "arcmin": "arcminute arcminutes",
+}
+_UNITS = {}
+for _canonical, _names in _UNIT_SYNONYMS.items():
+    for _name in [_canonical] + _names.split():
+        _UNITS[_name if len(_name) == 1 or _name in ("mL", "Hz", "eV", "AU", "Pa") else _name.lower()] = _canonical
+# Words that are never a unit after a number: they make the answer a hedge or a sentence (`3 or more`)
+NOT_UNITS = set("""or and is are was were be not no more less than at least most about around approximately approx
+roughly nearly almost maybe perhaps possibly either neither nor if only the an answer none all any some but also
+true false to of each exactly over under between from with without undefined impossible infinity infinite many much
+solution solutions real integer integers number numbers value values other others plus minus equals correct
+incorrect wrong right yes exist exists does do can cannot then else otherwise when where which what this that
+these those it its there their has have had will would could should must may might so thus hence therefore
+because since per unknown odd even positive negative prime""".split())
+# Count nouns that may follow a number as its unit ("5 apples"); any other word makes the text not an answer
+_COUNT_NOUNS = set("""apple orange banana cookie cupcake candy candies piece slice pie cake egg book page pencil pen
+marble ball toy card stamp sticker coin bottle box boxes bag basket car truck bike bicycle wheel house room chair
+table tree flower plant animal dog cat bird chicken cow pig sheep horse fish leg item object thing way time step
+point game goal question problem word letter digit student child children kid boy girl man men woman women adult
+person people friend player team worker employee member customer visitor guest teacher class grade lap round trip
+ticket seat shirt pair group row column square triangle side edge vertex vertices face diagonal dot cube unit block
+tile brick bead button candle serving meal sandwich pizza burger muffin donut doughnut bar pack package can jar
+loaf loaves bucket glass plate bowl spoon fork knife shoe sock hat coat dress toy puzzle song movie show episode
+photo picture stamp shell rock stone seed leaf leaves bee ant spider insect chip cracker bead straw""".split())
+
+
+def unit_word(word):
+    """A known unit or an allowed count noun (singular or plural)."""
+    if unit_key(word):
+        return True
+    plain = word.lower().rstrip(".")
+    return plain in _COUNT_NOUNS or plain.rstrip("s") in _COUNT_NOUNS or plain[:-2] in _COUNT_NOUNS \
+        or (plain.endswith("ies") and plain[:-3] + "y" in _COUNT_NOUNS)
+
+
+_UNIT_TOKEN = re.compile(r"(?:^|(?<=[\s\d}/)]))([A-Za-zÅ][A-Za-z.]*)(\s*\^\s*\{?\s*-?\d+\s*\}?)?\s*$")
+
+
+def unit_key(word):
+    """Canonical key of a known unit, or None."""
+    key = _UNITS.get(word) or _UNITS.get(word.lower()) or _UNITS.get(word.lower().replace(".", ""))
+    if key is None and len(word) > 1:
+        key = _UNITS.get(word.lower().rstrip("."))
+    return key
+
+
+def split_unit(s):
+    """'5 cm' -> ('5', 'cm'); '99\\pi square inches' -> ('99\\pi', 'sq in'); '12 grade' -> ('12', 'word:grade');
+    '50%' -> ('50', '%'); '3 or more' -> ('3 or more', None): a trailing run of unit words after a value."""
+    s = s.strip()
+    if s.endswith("%") or re.search(r"\s(?:percent|percentage|pct)$", s):
+        return re.sub(r"\s*(?:%|percent|percentage|pct)$", "", s), "%"
+    units, rest, words = [], s, 0
+    while True:
+        match = _UNIT_TOKEN.search(rest)
+        if not match:
+            break
+        word, exponent = match.group(1), (match.group(2) or "").replace(" ", "").replace("{", "").replace("}", "")
+        key = unit_key(word)
+        if key is None:
+            plain = word.lower().rstrip(".")
+            if not unit_word(word) or plain in NOT_UNITS or words >= 2:
+                break
+            key, words = "word:" + plain.rstrip("s"), words + 1
+        units.insert(0, key + exponent)
+        rest = rest[:match.start()].rstrip()
+        rest = re.sub(r"(?:\s*(?:/|\\cdot|\*|\bper\b))$", "", rest).rstrip()
+    if not units or not rest or not re.search(r"[\d}\)a-zA-Z]$", rest) or rest.endswith("\\"):
+        return s, None
+    if len(units) == 1 and len(units[0]) == 1 and not s[len(rest):].startswith(" "):
+        return s, None  # "5m" is 5*m; a one-letter unit needs a space: "5 m"
+    return rest, " ".join(units)

@@ -14,7 +14,7 @@ from reward import extract_answer, format_reward, gold_is_valid, is_equiv, math_
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 
-from grader_cases import EQUIV, RESPONSES  # noqa: E402  (tests/ is on sys.path: see conftest.py)
+from grader_cases import EQUIV, QUESTIONS, RESPONSES  # noqa: E402  (tests/ is on sys.path: see conftest.py)
 
 TABLE = [(family, p, g, want) for family, rows in EQUIV.items() for p, g, want in rows]
 
@@ -67,6 +67,14 @@ def test_strict_mode_and_prefilled_think():
     invented = " 3+2=5 </think> <answer>5</answer>\nUser: What is 3+4?\nAssistant: <think> 3+4=7 </think> <answer>7</answer>"
     assert math_reward(invented, "7", think_prefilled=True) == 0.0
     assert math_reward(invented, "5", think_prefilled=True) == 1.0
+
+
+@pytest.mark.parametrize("question,response,gold,want", QUESTIONS, ids=[f"{q[:30]}|{r[:30]}" for q, r, _, _ in QUESTIONS])
+def test_answers_that_give_the_question_back(question, response, gold, want):
+    """With the problem's text (score_problems passes it), an expression the question asks to compute, given back
+    unevaluated, is not paid; without it, the same answer is compared by value."""
+    assert math_reward(response, gold, question=question) == want
+    assert score_batch([response], [gold], workers=0, questions=[question]) == [want]
 
 
 def test_gsm8k_dollar_answer_is_graded():
@@ -251,8 +259,10 @@ def test_agreement_with_careful_verdicts_on_real_model_outputs():
     assert agree >= 0.995, agree
     # disputed verdicts: 26 Minerva answers in e-notation (counted correct when the held-out set was re-judged,
     # issue 21), 2 more from round 2, and 3 equivalent answers of round 3's families (`\\frac{\\pi}{6} + n\\pi` for
-    # `... + \\pi k`, two ODEs rearranged: row ids 839, 1934, 1940)
-    assert false_pos <= 31, false_pos
+    # `... + \\pi k`, two ODEs rearranged: row ids 839, 1934, 1940), and 1 of round 6 (row 5725: "the answer (arabic
+    # numerals) is ... which equals two hundred seventy-six thousand dollars" for 276,000, judged by string match; the
+    # grader pays numbers in words, as tests/grader_cases.py's "two hundred ninety-four dollars" row does)
+    assert false_pos <= 32, false_pos
 
 
 def test_power_tower_gold_against_itself_does_not_hang():

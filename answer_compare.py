@@ -1,0 +1,1151 @@
+"""Stage 3 of the grader: are two answer texts (the extracted prediction, the gold) the same mathematical object?
+
+Both are first cleaned (latex.clean); then structure (choices, words, cases, intervals, lists, units, relations,
+matrices) and then values (latex.parse_math, sympy) are compared.
+
+- Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
+  is not `1/2^98`). Irrational values are compared to 50 significant digits, never with a loose tolerance.
+- A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
+  `0.\\overline{3}` = `1/3`; only a decimal with 4+ decimals and 4+ significant digits, correctly rounded, stands for
+  a gold with no finite decimal (`2.6667` = `8/3`, `0.3333` = `1/3`, `3.1416` = `\\pi`; not `2.6666`, `12.566`, `0.0001`
+  for `\\frac{1}{12000}`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
+  the same decimal written with a point, and nothing else (`2,5` is not `\\frac52`); a gold is read so only with 2+
+  decimals (`1,22` = `1.22`; a gold `1,2` is the list 1, 2, not `1.2`).
+- A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
+  measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
+  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53);
+  but an exact value that it rounds, when the gold has the digits a prediction would need (4+ decimals, 4+
+  significant digits: `\\sqrt{17}` = `4.123105625617661`, `\\pi` = `3.14159`; not `\\sqrt{3}` = `1.732`).
+- Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
+  without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
+  `0.5\\%` != `0.5`, and `0.5\\%` != `50\\%` (answer_value keeps a percent sign with its value, also after a box).
+- Units: a trailing unit (`5\\text{ cm}`, `99\\pi \\text{ square inches}`, `12^{\\text{th}} grade`, `9 a.m.`) is dropped
+  when only one side has one; when both sides name known units they must be the same unit (`5 m` != `5 cm`,
+  `9 p.m.` != `9 a.m.`). Other trailing text is not a unit: `3 \\text{ or more}`, `3 \\text{ is not the answer}` fail.
+- Several answers: a bare list `1, 2`, a set `\\{1,2\\}`, `x \\in \\{1,2\\}`, `1 \\text{ and } 2`, `x = 1 \\text{ or } x = 2`
+  and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an interval whose
+  brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`; with both `;` and `,`, the
+  semicolons separate solutions and the commas their parts (`p=5,q=2; p=7,q=2` = `(5,2),(7,2)`). A prediction with
+  more or fewer answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`,
+  `B`, `5`; an answer listed twice counts once (`1, 2, 2` = `1, 2`), unless the gold repeats one (`1, 1, 2` is a
+  multiset: not `1, 2, 2`).
+- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `x_{\\text{eq}} = ...`,
+  `\\int x^2 dx = ...`, `A \\cap B = \\emptyset`, `AB = 5`, `m+n = 29` for
+  29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
+  relation is its value (`c = I(0)`). The sides before it are a label, the quantity asked for, or working: a
+  computation without unknowns, whose slips are not graded (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human
+  grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
+  `2x + 3 = 7` is an equation). A gold chain (`z = 1 + 1 = 2`) is its label and last side. An identity or a check
+  between values is their common value: each side must equal the gold (`3 = 3`, `\\sqrt{16} = 4` are 3, 4; `0 = 0` is
+  not 10, `\\sqrt{4} = 2` not 4). Two labels name the same quantity when they differ only by a letter superscript
+  or arguments (`y^s(p) = ...` for `y = ...`; `v(0)` for `v_0`; never `x_1` for `x_2`). A trailing domain
+  exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`); a domain the gold states as an
+  inequality is part of its answer (`x^2 + 2, x \\ge 0` = `x^2 + 2 \\text{ for } x \\ge 0`, not `x^2 + 2`), one only the
+  prediction states is dropped.
+- Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
+  solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
+  \\frac{T}{I} - \\frac{2B}{I}\\omega`, `P = 100 - 0.8X_d` = `X_d = 125 - 1.25P`; never `x(x-1) = 0` vs `x - 1 = 0`);
+  `\\frac{dx}{dt}` is `\\dot{x}`. Arbitrary constants may be renamed when the gold's are named like constants (C, c,
+  K, k, C_1) and the prediction's too (a capital, c, k, m, n): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` =
+  `C_1 e^t + C_2 e^{-t}`, `\\frac{\\pi}{6} + n\\pi` = `\\frac{\\pi}{6} + k\\pi`; `\\frac{hv}{\\lambda}` is not `\\frac{hc}{\\lambda}`.
+- Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
+  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it), and so is an absolute
+  value of one (`|x - 1| < 2` = `(-1, 3)`, `1 \\le |z| \\le 2` = `[-2, -1] \\cup [1, 2]`; `|x| < 3` is not `x < 3`); `x \\ne 2` is
+  `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", "All reals.", `\\mathbb{R}`, `x \\in \\mathbb{R}`, `\\{x \\mid x \\in \\mathbb{R}\\}` are
+  `(-\\infty, \\infty)`.
+- The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
+  itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
+- `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}` (not `1`); two that coincide are that one value (`3 \\pm 0` = 3,
+  `\\pm\\sqrt{0}` = 0). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
+  `\\boxed{1 \\quad 2}` holds) is the list `1, 2`, neither 2 nor 12; so are any values a `\\quad` sets apart
+  (`x=1 \\quad x=4`, `\\tfrac12 \\quad 2`).
+- Approximations: `\\approx 0.35`, "approximately 0.35" equal only a gold that is itself rounded (a decimal or
+  scientific notation: `0.35`, `1.5e3`), never an exact one (`\\approx 3` is not `3`, `\\approx 0.33` not `\\frac13`).
+  An exact value and its rounding (`P = \\frac23 \\approx 0.67`) equal a rounded gold that the rounding equals (`0.67`),
+  and the exact gold (`\\frac23`). A note on the rounding is no part of the value (`12.3 (to 3 s.f.)`, "which rounded
+  to three significant figures gives 1.55 eV" -> 1.55 eV); `4.4e7` in prose is one number.
+- Angles: a value in degrees (`60^\\circ`, "60 degrees") equals the same angle in radians when the other side is
+  written with pi (`\\frac{\\pi}{3}`); `60^\\circ` = `60`, but a bare `60` is not `\\frac{\\pi}{3}`.
+- Ratios: `3:1` = `3 \\colon 1` = `6:2` (numbers in proportion) = `\\frac31` = `3`; order matters (`1:3` != `3:1`).
+- Numerals in a base compare digit by digit: `1011_2` = `(1011)_2` = `1011_{(2)}` = `1011` (the prediction may leave
+  the base out); two bases must agree, and a plain gold whose digits are a numeral in the prediction's base may have
+  left the base out too (`1011_2` = `1011`; not `10110_2`, and `(12)_2` is no numeral).
+- Mixed numbers: `2\\frac12`, `2 \\frac{1}{2}`, `2 1/2` are 5/2, also with a unit (`2\\frac12 \\text{ cups}`).
+- Letters: `e` is Euler's number, `i` the imaginary unit; a run of letters alone is a word compared in order
+  (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
+  A word gold also matches a sentence whose predicate is that word ("the function is even", "g is an odd
+  function" for `\\text{even}`/`\\text{odd}`; "neither even nor odd" is `\\text{neither}`, and "not even" and "neither
+  even nor odd" are not `even`). An option letter given with its value is that value for a value gold (`(B) 45`,
+  `\\text{(C) } 12` = 45, 12). A refusal is one answer however worded ("not enough information" = "cannot be
+  determined"); "infinitely many solutions" = `\\text{infinitely many}`.
+- Answers by cases (`\\begin{cases}`, "5 if n is even, 6 if n is odd", "3 when a > 0 and 4 otherwise", "0 for even n
+  and 1 for odd n"; conditions: parity, sign words, one relation) equal another answer by cases or a formula when both
+  have the same value at every point of a grid over their symbols where the gold has one (integers for a parity
+  symbol), and each of the gold's cases is met: "1 if n is even and -1 if n is odd" = `(-1)^n`, `\\lceil n/2 \\rceil` =
+  "n/2 if n even, (n+1)/2 if n odd", "a if a \\ge b, and b otherwise" = `\\max(a, b)`; the cases swapped, a case left
+  undefined (`x` if x > 0, `-x` if x < 0 for `|x|`), or one case's value alone (`5` for "5 if n is even, else 6") fail.
+  The conditions may lead ("If n is even, the answer is 5; if n is odd, it is 6."); a conclusion of two sentences that
+  each open with "If"/"When" is an answer by cases or none ("If n is even, f(n) = 5. If n is odd, f(n) = 6." is not 6).
+- Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
+- `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
+  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry; a sum, difference or
+  product of written-out matrices and numbers is computed, in the order written (`A + B`, `2A - B`, `A B` != `B A`).
+- Sums and products: `\\sum_{k=1}^{10} k^2` = 385, `\\sum_{k=1}^{n} k` = `\\frac{n(n+1)}{2}` (a polynomial body has a closed
+  form); any other `\\sum` (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares by its structure: factors may commute, the index
+  and bounds may not be renamed.
+- A derivation in a chain is working, not an answer side: an integral, a derivative, a limit, an elided sum, an
+  evaluation bracket or a composition written before the value (`\\int_0^2 x^2 dx = [x^3/3]_0^2 = 8/3`,
+  `g(f(x)) = 2(2x-3) - 3 = 4x - 9`, `1 + 2 + \\cdots + 2^{n-1} = 2^n - 1` are 8/3, 4x - 9, 2^n - 1).
+- Factorials and binomials compare as functions at whole numbers (`(n+1) \\cdot n!` = `(n+1)!`).
+- With the question's text (math_reward's `question`, passed by score_problems): an answer that gives back the
+  expression the question asks to compute or simplify, unevaluated, is not the answer (restates_question):
+  "Compute $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` is not 1/4 (without the question
+  the two compare by value, as `\\cos 36^\\circ` = `\\frac{1+\\sqrt5}{4}` does).
+- A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
+
+"""
+import itertools
+import operator
+import random
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+import sympy
+
+from latex import NOT_UNITS, clean, is_english, is_infinite, parse_math, split_unit
+
+EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
+ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
+DECIMAL_DIGITS = 4           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
+
+
+def _mixed_number(s):
+    """A mixed number alone is its value: 2\frac{1}{2} is 5/2, not 2 * 1/2."""
+    mixed = re.fullmatch(r"([-+]?)(\d+)\s*\\frac\s*(?:\{(\d+)\}|(\d))\s*(?:\{(\d+)\}|(\d))", s) \
+        or re.fullmatch(r"([-+]?)(\d+)\s+(?:(\d+)|(\d))/(?:(\d+)|(\d))", s)                   # 2 1/2
+    if not mixed:
+        return s
+    sign, whole = mixed.group(1), mixed.group(2)
+    num, den = mixed.group(3) or mixed.group(4), mixed.group(5) or mixed.group(6)
+    return f"{sign}({whole}+\\frac{{{num}}}{{{den}}})"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Comparing values
+# ------------------------------------------------------------------------------------------------------------
+_SIMPLE_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
+_CONSTANT_NAME = re.compile(r"[CcKk](?:_\{?\w+\}?)?")   # the gold's arbitrary constants: C, c, C_1, c_2, K
+_RENAMABLE_NAME = re.compile(r"(?:[A-Z]|[ckmn])(?:_\{?\w+\}?)?")  # the prediction's own names for them: A, B, c_1, n
+
+
+def _numbers_equal(p, g):
+    """Two constants: exactly equal (rationals); for irrationals, their difference evaluates to zero: sympy's
+    adaptive evalf either finds a nonzero digit of p - g (then they differ, however tiny: pi + 10^{-60} is not pi)
+    or exhausts ZERO_TEST_BITS of precision without one (then they are equal: sqrt2 + sqrt3 = sqrt(5 + 2 sqrt6))."""
+    if p == g:
+        return True
+    if is_infinite(p) or is_infinite(g):
+        return False
+    if p.is_Rational and g.is_Rational:
+        return False
+    diff = sympy.N(p - g, EXACT_DIGITS, maxn=ZERO_TEST_BITS)
+    if diff == 0:
+        return True
+    if diff.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo) or not diff.is_number:
+        return False
+    # a Float with (almost) no significant bits is evalf's "zero to the precision I could reach"
+    return all(part == 0 or (isinstance(part, sympy.Float) and part._prec <= 10) for part in diff.as_real_imag())
+
+
+def _renamed_constants(p, g):
+    """The prediction with its arbitrary constants renamed to the gold's, every way that fits: a general solution
+    may name them as it likes (`c_1 e^t + c_2 e^{-t}`, `A e^t + B e^{-t}` for `C_1 e^t + C_2 e^{-t}`). Only when
+    every symbol the gold alone has is named like a constant (C, c, K, C_1, ...), as many as the prediction's own."""
+    extra_p = sorted(p.free_symbols - g.free_symbols, key=str)
+    extra_g = sorted(g.free_symbols - p.free_symbols, key=str)
+    if not extra_g or len(extra_p) != len(extra_g) or len(extra_g) > 4 \
+            or not all(_CONSTANT_NAME.fullmatch(s.name) for s in extra_g) \
+            or not all(_RENAMABLE_NAME.fullmatch(s.name) for s in extra_p):
+        return [p]
+    return [p.subs(dict(zip(extra_p, names)), simultaneous=True) for names in itertools.permutations(extra_g)]
+
+
+def _exprs_equal(p, g):
+    """Parsed answers: constants by _numbers_equal, formulas by agreement at random rational points (exact
+    arithmetic), which decides polynomial and rational identities with negligible error."""
+    if p == g:
+        return True  # the same tree (sympy orders the factors of a product: `F_{n-k-1} F_k` is `F_k F_{n-k-1}`)
+    if p.has(sympy.Sum, sympy.Product) or g.has(sympy.Sum, sympy.Product):
+        return False  # an unevaluated sum (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares only by its structure
+    if not p.free_symbols and not g.free_symbols:
+        return _numbers_equal(p, g)
+    return any(_same_function(q, g) for q in _renamed_constants(p, g))
+
+
+def _same_function(p, g):
+    """Agreement at random rational points (see _exprs_equal)."""
+    if p.free_symbols != g.free_symbols:
+        return False
+    rng = random.Random(0)
+    symbols = sorted(g.free_symbols, key=str)
+    checked = 0
+    integers = p.has(sympy.factorial, sympy.binomial) or g.has(sympy.factorial, sympy.binomial)  # n! at whole n
+    for _ in range(10):
+        point = {s: sympy.Integer(rng.randint(1, 12)) if integers else
+                 sympy.Rational(rng.randint(-40, 40), rng.randint(1, 9)) + sympy.Rational(1, 7) for s in symbols}
+        pv, gv = p.subs(point), g.subs(point)
+        if pv.has(sympy.nan, sympy.zoo) or gv.has(sympy.nan, sympy.zoo):
+            continue
+        if not _numbers_equal(pv, gv):
+            return False
+        checked += 1
+        if checked == 4:
+            return True
+    return False
+
+
+def _rounded_value(decimal_text, exact):
+    """Is `decimal_text` the exact number `exact` (one with no finite decimal expansion: 1/12, pi, sqrt 17) rounded?
+    Only a decimal with 4+ decimals and DECIMAL_DIGITS+ significant digits may stand for it; None when the rule does
+    not apply (then the two compare exactly)."""
+    decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", decimal_text)
+    if exact.free_symbols or (exact.is_Rational and exact.q in (1, 2, 4, 5, 8, 10)) or not exact.is_number:
+        return None
+    digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
+    if digits < DECIMAL_DIGITS or len(decimal.group(2)) < 4:
+        return None if exact.is_Rational else False
+    half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
+    return bool(abs(sympy.N(exact - parse_math(decimal_text), 30)) <= half_unit)
+
+
+def _values_equal(p, g):
+    """Single values (cleaned text, no units, lists or relations)."""
+    p, g = _mixed_number(p), _mixed_number(g)
+    if _SIMPLE_NUMBER.fullmatch(p) and _SIMPLE_NUMBER.fullmatch(g):
+        return Fraction(p) == Fraction(g)  # the common case, without sympy
+    if re.fullmatch(r"[A-Za-z]{2,}", p) and re.fullmatch(r"[A-Za-z]{2,}", g):
+        return p.lower() == g.lower()  # a word's letters are not commuting variables: NO is not ON
+    pp, gp = parse_math(p), parse_math(g)
+    if pp is None or gp is None:
+        return False
+    try:
+        gold_has_decimal = re.search(r"\.\d*[1-9]", g) is not None
+        if re.fullmatch(r"[-+]?\d*\.\d+", p) and not gold_has_decimal:
+            rounded = _rounded_value(p, gp)       # 0.0833333333 for 1/12, 2.6667 for 8/3, 3.14159 for pi
+            if rounded is not None:
+                return rounded
+        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p:
+            rounded = _rounded_value(g, pp)       # \sqrt{17} for a gold 4.123105625617661
+            if rounded is not None:
+                return rounded
+        return _exprs_equal(pp, gp)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
+        return False
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Units and percent (the units themselves: latex.split_unit)
+# ------------------------------------------------------------------------------------------------------------
+def _units_conflict(pu, gu):
+    """Both answers carry known units, and they differ (5 m vs 5 cm, 9 p.m. vs 9 a.m.)."""
+    known = [u for u in (pu, gu) if u and "word:" not in u]
+    return len(known) == 2 and pu != gu
+
+
+def _percent_equal(p, pu, g, gu):
+    """X% is X/100; X% is also the bare X when X >= 1 (see the module docstring)."""
+    if pu == gu:
+        return _equiv(p, g)
+    pct, other = (p, g) if pu == "%" else (g, p)
+    if (pu if pu != "%" else gu) not in (None,):
+        return False  # a percent against another unit
+    value = parse_math(pct)
+    if value is None or value.free_symbols:
+        return False
+    if _equiv(_as_text(value / 100), other):
+        return True
+    return bool(abs(value) >= 1) and _equiv(pct, other)
+
+
+def _as_text(expr):
+    """A rational back to text our parser reads (used for X/100)."""
+    if expr.is_Rational:
+        return f"\\frac{{{expr.p}}}{{{expr.q}}}" if expr.q != 1 else str(expr.p)
+    raise ValueError("not rational")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Structure: lists, tuples, sets, intervals, relations, matrices
+# ------------------------------------------------------------------------------------------------------------
+def _split_top(s, separators):
+    """Split at separators that are not inside (), [], {}; returns stripped parts."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        ch = s[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0:
+            for sep in separators:
+                if s.startswith(sep, i) and (not sep[0].isalpha() or (_word_boundary(s, i, len(sep)))):
+                    parts.append(s[start:i].strip())
+                    start = i + len(sep)
+                    i = start - 1
+                    break
+        i += 1
+    parts.append(s[start:].strip())
+    return parts
+
+
+def _word_boundary(s, i, n):
+    return (i == 0 or not s[i - 1].isalpha() and s[i - 1] != "\\") and (i + n == len(s) or not s[i + n].isalpha())
+
+
+def _enclosed(s, open_, close):
+    """The inside of s when one bracket pair encloses all of it ((1)+(2) is not enclosed), else None."""
+    if not (s.startswith(open_) and s.endswith(close)) or len(s) < len(open_) + len(close):
+        return None
+    inner = s[len(open_):len(s) - len(close)]
+    return inner if balanced(inner) else None
+
+
+def balanced(s):
+    """Every closing bracket of s has an earlier opening one, and none is left open (kinds are not matched)."""
+    depth = 0
+    for ch in s:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+_NAME = r"(?:\\(?:angle|measuredangle|triangle|overline|widehat|overarc|arc)\s*\{?\s*[A-Za-z]+\s*\}?|(?:\\[a-zA-Z]+|[A-Za-z]+)" \
+        r"(?:_(?:\{\s*[\w,]+(?:\s+\w+)*\s*\}|\w+))?(?:\^\s*\{?\s*(?:-1|[A-Za-z*])\s*\}?)?'*(?:\([^()=]*\))?)"  # f^{-1}(x), y^s, x^*
+_NAMES = rf"(?:m\s*)?{_NAME}(?:\s*{_NAME}){{0,3}}"
+_LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}|\\frac\s*\{{\s*{_NAMES}\s*\}}\s*\{{\s*{_NAMES}\s*\}}"
+                    rf"|\(\s*{_NAME}(?:\s*,\s*{_NAME})+\s*\)|\\int\s*[^=<>]{{1,80}}?\s*d[a-z])\s*")  # \int x^2 dx
+
+
+def _is_label(side):
+    """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y)."""
+    if any(w.islower() and (w in NOT_UNITS or is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
+        return False
+    return _LABEL.fullmatch(side) is not None and not re.fullmatch(r"\s*\\(?:pi|infty|e)\s*", side) \
+        and not re.search(r"\\(?:sqrt|sin|cos|tan|log|ln)\b|\\frac\s*\{\s*\d", side)
+
+
+def _is_quantity_name(side):
+    """m+n, a+2z, xy: a polynomial in letters with no constant term and no powers -- the quantity a problem asks
+    for, restated before its value (`m+n = 29`); `x^2-4` or `2x+3` are not."""
+    parsed = parse_math(side)
+    if parsed is None or not parsed.free_symbols:
+        return False
+    try:
+        poly = sympy.Poly(parsed, *sorted(parsed.free_symbols, key=str))
+    except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
+        return False
+    coeffs = poly.coeffs()
+    return all(sum(m) >= 1 and max(m) <= 1 for m in poly.monoms()) and all(c.is_Integer and c > 0 for c in coeffs) \
+        and (len(coeffs) > 1 or coeffs[0] == 1)
+
+
+class _Shape:
+    """An answer's outer structure. kind: single | tuple (ordered; `brackets` kept) | set | list (unordered; 'or'
+    alternatives too) | assign (ordered values of `a = 1, b = 2`)."""
+
+    def __init__(self, kind, items, brackets=None, labels=None):
+        self.kind, self.items, self.brackets, self.labels = kind, items, brackets, labels
+
+
+def _shape(s):
+    s = re.sub(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s*", "", s)           # x \in {1, 2} -> {1, 2}
+    inner = _enclosed(s, "\\{", "\\}")
+    if inner is None and re.fullmatch(r"\{[^{}]*,[^{}]*\}", s):
+        inner = s[1:-1]                                               # {1, 2, 3} written without backslashes
+    if inner is not None and "|" not in inner and ":" not in inner:
+        return _Shape("set", _split_top(inner, [",", ";"]) if inner.strip() else [])
+    if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
+        return _Shape("list", s.split())  # `1 \quad 2` (cleaned to `1 2`): two values side by side, a list
+    groups = _split_top(s, [";"])
+    if len(groups) > 1 and all(len(_split_top(x, [","])) > 1 for x in groups):
+        return _Shape("list", groups)  # `p=5,q=2; p=7,q=2`: semicolons separate solutions, commas their parts
+    parts = [p for p in _split_top(s, [",", ";", "and", "or", "\\quad"]) if p]
+    parts = [x for p in parts for x in _expand_pm(p)]           # 1 \pm \sqrt 2 -> two answers
+    if len(parts) > 1:
+        sides = [_split_top(p, ["="]) for p in parts]
+        if all(len(x) == 2 and _is_label(x[0]) for x in sides):
+            labels = [_canon_label(x[0]) for x in sides]
+            if len(set(labels)) == 1:
+                return _Shape("list", [x[1] for x in sides])         # x = 1 or x = 2: the solutions
+            return _Shape("assign", [x[1] for x in sides], labels=labels)
+        return _Shape("list", parts)
+    sides = _split_top(s, ["="])
+    if len(sides) == 2 and _is_label(sides[0]) and _shape(sides[1]).kind != "single":
+        return _shape(sides[1])                                          # (x, y) = (2, 3) -> (2, 3)
+    for open_, close in (("(", ")"), ("[", "]"), ("(", "]"), ("[", ")")):
+        inner = _enclosed(s, open_, close)
+        if inner is not None:
+            items = _split_top(inner, [","]) if "," in inner else _split_top(inner, [";"])
+            if len(items) > 1:
+                return _Shape("tuple", items, open_ + close)
+    return _Shape("single", [s])
+
+
+def _expand_pm(s):
+    pm = re.search(r"\\(?:pm|mp)", s)
+    if pm is None or len(re.findall(r"\\(?:pm|mp)", s)) > 3 or "=" in s[:pm.start()] and not _is_label(s[:pm.start()].split("=")[0]):
+        return [s]
+    head, tail = s[:pm.start()], s[pm.end():]
+    return _expand_pm(head + "+" + tail) + _expand_pm(head + "-" + tail)
+
+
+def _distinct(items):
+    """The items with repeats dropped (`(3,17,3,7)` listed twice is one solution)."""
+    kept = []
+    for item in items:
+        if not any(_canon(item) == _canon(k) or _equiv(item, k) for k in kept):
+            kept.append(item)
+    return kept
+
+
+def _match_unordered(preds, golds):
+    if len(preds) > len(golds) and len(preds) <= 20 and len(_distinct(golds)) == len(golds):
+        preds = _distinct(preds)  # a solution named twice is still one solution (unless the gold repeats one too)
+    if len(preds) != len(golds) or len(golds) > 50:
+        return False
+    remaining = list(preds)
+    for g in golds:
+        for k, p in enumerate(remaining):
+            if _equiv(p, g):
+                del remaining[k]
+                break
+        else:
+            return False
+    return True
+
+
+def _match_ordered(preds, golds):
+    return len(preds) == len(golds) and all(_equiv(p, g) for p, g in zip(preds, golds))
+
+
+def _shapes_equal(p, g):
+    if g.kind == "tuple":
+        if p.kind == "tuple":
+            return p.brackets == g.brackets and _match_ordered(p.items, g.items)
+        return p.kind == "assign" and _match_ordered(p.items, g.items)
+    if g.kind == "assign":
+        if p.kind == "assign" and sorted(p.labels) == sorted(g.labels) and len(set(g.labels)) == len(g.labels):
+            by_label = dict(zip(p.labels, p.items))                  # a_3 = 2, a_37 = 19 in any order
+            return all(_equiv(by_label[label], item) for label, item in zip(g.labels, g.items))
+        return p.kind in ("assign", "tuple", "list") and _match_ordered(p.items, g.items)
+    if g.kind in ("list", "set"):
+        if p.kind == "single":
+            return len(g.items) == 1 and _equiv(p.items[0], g.items[0])
+        if p.kind == "tuple" and p.brackets != "()":
+            return False  # (1, 2] and [1, 2] are intervals, not the solutions 1 and 2
+        return _match_unordered(p.items, g.items)
+    # a single gold: a one-element set, or one answer written several ways ("15\frac{39}{40}, or \frac{639}{40}");
+    # never a list of different answers: that is a hedge
+    if p.kind in ("set", "list") and p.items and all(_equiv(x, p.items[0]) for x in p.items[1:]):
+        return _equiv(p.items[0], g.items[0])
+    return False
+
+
+# ---- intervals and inequalities ------------------------------------------------------------------------------
+_INEQ = re.compile(r"\\le|\\ge|<|>")
+
+
+def _interval_like(s):
+    return "\\cup" in s or _INEQ.search(s) is not None or (
+        any(_enclosed(s, o, c) is not None for o, c in (("(", "]"), ("[", ")"))) or
+        ("\\infty" in s and any(_enclosed(s, o, c) is not None for o, c in (("(", ")"), ("[", "]")))))
+
+
+def _as_interval(s):
+    """'x > 5', '-2 \\le x < 1', '(a, b]' -> (lo, hi, lo_closed, hi_closed) strings, else None."""
+    s = re.sub(r"^[A-Za-z]\s*\\in\s*", "", s.strip())
+    if s in ("R", "\\mathbb{R}", "\\mathbb R", "\\R"):
+        return "-\\infty", "\\infty", False, False
+    for open_, close in (("(", ")"), ("[", "]"), ("(", "]"), ("[", ")")):
+        inner = _enclosed(s, open_, close)
+        if inner is not None and len(_split_top(inner, [","])) == 2:
+            lo, hi = _split_top(inner, [","])
+            return lo, hi, open_ == "[", close == "]"
+    single = _enclosed(s, "\\{", "\\}")
+    if single is not None and "," not in single:                  # {-1} in {-1} \cup [0, 7)
+        return single, single, True, True
+    parts = [p.strip() for p in _INEQ.split(s)]
+    ops = _INEQ.findall(s)
+    is_var = [_is_label(p) and re.search(r"[A-Za-z]", p) is not None and not re.fullmatch(r"-?\\infty", p)
+              for p in parts]
+    if len(parts) == 2 and is_var[0] != is_var[1]:
+        op, bound = ops[0], parts[1] if is_var[0] else parts[0]
+        upper = (op in ("<", "\\le")) == is_var[0]                 # x < b  or  b > x: an upper bound
+        closed = op in ("\\le", "\\ge")
+        return ("-\\infty", bound, False, closed) if upper else (bound, "\\infty", closed, False)
+    if len(parts) == 2 and not any(is_var):
+        return _solved_inequality(parts, ops[0])
+    if len(parts) == 3 and is_var[1] and not is_var[0] and not is_var[2] and len(set(ops)) <= 2:
+        if all(op in ("<", "\\le") for op in ops):
+            return parts[0], parts[2], ops[0] == "\\le", ops[1] == "\\le"
+        if all(op in (">", "\\ge") for op in ops):
+            return parts[2], parts[0], ops[1] == "\\ge", ops[0] == "\\ge"
+    return None
+
+
+def _linear_root(lhs, rhs):
+    """(a, root) when lhs - rhs = a*(x - root) for a single symbol x and numbers a != 0, root; else None."""
+    sides = [parse_math(x) for x in (lhs, rhs)]
+    if any(x is None for x in sides):
+        return None
+    diff = sympy.expand(sides[0] - sides[1])
+    if len(diff.free_symbols) != 1:
+        return None
+    (x,) = diff.free_symbols
+    slope = diff.diff(x)
+    if slope.free_symbols or slope == 0 or not slope.is_real:
+        return None
+    root = -diff.subs(x, 0) / slope
+    return (slope, root) if root.is_Rational else None
+
+
+def _solved_inequality(parts, op):
+    """`-x > -1` is `x < 1`: a linear inequality in one variable, solved (dividing by a negative flips it)."""
+    solved = _linear_root(*parts)
+    if solved is None:
+        return None
+    slope, root = solved
+    upper = (op in ("<", "\\le")) == bool(slope > 0)
+    closed = op in ("\\le", "\\ge")
+    bound = _as_text(root)
+    return ("-\\infty", bound, False, closed) if upper else (bound, "\\infty", closed, False)
+
+
+def _abs_intervals(s):
+    """`|x - 1| < 2`, `1 \\le |z| \\le \\frac{3}{2}`, `|x| > 3`: an absolute value of a linear expression in one
+    variable bounded by numbers, solved into its intervals [(lo, hi, lo_closed, hi_closed)]; None otherwise."""
+    parts, ops = [p.strip() for p in _INEQ.split(s)], _INEQ.findall(s)
+    bars = [k for k, part in enumerate(parts) if re.fullmatch(r"\|[^|]+\|", part)]
+    if len(bars) != 1 or len(parts) not in (2, 3):
+        return None
+    k = bars[0]
+    if len(parts) == 3 and (k != 1 or not (set(ops) <= {"<", "\\le"} or set(ops) <= {">", "\\ge"})):
+        return None
+    solved = _linear_root(parts[k][1:-1], "0")
+    bounds = [parse_math(part) for j, part in enumerate(parts) if j != k]
+    if solved is None or any(b is None or not b.is_Rational for b in bounds):
+        return None
+    slope, root = solved
+    lower, upper, lower_closed, upper_closed = None, None, False, False   # bounds on |x - root| * |slope|
+    for j, op in enumerate(ops):                                          # op between parts[j] and parts[j + 1]
+        bound, bound_is_left = (parts[j], True) if j + 1 == k else (parts[j + 1], False) if j == k else (None, None)
+        if bound is None:
+            continue
+        value = parse_math(bound) / abs(slope)
+        is_upper = (op in ("<", "\\le")) != bound_is_left               # |e| < b, or b > |e|
+        if is_upper:
+            upper, upper_closed = value, op in ("\\le", "\\ge")
+        else:
+            lower, lower_closed = value, op in ("\\le", "\\ge")
+    if (upper is not None and upper <= 0) or (lower is not None and lower < 0) or \
+            (lower is not None and upper is not None and lower >= upper):
+        return None  # empty or every real: not written this way on purpose
+    t = _as_text
+    if lower is None or (lower == 0 and lower_closed):
+        return [(t(root - upper), t(root + upper), upper_closed, upper_closed)]
+    if upper is None:
+        return [("-\\infty", t(root - lower), False, lower_closed),
+                (t(root + lower), "\\infty", lower_closed, False)]
+    return [(t(root - upper), t(root - lower), upper_closed, lower_closed),
+            (t(root + lower), t(root + upper), lower_closed, upper_closed)]
+
+
+def _intervals_equal(p, g):
+    """Unions of intervals (order-free) with matching brackets; None when either side is not one."""
+    ps, gs = _split_top(p, ["\\cup", "or"]), _split_top(g, ["\\cup", "or"])
+    pi, gi = ([i for x in xs for i in (_abs_intervals(x) or [_as_interval(x)])] for xs in (ps, gs))
+    if None in pi or None in gi:
+        return None
+    if len(pi) != len(gi):
+        return False
+    remaining = list(pi)
+    for a in gi:
+        for k, b in enumerate(remaining):
+            if a[2:] == b[2:] and _equiv(b[0], a[0]) and _equiv(b[1], a[1]):
+                del remaining[k]
+                break
+        else:
+            return False
+    return True
+
+
+# ---- relations -----------------------------------------------------------------------------------------------
+def _equations_equal(p_sides, g_sides):
+    """lhs1 - rhs1 and lhs2 - rhs2 are proportional by a nonzero constant (y = 2x+1 vs 2y - 4x = 2)."""
+    p = [parse_math(x) for x in p_sides]
+    g = [parse_math(x) for x in g_sides]
+    if None in p or None in g:
+        return False
+    if _exprs_equal(p[0], g[0]) and _exprs_equal(p[1], g[1]):
+        return True
+    dp, dg = p[0] - p[1], g[0] - g[1]
+    if dp.free_symbols != dg.free_symbols or not dg.free_symbols:
+        return False
+    if _same_solution(dp, dg):
+        return True
+    rng = random.Random(1)
+    ratios = []
+    for _ in range(8):
+        point = {s: sympy.Rational(rng.randint(-30, 30), rng.randint(1, 7)) + sympy.Rational(1, 11) for s in dg.free_symbols}
+        a, b = dp.subs(point), dg.subs(point)
+        if b == 0 or a.has(sympy.nan, sympy.zoo) or b.has(sympy.nan, sympy.zoo):
+            continue
+        ratios.append(a / b)
+    return len(ratios) >= 3 and ratios[0] != 0 and all(_numbers_equal(r, ratios[0]) for r in ratios)
+
+
+def _same_solution(dp, dg):
+    """The equations dp = 0 and dg = 0 both state one symbol linearly, and solved for it they are the same formula
+    (`I \\frac{d\\omega}{dt} + 2B\\omega = T` and `\\frac{d\\omega}{dt} = \\frac{T}{I} - \\frac{2B}{I}\\omega`, both
+    T = ...). An equation multiplied by a factor that can vanish (`x(x-1) = 0` vs `x - 1 = 0`) is not linear in it."""
+    for x in sorted(dg.free_symbols, key=str)[:6]:
+        try:
+            slopes = [d.diff(x) for d in (dp, dg)]
+            if any(s == 0 or x in s.free_symbols for s in slopes):
+                continue
+            solutions = [sympy.cancel(-d.subs(x, 0) / s) for d, s in zip((dp, dg), slopes)]
+        except (TypeError, ValueError, ZeroDivisionError, sympy.PolynomialError):
+            continue
+        if solutions[0].free_symbols == solutions[1].free_symbols and _same_function(*solutions):
+            return True
+    return False
+
+
+def _canon_label(side):
+    """One name, however decorated: `y^s(p)` and `y` (a letter superscript and the arguments), `v(0)` and `v_0`."""
+    side = re.sub(r"[\s{}]", "", side)
+    side = re.sub(r"^([A-Za-z])\((\d+)\)$", r"\1_\2", side)
+    return re.sub(r"^([A-Za-z])(?:\^[A-Za-z*])?(?:\([A-Za-z](?:,[A-Za-z])*\))?$", r"\1", side)
+
+
+_DERIVATION = re.compile(r"\\int|\\frac\s*\{\s*d\s*\}\s*\{\s*d\s*[a-z]\s*\}|\\frac\s*\{\s*d\s*[a-z]*\s*\}|\\lim|\\[lc]?dots|"
+                         r"\]\s*_|\\circ|(?<![A-Za-z\\])[A-Za-z]\s*\(\s*[A-Za-z]\s*\([^()]*\)\s*\)")
+
+
+def _is_derivation(side):
+    """The quantity being worked out, written as the operation that gives it: an integral, a derivative, a limit,
+    an elided sum (`1 + 2 + \\cdots + 2^{n-1}`), an evaluation bracket, a composition (`g(f(x))`, `(f \\circ g)(x)`).
+    In a chain `A = B = ... = Z` such a side, like a label or working, is not the answer: Z is."""
+    return _DERIVATION.search(side) is not None
+
+
+def _is_working(side):
+    """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`): the work before a chain's value."""
+    value = parse_math(side)
+    return value is not None and not value.free_symbols
+
+
+def _chain_value(sides):
+    """A chain of three or more sides (`z = 1 + 1 = 2`) stands for its first side if that is a label, and its last:
+    the sides between are working."""
+    if len(sides) < 3:
+        return sides
+    return [sides[0], sides[-1]] if _is_label(sides[0]) else sides[-1:]
+
+
+def _relations_equal(p_sides, g_sides):
+    """At least one side has '='. Labels are stripped; the prediction's value is its last side (see below)."""
+    g_sides = _chain_value(g_sides)
+    g_value = parse_math(g_sides[0]) if len(g_sides) == 1 else None
+    g_constant = g_value is not None and not g_value.free_symbols
+    if len(g_sides) == 1 or (len(g_sides) == 2 and _is_label(g_sides[0])):
+        gold = g_sides[-1]
+        if len(p_sides) == 1:
+            return _equiv(p_sides[0], gold)
+        if len(g_sides) == 2 and len(p_sides) == 2 and _is_label(p_sides[0]):
+            if _canon_label(p_sides[0]) != _canon_label(g_sides[0]):  # x = 3 is not y = 3; but `P = 100 - 0.8X_d`
+                return _equations_equal(p_sides, g_sides)              # is `X_d = 125 - 1.25P` solved for P
+            return _equiv(p_sides[1], gold)
+        if len(g_sides) == 2 and len(p_sides) == 2 and not _is_label(p_sides[0]):
+            return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
+        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({_canon(x) for x in p_sides}) == 1:
+            return all(_equiv(x, gold) for x in p_sides)              # 3 = 3, \sqrt{16} = 4: each side is the value
+        # the last side is the value (`c = I(0)`); a side before it is a label, the quantity asked for, or working:
+        # a computation without unknowns (`x = 5+5+1 = 7 = 11` is 11, its slips are not graded); a side with an
+        # unknown must itself be the answer (`2x + 3 = 7` is an equation, not 7)
+        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s)
+                                                  or _is_derivation(s))]
+        return all(_equiv(v, gold) for v in values + p_sides[-1:])
+    if len(p_sides) != len(g_sides):
+        return False
+    if len(g_sides) == 2:
+        return _equations_equal(p_sides, g_sides)
+    return _match_ordered(p_sides, g_sides)
+
+
+# ---- matrices ------------------------------------------------------------------------------------------------
+_MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?((?:(?!\\end\{\1\}).)*)\\end\{\1\}",
+                     re.DOTALL)
+
+
+def _matrix(s):
+    """(kind, rows of entry strings) of a whole-answer matrix, else None."""
+    s = s.strip()
+    for open_, close in (("(", ")"), ("[", "]")):
+        inner = _enclosed(s, open_, close)
+        if inner is not None and _MATRIX.fullmatch(inner.strip()):
+            s = inner.strip()
+    match = _MATRIX.fullmatch(s)
+    if not match:
+        return None
+    body = match.group(2).strip().rstrip("\\")  # a row break before \end (cleaned to `\end` when escaped twice)
+    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
+    return match.group(1), [[c.strip() for c in r.split("&")] for r in rows]
+
+
+def _determinant_text(kind_rows):
+    """A vmatrix is a determinant: its value, as text our parser reads (entries must parse)."""
+    _, rows = kind_rows
+    if not rows or any(len(r) != len(rows) for r in rows) or len(rows) > 6:
+        return None
+    entries = [[parse_math(c) for c in r] for r in rows]
+    if any(e is None for r in entries for e in r):
+        return None
+    det = sympy.Matrix(entries).det()
+    return det
+
+
+_ONE_MATRIX = re.compile(r"\\begin\{([pbB]?matrix|smallmatrix|array)\}(?:\{[^}]*\})?(.*?)\\end\{\1\}", re.DOTALL)
+
+
+def _matrix_arithmetic(s):
+    """The value (a sympy Matrix) of sums, differences and products of written-out matrices and numbers
+    (`A + B`, `A B`, `2 A - B`, `A \\cdot B`, in the order written), or None when s is not only that."""
+    matrices = []
+
+    def placeholder(match):
+        matrices.append(_matrix(match.group(0)))
+        return f" M{len(matrices) - 1} "
+    skeleton = _ONE_MATRIX.sub(placeholder, s)
+    if not matrices or len(matrices) > 6 or None in matrices or re.search(r"[{}\\](?!cdot|times)", skeleton):
+        return None
+    values = []
+    for _, rows in matrices:
+        if len(rows) > 6 or any(len(r) != len(rows[0]) for r in rows):
+            return None
+        entries = [[parse_math(c) for c in r] for r in rows]
+        if any(e is None for r in entries for e in r):
+            return None
+        values.append(sympy.Matrix(entries))
+    total = None
+    for sign, term in re.findall(r"([-+]?)\s*([^-+]+)", skeleton):
+        product = sympy.Integer(-1 if sign == "-" else 1)
+        for factor in re.split(r"\s*(?:\\cdot|\\times|\*)\s*|\s+", term.strip()):
+            if re.fullmatch(r"M\d", factor):
+                factor_value = values[int(factor[1:])]
+            else:
+                factor_value = parse_math(factor)
+                if factor_value is None or factor_value.free_symbols:
+                    return None
+            try:
+                product = product * factor_value
+            except (sympy.ShapeError, TypeError, ValueError):
+                return None  # shapes that do not multiply
+        if not isinstance(product, sympy.MatrixBase):
+            return None
+        try:
+            total = product if total is None else total + product
+        except (sympy.ShapeError, TypeError, ValueError):
+            return None
+    return total
+
+
+def _matrices_equal(p, g):
+    pm, gm = _matrix(p), _matrix(g)
+    if pm is None and gm is not None and gm[0] not in ("vmatrix", "Vmatrix"):
+        value = _matrix_arithmetic(p)  # [[1, 2], [3, 4]] + [[5, 6], [7, 8]] against the written sum
+        if value is not None:
+            rows = gm[1]
+            if value.shape != (len(rows), len(rows[0])) or any(len(r) != value.shape[1] for r in rows):
+                return False
+            entries = [[parse_math(c) for c in r] for r in rows]
+            return all(entries[i][j] is not None and _exprs_equal(value[i, j], entries[i][j])
+                       for i in range(value.shape[0]) for j in range(value.shape[1]))
+    if (pm and pm[0] in ("vmatrix", "Vmatrix")) or (gm and gm[0] in ("vmatrix", "Vmatrix")):
+        pv = _determinant_text(pm) if pm and pm[0].lower() == "vmatrix" else parse_math(p)
+        gv = _determinant_text(gm) if gm and gm[0].lower() == "vmatrix" else parse_math(g)
+        return pv is not None and gv is not None and _exprs_equal(pv, gv)
+    if pm is None or gm is None:
+        # a column or row vector against a tuple of the same entries
+        vec, other = (pm, g) if pm else (gm, p)
+        if vec is None:
+            return False
+        entries = [c for r in vec[1] for c in r] if len(vec[1]) == 1 or all(len(r) == 1 for r in vec[1]) else None
+        shape = _shape(other)
+        return entries is not None and shape.kind == "tuple" and shape.brackets in ("()", "[]") \
+            and _match_ordered(shape.items, entries)
+    p_rows, g_rows = pm[1], gm[1]
+    return len(p_rows) == len(g_rows) and all(len(a) == len(b) and _match_ordered(a, b) for a, b in zip(p_rows, g_rows))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Equivalence
+# ------------------------------------------------------------------------------------------------------------
+_CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?")
+_OPTION_VALUE = re.compile(r"(?:\(\s*[A-E]\s*\)|[A-E]\s*[.:)])\s*(?!or\b|and\b)([^()A-Za-z].*)")  # `(B) 45`, `C. 12`
+
+
+def _canon(s):
+    s = re.sub(r"(?<=\d)\s+(?=\d)", " ", s)   # `1 2` (from `1 \quad 2`) stays two numbers, never 12
+    s = re.sub(r"(?<!\d)\s+|\s+(?!\d)", "", s)
+    return re.sub(r"([_^])\{(\w)\}", r"\1\2", s)
+
+
+def _is_words(s):
+    """Plain words (`even`, `Monday`, `no solution`): a run of 3+ letters; `xy` stays a product of symbols."""
+    return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
+
+
+COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:the\s+[\w\s()'^{}-]{0,60}?|[A-Za-z](?:\s*\(\s*[a-z]\s*\))?\s+)"
+                     r"\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)  # "the function is even", "f is odd" (not "it is correct")
+
+
+def _words(s):
+    """Words compared: lowercase, "odd function" is "odd", "neither even nor odd" is "neither"."""
+    s = " ".join(s.lower().replace("-", " ").split())
+    s = re.sub(r"^neither (even|odd) nor (?!\1)(even|odd)$", "neither", s)
+    s = re.sub(r"^(?:there is )?(?:not enough information|insufficient (?:information|data)|(?:it )?cannot be determined)$",
+               "cannot be determined", s)  # one refusal, however worded
+    return re.sub(r"^(even|odd|neither)(?: functions?)$", r"\1", s)
+
+
+def _choice_equal(p, letter):
+    """A multiple-choice answer: one letter, alone or with its option text (`(E) 42`, `B. 12`); never two."""
+    p = re.sub(r"^(?:option|choice|answer)\s*:?\s*", "", p.strip(), flags=re.IGNORECASE)
+    match = re.fullmatch(r"\(\s*([A-E])\s*\)(.*)|([A-E])(?:\s*[.:)]\s*(.*))?", p, flags=re.DOTALL)
+    if not match:
+        return False
+    found, rest = match.group(1) or match.group(3), match.group(2) or match.group(4) or ""
+    if re.search(r"\(\s*[A-E]\s*\)|\b(?:or|and)\b|(?<![A-Za-z\\])[A-E](?![A-Za-z])", rest):
+        return False  # another option named in the same answer: a hedge
+    return found == letter
+
+
+_NOT_EQUAL = re.compile(r"^([A-Za-z])\s*\\ne\s*([^,;=<>]+)$")   # x \ne 2: every real but 2
+
+
+_MEASUREMENT = re.compile(r"[-+]?(?:\d*\.\d+(?:\s*\\times\s*10\^\{?-?\d+\}?)?|\d+\s*\\times\s*10\^\{?-?\d+\}?)"
+                          r"(?:\s*[A-Za-z][A-Za-z./^{}\d\s-]{0,20})?")  # 0.2, 1.70 \times 10^4 m: a rounded value
+_DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
+_DECIMAL_COMMA = re.compile(r"([-+]?\d+),(\d+)")
+
+
+def _decimal_comma_equal(p, g):
+    """`1000,99` and `0,111` are decimals written with a comma (`1,000` is a thousand, `1, 22` a list): a prediction
+    so written equals the same decimal written with a point, and nothing else. A gold so written is read as a
+    decimal only with 2+ decimals (`1,22`, `0,111`): `0,1` and `1,2` are lists of small solutions."""
+    for a, b, is_gold in ((p, g, False), (g, p, True)):
+        comma = _DECIMAL_COMMA.fullmatch(a)
+        if not comma or not _DECIMAL_POINT.fullmatch(b):
+            continue
+        whole, decimals = comma.group(1).lstrip("+-"), comma.group(2)
+        if (len(decimals) != 3 or whole == "0") and (not is_gold or len(decimals) >= 2):
+            return Fraction(f"{comma.group(1)}.{decimals}") == Fraction(b)
+    return False
+
+
+_DOMAIN = re.compile(r"(?:\s*,\s*(?:(?:for|where|with|if|when)\s+)?|\s+(?:for|where|with|if|when)\s+)"
+                     r"((?:[-+\w.\\{}]+\s*(?:\\le|\\ge|<|>)\s*)?([A-Za-z])\s*(?:\\le|\\ge|<|>)\s*[-+\w.\\{}]+)$")
+
+
+def _split_domain(s):
+    """(value, domain) of a value with a trailing domain (`x^2 + 2, x \\ge 0`, `\\sqrt{x} for x > 0`), else (s, None)."""
+    match = _DOMAIN.search(s)
+    if match is None or _INEQ.search(s[:match.start()]) or \
+            not re.search(rf"(?<![A-Za-z\\]){match.group(2)}(?![A-Za-z])", s[:match.start()]):
+        return s, None
+    return s[:match.start()], match.group(1)
+
+
+# ---- answers by cases ------------------------------------------------------------------------------------------
+CASE_WORD = re.compile(r"\b(?:if|when|whenever|for|otherwise|else)\b|\\begin\{cases\}", re.I)
+_PARITY = re.compile(r"^(?:([a-z])\s+(?:is\s+)?(?:an?\s+)?(even|odd)(?:\s+(?:number|integer))?|(even|odd)\s+([a-z]))$")
+_SIGN = re.compile(r"^(?:(positive|negative|nonnegative|non-negative|nonpositive|non-positive)\s+([a-z])|([a-z])\s+(?:is\s+)?"
+                   r"(positive|negative|nonnegative|non-negative|nonpositive|non-positive))$")
+_SIGN_TEST = {"positive": lambda v: v > 0, "negative": lambda v: v < 0, "nonnegative": lambda v: v >= 0,
+              "nonpositive": lambda v: v <= 0}
+_RELATION_TEST = {"<": operator.lt, ">": operator.gt, "\\le": operator.le, "\\ge": operator.ge, "=": operator.eq,
+                  "\\ne": operator.ne}
+
+
+def _condition(text):
+    """A case's condition as (test(point) -> bool, symbols, integer symbols), or None: "n is even", "odd n",
+    "positive k", `a > 0`, `x \\ge y`. "otherwise" is the condition None (the remaining points)."""
+    text = re.sub(r"\s+", " ", text.strip().strip("$ ")).lower() if not re.search(r"[A-Z]", text) else text.strip()
+    parity = _PARITY.match(text)
+    if parity:
+        name, kind = (parity.group(1), parity.group(2)) if parity.group(1) else (parity.group(4), parity.group(3))
+        x = sympy.Symbol(name)
+        return (lambda v: v[x] % 2 == (kind == "odd")), {x}, {x}
+    sign = _SIGN.match(text)
+    if sign:
+        word, name = (sign.group(1), sign.group(2)) if sign.group(1) else (sign.group(4), sign.group(3))
+        x, test = sympy.Symbol(name), _SIGN_TEST[word.replace("-", "")]
+        return (lambda v: bool(test(v[x]))), {x}, set()
+    parts = re.split(r"(<|>|\\le|\\ge|\\ne|=)", text)
+    if len(parts) != 3:
+        return None
+    left, right = parse_math(parts[0].strip()), parse_math(parts[2].strip())
+    if left is None or right is None or not (left.free_symbols | right.free_symbols):
+        return None
+    test = _RELATION_TEST[parts[1]]
+    return (lambda v: bool(test(left.xreplace(v), right.xreplace(v)))), left.free_symbols | right.free_symbols, set()
+
+
+def parse_cases(s):
+    """[(value, condition)] of an answer by cases (`\\begin{cases} 1 & n odd \\\\ 0 & n even \\end{cases}`, "5 if n is
+    even, 6 if n is odd", "3 when a > 0 and 4 otherwise", "0 for even n and 1 for odd n", `f(x) = x if x \\ge 0 and
+    f(x) = -x if x < 0`), with condition None for "otherwise"; None when s is not one."""
+    if not CASE_WORD.search(s) or len(s) > 400:
+        return None
+    env = re.fullmatch(r"\s*\\begin\{cases\}(.*)\\end\{cases\}\s*", s, re.DOTALL)
+    if env:
+        rows = [row.split("&") for row in re.split(r"\\\\", env.group(1)) if row.strip()]
+        pairs = [(row[0], re.sub(r"^\s*(?:if|for|when)\s+", "", row[1].strip()) if len(row) == 2 else None) for row in rows]
+        if any(len(row) != 2 for row in rows):
+            return None
+    elif re.match(r"\s*(?:if|when)\b", s, re.I):  # "If n is even, the answer is 5; if n is odd, it is 6."
+        pairs = []
+        for part in re.split(r"\s*(?:;|\.\s+|,\s*(?:and\s+|but\s+)?(?=(?:if|when|otherwise|else)\b))\s*", s.strip().rstrip("."),
+                             flags=re.I):
+            said = r"(?:(?:the\s+)?(?:answer|value|result|total|count|number|sum)(?:\s+\w+){0,3}?\s+(?:is|equals|=)|it\s+is|it's|" \
+                   r"we\s+get|we\s+have)"
+            case = re.fullmatch(rf"(?:(?:if|when)\s+(.+?)|otherwise|else)(?:\s*,\s*(?:then\s+)?(?:{said}\s+)?|\s+(?:then\s+)?{said}\s+)"
+                                r"([^,;]+)", part.strip(), re.I)
+            if case is None:
+                return None
+            pairs.append((case.group(2), case.group(1) or "otherwise"))
+    else:
+        pairs = []
+        for part in re.split(r"\s*(?:,|;)\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=.*?\b(?:if|when|whenever|for|otherwise|else)\b)", s):
+            part = part.strip()
+            other = re.fullmatch(r"(?:otherwise|else)\s*,?\s*(.+)|(.+?)\s+otherwise", part)
+            if other:
+                pairs.append((other.group(1) or other.group(2), "otherwise"))
+                continue
+            case = re.fullmatch(r"(.+?)\s+(?:if|when|whenever|for)\s+(.+)", part)
+            if case is None:
+                return None
+            pairs.append((case.group(1), case.group(2)))
+    out = []
+    for value, condition in pairs:
+        value = _split_top(value.strip(), ["="])[-1].strip()
+        parsed = parse_math(value)
+        test = None if condition.strip().lower() in ("otherwise", "else") else _condition(condition)
+        if parsed is None or (test is None and condition.strip().lower() not in ("otherwise", "else")):
+            return None
+        out.append((parsed, test))
+    if len(out) < 2 or sum(test is None for _, test in out) > 1:
+        return None
+    return out
+
+
+def _cases_value(cases, point):
+    """The value at a point of an answer by cases (None where no case holds), or of a plain expression."""
+    if not isinstance(cases, list):
+        return cases.xreplace(point)
+    for value, test in cases:
+        if test is not None and test[0](point):
+            return value.xreplace(point)
+    rest = [value for value, test in cases if test is None]
+    return rest[0].xreplace(point) if rest else None
+
+
+def _cases_equal(p, g):
+    """An answer by cases against another or a formula: the same value at each point of a grid over its symbols
+    (integers for a parity symbol, also fractions otherwise), wherever the gold has one, and each of the gold's cases
+    met. None when neither side is an answer by cases."""
+    pc, gc = parse_cases(p), parse_cases(g)
+    if pc is None and gc is None:
+        return None
+    sides = []
+    for cases, text in ((pc, p), (gc, g)):
+        if cases is None:
+            cases = parse_math(text)
+            if cases is None:
+                return False
+        sides.append(cases)
+    symbols, integers = set(), set()
+    for cases in sides:
+        if isinstance(cases, list):
+            for value, test in cases:
+                symbols |= value.free_symbols | (test[1] if test else set())
+                integers |= test[2] if test else set()
+        else:
+            symbols |= cases.free_symbols
+    if len(symbols) > 3:
+        return False
+    names = sorted(symbols, key=str)
+    grids = [[sympy.Integer(k) for k in (-3, -2, -1, 0, 1, 2, 3, 4, 5, 6)] if x in integers else
+             [sympy.Integer(k) for k in (-3, -1, 0, 1, 2, 5)] + [sympy.Rational(7, 2), sympy.Rational(-5, 3)] for x in names]
+    met, compared = set(), 0
+    for values in itertools.islice(itertools.product(*grids), 120):
+        point = dict(zip(names, values))
+        gold = _cases_value(sides[1], point)
+        if gold is None:
+            continue
+        pred = _cases_value(sides[0], point)
+        if pred is None or pred.free_symbols or gold.free_symbols or not _numbers_equal(pred, gold):
+            return False
+        compared += 1
+        if isinstance(sides[1], list):
+            met.add(next((k for k, (_, test) in enumerate(sides[1]) if test is None or test[0](point)), None))
+    return compared >= 3 and (not isinstance(sides[1], list) or len(met) == len(sides[1]))
+
+
+def _valid_numeral(digits, base):
+    try:
+        return 2 <= base <= 36 and int(digits, base) is not None
+    except ValueError:
+        return False
+
+
+def _equiv(p, g):
+    """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
+    if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
+        return True
+    if CASE_WORD.search(p) or CASE_WORD.search(g):
+        by_cases = _cases_equal(p, g)  # "5 if n is even, 6 if n is odd", \begin{cases}, against cases or a formula
+        if by_cases is not None:
+            return by_cases
+    (p_value, p_domain), (g_value, g_domain) = _split_domain(p), _split_domain(g)
+    if g_domain:  # a domain the gold states is part of the answer: `x^2 + 2, x \ge 0` (an inverse function)
+        return p_domain is not None and _intervals_equal(p_domain, g_domain) is True and _equiv(p_value, g_value)
+    if p_domain:  # one only the prediction states restricts nothing the gold asked for
+        p = p_value
+    if "\\emptyset" in (p, g):
+        sides = _split_top(p, ["="])  # `A \cap B = \emptyset`: a set named by an operation on named sets
+        if g == "\\emptyset" and len(sides) > 1 and sides[-1].strip() == g and all(
+                re.fullmatch(r"\s*[A-Z](?:_\w)?(?:\s*(?:\\cap|\\cup|\\setminus|\\backslash|\\times)\s*[A-Z](?:_\w)?)*\s*", x)
+                for x in sides[:-1]):
+            return True
+        return False  # the empty set is only itself (`\{\emptyset\}` is not empty)
+    approx = re.fullmatch(r"(?:\\approx|approximately|approx\.?|about|roughly|around)\s*([^=<>]+)", p)
+    if approx:  # "approximately 0.2": a rounded value equals a gold that is a rounded measurement, never an exact one
+        return _MEASUREMENT.fullmatch(g) is not None and _equiv(approx.group(1).strip(), g)
+    choice = _CHOICE.fullmatch(g)
+    if choice:
+        return _choice_equal(p, choice.group(1))
+    option = _OPTION_VALUE.fullmatch(p)
+    if option:  # `(B) 45` for the value 45: the option's value is the answer (the letter alone is not)
+        return _equiv(option.group(1).strip(), g)
+    if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
+        predicate = COPULA.sub("", p, count=1)
+        return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))
+    p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
+    if _interval_like(g) or _interval_like(p):
+        same = _intervals_equal(p, g)
+        if same is not None:
+            return same
+        if _interval_like(g) and "=" not in g:
+            return False
+    labelled = _split_top(p, ["="])
+    if len(labelled) == 2 and _is_label(labelled[0]) and _matrix(labelled[1]):
+        p = labelled[1]  # A^{-1} = \begin{bmatrix}...\end{bmatrix}
+    if _matrix(g) or _matrix(p):
+        return _matrices_equal(p, g)
+    p_shape, g_shape = _shape(p), _shape(g)
+    if g_shape.kind == "single" and re.search(r"\\(?:pm|mp)", p) and not re.search(r"\\(?:pm|mp)", g):
+        values = _expand_pm(p)  # `3 \pm 0`, `\pm\sqrt{0}`: two values that coincide are that one value
+        return len(values) > 1 and all(_equiv(v, values[0]) for v in values[1:]) and _equiv(values[0], g)
+    if p_shape.kind != "single" or g_shape.kind != "single":
+        return _shapes_equal(p_shape, g_shape)
+    return _item_equal(p, g)
+
+
+def _item_equal(p, g):
+    """One answer each (no top-level list)."""
+    (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
+    if pu == "%" or gu == "%":
+        return _percent_equal(pv, pu, gv, gu)
+    if "deg" in (pu, gu) and {pu, gu} <= {"deg", "rad", None}:  # 60^\circ = \frac{\pi}{3} (an angle in either unit)
+        (degrees, _), (other, _) = ((pv, pu), (gv, gu)) if pu == "deg" else ((gv, gu), (pv, pu))
+        if "\\pi" in other and "\\pi" not in degrees:
+            return _equiv(f"({degrees})\\cdot\\frac{{\\pi}}{{180}}", other)
+    if _units_conflict(pu, gu):
+        return False
+    if (pu or gu) and _equiv(pv, gv):
+        return True
+    ratio = [_split_top(x, [":"]) for x in (p, g)]
+    if (len(ratio[1]) > 1 or len(ratio[0]) > 1) and "=" not in p + g:  # ratios and times: ordered parts (3:1 is not 1:3)
+        if len(ratio[0]) == len(ratio[1]):
+            if all(_equiv(a, b) for a, b in zip(*ratio)):
+                return True
+            values = [[parse_math(x) for x in r] for r in ratio]  # 6:4 = 3:2, numbers in proportion
+            if any(v is None or v.free_symbols or v == 0 for r in values for v in r):
+                return False
+            return all(_numbers_equal(a * values[1][0], b * values[0][0]) for a, b in zip(*values))
+        number = p if len(ratio[0]) == 1 else g   # a:b against the number a/b: 3:1 = \frac{3}{1} = 3
+        parts = ratio[1] if len(ratio[0]) == 1 else ratio[0]
+        return len(parts) == 2 and _equiv(number, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
+    p_sides, g_sides = _split_top(p, ["="]), _split_top(g, ["="])
+    if "\\approx" in p and _MEASUREMENT.fullmatch(g) and re.search(r"\\approx\s*[^=<>]+$", p) \
+            and _equiv(_split_top(p, ["=", "\\approx"])[-1], g):
+        return True  # P = \frac23 \approx 0.67 for a gold rounded to 0.67: the rounding asked for is stated
+    if "\\approx" in p:  # x = 1/3 \approx 0.33: the approximation is a remark when an exact value is given
+        exact = [_split_top(side, ["\\approx"])[0] for side in p_sides]
+        exact = [x for x in exact if x]
+        symbol_named = re.fullmatch(r"\\?[A-Za-z]+(?:_\{?\w+\}?)?", exact[-1]) and exact[-1] != "\\pi" or (
+            exact[-1] == "\\pi" and "\\pi" not in g)  # `\pi \approx 3 \times 10^{-3}` where \pi names a parallax
+        if symbol_named:
+            p_sides = _split_top(p, ["=", "\\approx"])[-1:]
+        elif any(not _is_label(x) for x in exact):
+            p_sides = exact
+        else:
+            p_sides = _split_top(p, ["=", "\\approx"])
+    if len(p_sides) > 1 or len(g_sides) > 1:
+        return _relations_equal(p_sides, g_sides)
+    p = p_sides[0]
+    numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", _canon(x)) for x in (p, g)]
+    if numerals[1] and numerals[1].group(2) or numerals[0] and numerals[0].group(2) and numerals[1]:
+        # a numeral in another base compares digit by digit: 1011_2 = (1011)_2 = 1011_{(2)}; the prediction may leave
+        # the base out, and two bases must agree; a plain gold whose digits are a base-b numeral may have left the
+        # base out too (1011_2 = 1011; not 10110_2, and 12_2 is no numeral)
+        (pd, pb), (gd, gb) = numerals[0].groups() if numerals[0] else (None, None), numerals[1].groups()
+        return pd is not None and pd.upper() == gd.upper() and (pb is None or int(pb) == int(gb or pb)) \
+            and _valid_numeral(pd, int(pb or gb or 10))
+    return _values_equal(p, g)
+
+
+
+@lru_cache(maxsize=4096)
+def gold_is_valid(gold):
+    """Can this gold answer be graded at all? Not when it is empty, longer than MAX_ANSWER_CHARS, has unbalanced
+    brackets or no letter or digit. (Golds that are not formulas, like `52_8` or `3:1`, still compare.)"""
+    g = clean(gold)
+    return g is not None and bool(re.search(r"[A-Za-z0-9]", g)) and balanced(g)
+
+
+# ---- an answer that gives the question back --------------------------------------------------------------------
+_COMPUTE = re.compile(r"\b(?:compute|evaluate|simplify|calculate|find\s+the\s+(?:exact\s+)?value|what\s+is\s+the\s+(?:exact\s+)?value|"
+                      r"express\s+.{0,40}\s+in\s+(?:simplest|lowest|closed)|write\s+.{0,40}\s+in\s+(?:simplest|lowest|closed))\b",
+                      re.IGNORECASE)
+_QUESTION_MATH = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
+
+
+def restates_question(pred, question, gold):
+    """The answer is the expression the question asks to compute, given back unevaluated: the question asks to
+    compute, evaluate or simplify, and the prediction (an expression with an operation or a function, not a single
+    number or name) is one of the question's formulas, written differently from the gold ("Compute
+    $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` for the gold 1/4; "Simplify
+    $(x+1)^2 - x^2$." answered `(x+1)^2 - x^2`). Its value equals the gold, but it is not the answer asked for."""
+    if not question or not _COMPUTE.search(question):
+        return False
+    p, g = clean(pred), clean(gold)
+    if p is None or g is None or _canon(p) == _canon(g) or not re.search(r"[-+*/^!]|\\[a-zA-Z]+", p):
+        return False
+    formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
+    return any(f is not None and (_canon(f) == _canon(p) or _canon(f.split("=")[0]) == _canon(p)) for f in formulas)

@@ -1,0 +1,385 @@
+"""Stage 1 of the grader: find the span of a response that states its final answer (a Span for answer_value.py).
+
+final_text: only the text after the last `</think>` / `<|end_of_thought|>` is read, and inside a
+`<|begin_of_solution|>` block only that block; a reasoning block opened and never closed (a response cut off
+mid-thought) has NO final answer, whatever tentative \\boxed{} it contains; an invented next chat turn ("User:",
+"Question:") ends the response. Then, in find_span:
+  - full-width punctuation (`。`, `：`, `，`) is read as ASCII; a made-up next problem that starts after an answer was
+    stated ("Problem: ...", "Q: ...", "### Question 2." after a box, an answer phrase or `####`: a base model running
+    on through its few-shot prompt) is cut off: only the first answer is the response's; an instruction of the prompt
+    echoed by the model ("Please ... put your final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
+  - a LAST box that never closes is an answer cut off (no answer), unless a brace was only left out before its
+    closing `$` (`$\\boxed{100$.` is 100); a last EMPTY box is no answer when words come between it and the answer's
+    box ("\\boxed{5}. Wait, ... \\boxed{}"), and is ignored right after it (`\\boxed{5}\\n\\boxed{}` is 5).
+The first kind found wins, and within a kind the LAST occurrence:
+  1. a JSON object's "answer" field (ZeroEval-style; a JSON array is an ordered tuple `[2, -1]` -> `(2, -1)`)
+  2. <answer>...</answer>       (inside a field or a tag, a box or an answer phrase is the span, else all of it)
+  3. \\boxed{...} / \\fbox{...}   boxes joined only by "and"/","/"or" or by part labels ("for part (a) and") are ONE
+                                list answer, so `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
+                                condition between them are no answer ("if ... \\boxed{10}; if not, \\boxed{5}"); a
+                                percent sign right after a box is part of its value (`\\boxed{0.5}\\%` is 0.5%);
+                                a later "final answer" phrase with a plain value wins over an earlier box
+  4. `#### 18`                  (GSM8K; `#### She sold 72 clips.` is an answer sentence)
+  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:"
+     (line start), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为", "Ответ:", "Die Antwort
+     lautet", "La respuesta es", "La réponse est", "A resposta é", "La risposta è"
+  A later correction of an explicit answer ("Answer: 15.\\n\\nCorrection: I forgot the 3 chairs, so it is 18.", "Wait,
+  I made a mistake ...", "Oops", "On second thought"): the value the correction states is the answer.
+  6. (default mode only; strict=True stops at 5) a whole response that is one undelimited formula without words
+     (`f^{-1}(x) = \\ln x - 2`, a matrix); a verdict the response opens with ("Yes, it is possible. For example ...",
+     "False. ...", "Is it always odd? No: ..."; a Yes/No only when no value follows it or an example does); a
+     response that ends with a markdown table: the number in its last row (`| **Total** | **$48** |`); else the
+     conclusion: the whole text, whose last statement answer_value.conclusion_value reads.
+"""
+import re
+
+from answer_value import _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
+from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
+
+MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
+
+
+_CHAT_TURN = re.compile(r"<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|<\|eom_id\|>|<\|start_header_id\|>|</s>"
+                        r"|<\|end\|>|<end_of_turn>|<start_of_turn>|<｜end▁of▁sentence｜>|<｜User｜>|<\|user\|>"
+                        r"|\n\s*(?:User|Human|Question)\s*:")  # an invented next turn of a base model
+
+
+def final_text(response, think_prefilled=False):
+    """The part of a response that can state its final answer, or None when the response was cut off inside a
+    reasoning block. think_prefilled: the prompt itself opened a `<think>` block (R1-Zero style templates)."""
+    if not response:
+        return None
+    text = _CHAT_TURN.split(response[-MAX_RESPONSE_CHARS:], 1)[0]  # a new chat turn after the answer is not the answer
+    text = re.sub(r"<(/?)think(?:ing)?>", r"<\1think>", text, flags=re.IGNORECASE)  # <thinking>, <THINK>
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+        if "<think>" in text:
+            return None
+    elif think_prefilled or "<think>" in text:
+        return None
+    if "<|end_of_thought|>" in text:
+        text = text.rsplit("<|end_of_thought|>", 1)[1]
+    elif "<|begin_of_thought|>" in text:
+        return None
+    if "<|begin_of_solution|>" in text:
+        text = text.rsplit("<|begin_of_solution|>", 1)[1]
+    return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
+
+
+_EMPTY_BOX = re.compile(r"\\boxed\s*\{\s*(?:<[^<>{}]{0,30}>|\.\.\.|\\ldots|\\dots)?\s*\}")  # or a placeholder
+_INSTRUCTION_WORDS = re.compile(r"\b(?:put|place|write|enclose|present|give|mark|box|within|inside|return|format|"
+                                r"response)\b", re.IGNORECASE)
+
+
+def _drop_echoed_instructions(text):
+    """A prompt's instruction echoed by the model ("Please reason step by step, and put your final answer within
+    \\boxed{}."): its empty box and its "final answer" are not the response's answer, so its sentence is dropped."""
+    for match in reversed(list(_EMPTY_BOX.finditer(text))[-20:]):
+        window = max(0, match.start() - 300)  # (bounded windows: a million empty boxes cost linear time)
+        start = max(text.rfind(stop, window, match.start()) for stop in (". ", "! ", "? ", "\n")) + 1
+        if start == 0 and window > 0 or not _INSTRUCTION_WORDS.search(text, start, match.start()):
+            continue
+        stops = [text.find(stop, match.end(), match.end() + 300) for stop in (". ", "\n")]
+        end = min((k for k in stops if k >= 0), default=min(len(text), match.end() + 300))
+        text = text[:start] + " " + text[end + 1:]
+    return text
+
+
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![a-zA-Z])(\s*)")
+
+
+def _boxes(text):
+    """[(start, end, content)] of every closed \\boxed{...} / \\fbox{...} (nested braces), and `\\boxed 5`."""
+    found = []
+    for match in _BOX.finditer(text):
+        pos = match.end()
+        if text.startswith("{", pos):
+            group = braced(text, pos)
+            if group is not None:
+                found.append((match.start(), group[1], group[0].strip()))
+        elif match.group(1):  # "\boxed 5": one token, up to whitespace or $
+            token = re.match(r"[^\s$]+", text[pos:pos + MAX_ANSWER_CHARS])
+            if token:
+                found.append((match.start(), pos + token.end(), token.group(0)))
+    return found
+
+
+def _connective(between):
+    """'and' / 'or' if the text between two boxes only joins them (`$\\boxed{1}$ and $\\boxed{2}$`), else None.
+    "or maybe", "or perhaps" are hedges too."""
+    between = re.sub(r"(?:\\[a-zA-Z]+|[A-Za-z])(?:_\{?\w+\}?)?\s*=\s*$", " ", between.rstrip(" $(\\"))  # "and y_2 ="
+    words = re.sub(r"\\[()\[\]]|\$|\\q?quad|\\text\s*\{|\\mbox\s*\{|[{}&]|\\\\", " ", between)
+    # part labels name what each box answers: `\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}` is one list
+    words = re.sub(r"\b(?:for\s+)?(?:part|question)\s*\(?\s*(?:[a-h]|[ivx]{1,4}|\d)\s*\)?(?![\w(])|\(\s*(?:[a-h]|[ivx]{1,4})\s*\)",
+                   " ", words, flags=re.IGNORECASE).replace(",", " , ").split()
+    if len(words) > 4 or not all(w.lower() in (",", ";", "and", "or", "maybe", "perhaps", "possibly") for w in words):
+        return None
+    return "or" if any(w.lower() in ("or", "maybe", "perhaps", "possibly") for w in words) else "and"
+
+
+def last_boxed(text):
+    """The last non-empty box; boxes joined to it only by and/or/commas are one list answer (deduplicated)."""
+    boxes = [(start, end, content) for start, end, content in _boxes(text) if content]
+    if not boxes:
+        return None
+    answers, seen, joiner = [], set(), ", "
+    for k in range(len(boxes) - 1, max(len(boxes) - 50, 0) - 1, -1):   # the last box and the ones joined to it
+        start, _, content = boxes[k]
+        if re.search(r"(?:^|[\s$=(])-\s*(?:\$\s*)?$", text[max(0, start - 4):start]):
+            content = f"-({content})"                            # $-\boxed{5}$ is -5
+        if content not in seen:
+            answers.append(content)
+            seen.add(content)
+        between = text[boxes[k - 1][1]:start] if k else ""
+        if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
+                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b", between, re.I) \
+                and content != boxes[k - 1][2]:
+            return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions
+        kind = _connective(between) if k else None
+        if kind is None:
+            break
+        if kind == "or":
+            joiner = " \\text{ or } "
+    return joiner.join(reversed(answers))
+
+
+_JSON_ANSWER_KEY = re.compile(r'[{,]\s*"(?:final_answer|answer)"\s*:\s*')
+_JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/"}
+
+
+def _json_string(text, pos):
+    """Decode the JSON string literal starting at text[pos] == '"', tolerating LaTeX's invalid escapes (models write
+    `"\\frac12"` as often as `"\\\\frac12"`): `\\n`, `\\t` followed by a letter stay LaTeX (`\\neq`, `\\times`)."""
+    out, pos = [], pos + 1
+    while pos < len(text) and pos < MAX_RESPONSE_CHARS:
+        ch = text[pos]
+        if ch == '"':
+            return "".join(out)
+        if ch == "\\" and pos + 1 < len(text):
+            nxt = text[pos + 1]
+            if nxt in _JSON_ESCAPES:
+                out.append(_JSON_ESCAPES[nxt])
+            elif nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[pos + 2:pos + 6]):
+                out.append(chr(int(text[pos + 2:pos + 6], 16)))
+                pos += 4
+            elif nxt in "nt" and not text[pos + 2:pos + 3].isalpha():
+                out.append("\n" if nxt == "n" else " ")
+            else:
+                out.append("\\" + nxt)
+            pos += 2
+            continue
+        out.append(ch)
+        pos += 1
+    return None
+
+
+def _json_answer(text):
+    """The span of the last `"answer": ...` field's value (see _inner_span); None if there is none."""
+    keys = list(_JSON_ANSWER_KEY.finditer(text))
+    if not keys or _BOX.search(text, keys[-1].end()):
+        return None
+    pos = keys[-1].end()
+    if text.startswith('"', pos):
+        value = _json_string(text, pos)
+        return _inner_span(value) if value is not None else None
+    if text.startswith("[", pos):
+        close = text.find("]", pos)
+        if close < 0:
+            return None
+        items = [item.strip().strip('"') for item in text[pos + 1:close].split(",") if item.strip()]
+        if not items:
+            return None
+        return Span("field", items[0] if len(items) == 1 else "(" + ", ".join(items) + ")")  # a JSON array is ordered
+    literal = re.match(r"[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+)", text[pos:pos + 100])
+    return Span("field", literal.group(0)) if literal else None
+
+
+_PHRASE = re.compile(
+    r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
+    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())",
+    re.IGNORECASE | re.MULTILINE)
+# the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
+# in a text that names an answer in one of them (one scan for the nouns, then the phrases)
+_FOREIGN_NOUN = re.compile(r"答案|ответ|antwort|respuesta|réponse|resposta|risposta", re.IGNORECASE)
+_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|\bответ\s*(?:равен|будет|—|:)|\bantwort\s*(?:lautet|ist|:)"
+                             r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
+                             r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE)
+
+
+_A_LINE = re.compile(r"^[ \t>#*_-]*a\s*(?:\*\*|__)?\s*:", re.IGNORECASE | re.MULTILINE)
+
+
+def _phrases(text):
+    """The answer phrases of a text, in order (see _PHRASE, _FOREIGN_PHRASE). Each English phrase names an answer or
+    starts a line with "A:", so the search starts shortly before the first of those (a long reasoning before it costs
+    one fast scan)."""
+    first = text.lower().find("answer")
+    a_line = _A_LINE.search(text, 0, first if first >= 0 else len(text))
+    starts = [k for k in (first, a_line.start() if a_line else -1) if k >= 0]
+    found = list(_PHRASE.finditer(text, max(0, min(starts) - 100))) if starts else []
+    if _FOREIGN_NOUN.search(text):
+        found = sorted(found + list(_FOREIGN_PHRASE.finditer(text)), key=lambda m: m.start())
+    return found
+_FULL_WIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "；": "; ", "！": "! ", "？": "? ", "（": "(", "）": ")"})
+# A made-up next problem after the response's answer (a base model continuing its few-shot prompt)
+_NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]",
+                           re.IGNORECASE)
+# A correction of a stated answer ("Correction: I forgot the 3 chairs, so it is 18."): what follows it is the answer
+_CORRECTION = re.compile(r"(?:^|\n|[.!]\s)\s*(?:\*\*)?(?:correction\b|corrected\b|oops\b|on\s+second\s+thought\b|"
+                         r"(?:wait|actually|hmm)\b[^.\n]{0,60}?\b(?:mistake|error|wrong|incorrect|forgot|miscounted|"
+                         r"miscalculated)\b|I\s+(?:made\s+(?:a|an)\s+(?:mistake|error)|forgot|miscounted|miscalculated)\b)",
+                         re.IGNORECASE)
+
+
+_TEXT_GROUP = re.compile(r"\\(?:text|mbox|mathrm|textrm|operatorname|mathbb|mathcal|begin|end)\s*\{([^{}]*)\}")
+
+
+def _bare_formula(text):
+    """The whole text is one formula written without delimiters: one line (a matrix may span lines), no words
+    outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`), nor short English ones."""
+    text = ROUNDING_NOTE.sub(" ", text)
+    if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in _SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
+                 _TEXT_GROUP.sub(" ", text), re.I):
+        return False
+    text = re.sub(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}", lambda m: m.group(0).replace("\n", " "), text,
+                  flags=re.DOTALL) if "\\begin" in text else text
+    if "\n" in text or len(text) > 300 or not re.search(r"[A-Za-z0-9]", text):
+        return False
+    if len(text) <= 200 and parse_math(split_unit(clean(text) or "")[0]) is not None:
+        return True
+    if any(len(group.split()) > 3 for group in _TEXT_GROUP.findall(text)):
+        return False
+    rest = re.sub(r"\\[a-zA-Z]+", " ", _TEXT_GROUP.sub(" ", text))
+    return not any(is_english(w) for w in re.findall(r"(?<![a-zA-Z])[a-zA-Z]{3,}", rest)) \
+        and not re.search(r"[!?:]\s*$|[.!?]\s+[A-Za-z]", text) and clean(text) is not None
+
+
+_FILLER_WORDS = {"final", "answer", "the", "is", "so", "thus", "hence", "therefore", "i", "hope", "it", "correct"}
+
+
+def _box_span(text):
+    """The span of the last box (and the boxes joined to it), or None."""
+    found = last_boxed(text)
+    if found is None:
+        return None
+    boxes = _boxes(text)
+    start, end = next((b[0], b[1]) for b in reversed(boxes) if b[2])
+    percent = re.match(r"\s*\\?%", text[end:end + 10])
+    if percent:  # `\boxed{0.5}\%`: the sign after the box is part of its value (0.5% is not 50%)
+        found, end = found + "\\%", end + percent.end()
+    return Span("box", found, text, start, end)
+
+
+def _phrase_span(text):
+    """The text after the last answer phrase, or None."""
+    matches = _phrases(text)
+    if not matches:
+        return None
+    return Span("phrase", text[matches[-1].end():], text, matches[-1].start(), matches[-1].end())
+
+
+def _inner_span(value):
+    """A JSON field's or an <answer> tag's own span: a box inside it, an answer phrase inside it, or all of it."""
+    value = value.strip()
+    if not value:
+        return None
+    return _box_span(value) or _phrase_span(value) or Span("field", value)
+
+
+def find_span(text, strict=False):
+    """Stage 1: the span of `text` (a response's final text, see final_text) that states its answer, or None.
+    See the module docstring for the order. strict=True: only explicit answers (JSON field, <answer>, box, ####,
+    answer phrase), no free-text fallback."""
+    if text is None or not text.strip():
+        return None
+    text = _drop_echoed_instructions(_without_next_problem(text.translate(_FULL_WIDTH)))
+    last_box = text.rfind("\\boxed{")
+    if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
+        typo = re.match(r"\\boxed\{([^{}$\n]{1,40})\$", text[last_box:])
+        if typo:  # `$\boxed{100$.`: a brace left out before the closing `$`, not an answer cut off
+            return Span("box", typo.group(1), text, last_box, last_box + typo.end())
+        return None  # the last box never closes: the answer was cut off while being written
+    boxes = _boxes(text)
+    if boxes and not boxes[-1][2] and text.count('"answer"') == 0:
+        filled = [b for b in boxes if b[2]]
+        between = text[filled[-1][1]:boxes[-1][0]] if filled else ""
+        words = re.sub(r"\\[\[\]()]|\\boxed\s*\{\s*\}|[$*#_.,:;!\s]+", " ", between).lower().split()
+        if not filled or len(words) > 8 or not set(words) <= _FILLER_WORDS:
+            return None  # the last box is empty after other words (`\boxed{5}. Wait, that is wrong: \boxed{}`): no answer
+        # else an empty box right after the answer (`\boxed{5}\n\n**Final Answer** \boxed{}`) adds nothing
+    field = _json_answer(text)
+    if field is not None:
+        return field
+    if re.match(r"\s*(?:```(?:json)?\s*)?\{\s*\"", text) and not re.search(r"\}\s*(?:```)?\s*$", text):
+        return None  # a JSON object opened and never closed: cut off before its answer field
+    if "<answer>" in text:
+        return _inner_span(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
+    explicit = _explicit_span(text, boxes)
+    if explicit is not None:
+        corrected = _CORRECTION.search(text, explicit.end) if explicit.end else None
+        if corrected and conclusion_value(text[corrected.start():]) is not None:
+            return Span("conclusion", text[corrected.start():])  # the later correction is the answer
+        return explicit
+    if strict:
+        return None
+    bare = text.strip()
+    if _bare_formula(bare):
+        return Span("formula", re.sub(r"(?<!\\)\.$", "", bare))  # the whole response is a formula: `\frac{10}{9}`
+    return _verdict_span(text) or _table_span(text) or Span("conclusion", text)
+
+
+# A verdict that opens a response (after the question, when it is restated): "Yes, it is possible. For example ...",
+# "False. The polynomial ...", "Is the sum of two primes always odd? No: ...", "Not necessarily — take x = 5 ..."
+_VERDICT = re.compile(r"\s*(?:[^?\n]{1,300}\?\s*)?[*_]*(yes|no|true|false|not\s+necessarily)\b[*_]*\s*(?:[,.:;!—–]|\s-\s)",
+                      re.IGNORECASE)
+
+
+def _verdict_span(text):
+    """The verdict a free-text response opens with (its reasons and examples follow), or None."""
+    verdict = _VERDICT.match(text)
+    if verdict is None:
+        return None
+    word = verdict.group(1).lower()
+    if word in ("yes", "no") and conclusion_value(text) is not None and not _EXAMPLE.search(text, verdict.end()):
+        return None  # "No, it is not 8 -- it is 9.": the value the response goes on to state is its answer
+    return Span("field", "No" if word.startswith("not") else word.capitalize())
+
+
+_EXAMPLE = re.compile(r"\b(?:for\s+example|for\s+instance|e\.g\.|such\s+as|counterexample|take|consider)\b", re.IGNORECASE)
+
+
+def _explicit_span(text, boxes):
+    """A box, a `####` line or an answer phrase (see find_span)."""
+    box = _box_span(text)
+    if box is not None:
+        phrase = _phrase_span(text)  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
+        if phrase and phrase.start > max(b[1] for b in boxes) and "final" in text[phrase.start:phrase.end].lower():
+            later = reduce_span(phrase)  # ("... the final answer is clearly highlighted" is no answer)
+            if later and _LEADING_VALUE.fullmatch(later.strip()):
+                return Span("field", later)
+        return box
+    hashes = list(re.finditer(r"####\s*([^\n]+)", text))
+    if hashes:
+        return Span("line", hashes[-1].group(1).strip(), text, hashes[-1].start(1), hashes[-1].end(1))
+    return _phrase_span(text)
+
+
+def _without_next_problem(text):
+    """The text up to a made-up next problem ("Problem: ...", "Q: ...", "### Question 2.") that starts after an
+    answer was stated (a box, an answer phrase, `####`): only the first answer is the response's."""
+    for match in _NEXT_PROBLEM.finditer(text):
+        head = text[:match.start()]
+        if _BOX.search(head) or "####" in head or _phrases(head):
+            return head
+    return text
+
+
+def _table_span(text):
+    """A response that ends with a markdown table: the value in its last row (`| **Total** | **$48** |`,
+    `| Result | 84 |`), the cell furthest right that holds a number."""
+    lines = [line.strip() for line in text.strip().splitlines()[-60:]]
+    if len(lines) < 2 or not (lines[-1].startswith("|") and lines[-1].endswith("|") and lines[-2].startswith("|")):
+        return None
+    cells = [c.strip() for c in lines[-1].strip("|").split("|")]
+    valued = [c for c in cells if re.search(r"\d", c)]
+    return Span("line", valued[-1].replace("**", "")) if valued else None

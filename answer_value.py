@@ -1,0 +1,882 @@
+"""Stage 2 of the grader: reduce the span a response commits to (answer_span.py) to ONE value, or to no answer.
+
+reduce_span: a math span (a box, a JSON field, a whole-formula response) is its value, unless it holds an answer
+sentence (`\\boxed{\\text{The answer is } 5}`); a derivation written as one formula is the value it arrives at
+(`3n = 15 \\Rightarrow n = 5` -> `n = 5`; `2^{100} \\equiv 2 \\pmod 7` -> 2). A box is qualified by its own sentence:
+"\\boxed{7}, but I'm not sure", "\\boxed{5} if n is even, else 6" are no answer. Prose spans (the text after an
+answer phrase, a `####` line, a table cell, a conclusion) go through ONE reduction, sentence_value, whatever found
+them; conclusion_value first picks the statement (the last of the last three sentences that states something, not
+a restated question or task "We need to find ...?", not a verification after the answer "Check: ...", not a
+sentence that only rejects a value "The other root, -9, is rejected").
+
+An answer sentence states ONE value:
+  - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is" (unless two
+    clauses each assert one: "the length is 8 and the width is 12"); else one in bold; else the only one not inside
+    a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64; "The total for 3 shirts is $45" -> 45; "5
+    apples and 3 oranges" -> none), nor in a subordinate clause ("250 minutes left if this month has 30 days" ->
+    250); a purpose clause after a quantity is a modifier too ("It takes Sarah 7 weeks to save $210" -> 7; but "She
+    needs to buy 12 eggs" -> 12), and so is a phrase put before the sentence up to its comma ("Over 12 weeks, Lily
+    saves $840" -> 840; "Starting at 3 degrees and dropping 8, it ends at -5 degrees" -> -5). Among several asserted,
+    the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a participle
+    clause ("John runs 120 miles a week, running 3 days a week" -> 120), unless that clause gives the result ("12 ways
+    for each shelf, giving 144 ways in total" -> 144). A conclusion that states several quantities gives the one a
+    restated question asks for ("How many apples does Jerry have? ... Tom has 12 apples and Jerry has 8 apples." ->
+    8), else its last clause's ("the two numbers are 7 and 11; the larger is 11" -> 11).
+  - values listed after a copula are one list answer ("the first five terms are 1, 4, 9, 16, 25", "the numbers are
+    5, 10, and 20"); assignments of different letters are one tuple ("x = 4, y = -1", "x = 4 and y = -1"), and
+    alternatives for one letter one set ("x = 2 + \\sqrt{3} or x = 2 - \\sqrt{3}").
+  - A `$` before a number is a dollar sign, not math, when no `$` closes it on its line or words come before the next
+    `$` ("$210 at $30"). Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi`, `10:30 am`, `10!` are single values; a unit
+    word after the number stays with it ("60 degrees"), also written against it (`12kg`, `1,000.99m²`), and so does
+    a percent sign ("0.5%", "0.5 percent" are 0.5%, never 50%). LaTeX written in prose without delimiters is one
+    formula ("Hence f^{-1}(x) = \\frac{x+5}{3}.", "2√5 units", "the ratio is 3:1"; a ratio "1 to 2" is 1:2); Unicode
+    mathematics joins numbers (`3×10⁶` is 3 \\times 10^{6}, `−7` is -7); a scale word multiplies ("4 million dollars"
+    -> 4000000, "2.5 billion"); words stand for values: "negative five" / "minus 2" -> -5 / -2 (not "x minus 2"),
+    "7 o'clock" -> 7:00, "infinity", "negative infinity", "infinitely many", "the empty set", "1 in 4" / "5 out of
+    36" / "one-in-six" where the sentence speaks of a probability or chance; a variable bounded in words is an
+    inequality ("x is greater than 3", "k must be at least 2", "p lies strictly between 0 and 1", "every real number
+    except x = 2"); numbers spelled out count when none is in digits, or after the last copula ("the probability is
+    one half"); ordinals of a place ("fifth place" -> 5); "not enough information" / "cannot be determined" is the
+    refusal answer. A colon before the last value asserts it; a leading "Since/Because ..., " clause is a reason; a
+    sentence with no value that names the reals or the empty set is that set.
+  - a qualifier counts only when it is ATTACHED to the chosen value, read from the sentence's structure, never from a
+    keyword anywhere in it: a bound, an approximation or a denial right before the value ("over 40", "at least 5",
+    "more than 12", "not 40", "cannot be 7", "didn't spend $40"), or right after it ("12 or more", "5 at most",
+    "40 or so", "5+"), makes it no answer. The same words qualifying another phrase leave the answer alone: "The
+    number of stickers not on the wall is 35", "Maria spends $36 on snacks over 3 weeks", "Omar ran 3 more laps than
+    Priya", "6 cm shorter from 8:00 pm to midnight", "the largest prime less than 50 is 47", "Either way, the class
+    raises $240". Value-changing words must touch the value in its clause ("negative 5", "half of 10", "5 squared";
+    not "40 square feet"). "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see answer_compare).
+  - a value the sentence rejects is no answer and no hedge: "12, not 15" is 12, "not 40 but 45" is 45, "The answer
+    is not 5." is nothing; a sentence that ends "which is B" / ", i.e. B" restates its value as B ("250 cm, which is
+    2.5 m" is 2.5 m; "which is 9 numbers" is 9; "which is Monday"; "which is 2 more than Tom" is no restatement).
+  - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
+    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0", "If n is even the
+    answer is 5; if n is odd it is 6", "If a > 0, the answer is 3. Otherwise it is 4.") or offers another value
+    ("\\boxed{8} (though it could be 9)") is no answer; a proviso alone is not another case ("\\boxed{27}, provided such
+    a sequence exists").
+"""
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+from answer_compare import COPULA, CASE_WORD, parse_cases
+from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words,
+                   scaled_numbers, split_unit, superscripts, unit_key, unit_word, unwrap_commands)
+
+_CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
+
+
+# An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
+_UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
+                     r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
+                     r"(?:might|could|may)\s+(?:also\s+|instead\s+|well\s+|even\s+)?be\s+[$(\\]*-?\d+|"
+                     r"if\s+I'?m\s+not\s+mistaken)\b",
+                     re.IGNORECASE)
+# ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
+# and 6 when n is odd", "5 (assuming n is even; otherwise 6)", "depending on x"). A proviso alone is not a second
+# answer ("\\boxed{112875} if the number of cases decreased linearly", "\\boxed{27}, provided such a sequence exists").
+_CONDITION = re.compile(r"(?:\s*[A-Za-z.]+){0,2}?\s*[,;]?\s*\(?\s*(?:(depending)|if|unless|provided|whenever|when|assuming|"
+                        r"supposing)\b", re.IGNORECASE)
+_OTHER_CASE = re.compile(r"\b(?:otherwise|else|if|unless|when|whenever)\b", re.IGNORECASE)
+
+
+def _case_of_several(text, start, end):
+    """The answer stated at text[start:end] is one case of several: its sentence opens with a condition, and the
+    rest of that sentence or the start of the next names another case ("If n is even the answer is 5; if n is odd
+    it is 6", "If a > 0, the answer is \\boxed{3}. Otherwise it is 4.")."""
+    sentence_start = max(text.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
+    if not re.search(r"\b(?:if|when|whenever|unless|assuming)\b", text[sentence_start:start], re.I):
+        return False
+    return re.match(r"[^\n]{0,200}?(?:[.;,]\s*|\s)(?:otherwise|else|if|when|whenever|in\s+the\s+other\s+case)\b"
+                    r"[^.\n]{0,120}?(?:\d|\$|\\boxed)", text[end:end + 300], re.I | re.S) is not None  # ...with its value
+
+
+def _conditional_after(after):
+    """The text right after a value makes it one case of several."""
+    condition = _CONDITION.match(after)
+    return condition is not None and (condition.group(1) is not None or _OTHER_CASE.search(after, condition.end()) is not None)
+
+
+def _conditional(sentence):
+    """The sentence starts with a value that is one case of several."""
+    lead = _LEADING_VALUE.match(sentence)
+    return lead is not None and _conditional_after(sentence[lead.end():])
+
+
+def _first_sentence(line):
+    """The text up to the first sentence end (a period, ! or ? before a space or the end), outside math."""
+    depth, in_math = 0, False
+    for k, ch in enumerate(line):
+        if ch == "$":
+            in_math = not in_math
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch in ".!?" and depth <= 0 and not in_math and (k + 1 == len(line) or line[k + 1].isspace()) \
+                and not re.search(r"\b[ap]\.m$", line[:k], re.I):
+            return line[:k]
+    return line
+
+
+CURRENCY = "¤"  # what a dollar sign becomes once it is known not to open math (clean() drops it)
+
+
+def _strip_currency(text):
+    """Currency signs are not math delimiters: `$64 for 16 glasses` is 64 and a count, not the formula `64 for 16...`.
+    A `$` before a number is a dollar sign when no `$` closes it on its line, or when plain words (outside
+    `\\text{}`) come before the next `$` ("$45 on food and $30"); `$19, 46, \\text{ and } 82$` stays math."""
+    out, pos = [], 0
+    for match in re.finditer(r"\\?\$(?=\d)", text):
+        if match.start() < pos:
+            continue
+        close = text.find("$", match.end())  # stops at the next `$` at the latest: linear time overall
+        end = close if close >= 0 else len(text)
+        if text.find("\n", match.end(), end) >= 0:
+            close = -1  # not closed on its line
+        inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
+        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
+                                                             r"(?=\s))", inside):
+            out.append(text[pos:match.start()] + CURRENCY)
+            pos = match.end()
+        else:
+            out.append(text[pos:close + 1])
+            pos = close + 1
+    stripped = "".join(out) + text[pos:]
+    if stripped.count("$") % 2:
+        stripped = re.sub(r"\$(?=\d)", CURRENCY, stripped)
+    return stripped
+
+
+
+# Words that change the number next to them ("negative 5", "5 squared", "half of 10", "x plus 5")
+_MODIFIER_WORDS = re.compile(r"\b(?:negative|minus|plus|times|half|halves|third|thirds|quarter|quarters|double|twice|"
+                             r"triple|(?:square|cubic|cube)(?!\s+(?:units?|feet|foot|inch(?:es)?|meters?|metres?|centimeters?|"
+                             r"kilometers?|miles?|yards?|cm|mm|km|m|ft|in|yd)\b)|squared|cubed|roots?\s+of|sqrt|reciprocal|"
+                             r"inverse|factorial|divided|"
+                             r"multiplied|power|percent|opposite|log|exp)\b", re.IGNORECASE)
+# Where an explanation starts after a leading answer ("3 (since 8 - 3 = 5)", "18 miles in six hours")
+_EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|when|given|for|in|on|from|by|using|"
+                          r"with|after|at|if|that|to)\b)", re.IGNORECASE)
+_LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
+
+
+_FRONTED = re.compile(r"^\s*(?:(?:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$]{1,40}?"
+                      r"|[A-Z][a-z]+ing\b[^,;]{1,120}?),\s*(?=[A-Za-z])")  # "Over 12 weeks, ...", "Starting at 3 degrees ..., "
+
+
+def _without_fronted_modifier(sentence):
+    """ "Over 12 weeks, Lily saves $840": a phrase put before the sentence, up to its comma, only sets the scene;
+    its number (and its "over") is neither the answer nor a hedge."""
+    fronted = _FRONTED.match(sentence)
+    return sentence[fronted.end():] if fronted and _candidates(sentence[fronted.end():]) else sentence
+
+
+
+
+def _value_named(head):
+    """The head of a sentence already names its value: it starts with one ("18, since ...") or has one after its
+    last copula ("The total is 18 because ..."; not "The remainder of 1024 when divided by 7 is 2")."""
+    if _LEADING_VALUE.match(head):
+        return True
+    copulas = list(re.finditer(r"\b(?:is|are|was|were|equals?|be|gives?|get)\b|=", head))
+    return bool(copulas) and bool(_candidates(head[copulas[-1].end():]))
+
+
+def _sentence_head(line):
+    """A line cut at the end of its first sentence, or where an explanation starts: at a word like "because" once a
+    value has been named, at a comma when the line starts with its value ("18, since ..."); math ($...$, braces) is
+    never cut. ("After selling 9 eggs, Janet makes 18 dollars" stays whole: its answer is chosen as a sentence's.)"""
+    depth, in_math, k = 0, False, 0
+    while k < len(line):
+        ch = line[k]
+        if ch == "\\" and k + 1 < len(line):
+            k += 2
+            continue
+        if ch == "$":
+            in_math = not in_math
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth <= 0 and not in_math:
+            if ch == "." and (k + 1 == len(line) or line[k + 1].isspace()) and not re.search(r"\b[ap]\.m$", line[:k], re.I):
+                return line[:k].strip()
+            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]) and _LEADING_VALUE.match(line):
+                return line[:k].strip()
+            if ch.isspace():
+                cut = _CUT_WORDS.match(line, k)
+                if cut and k > 0 and _value_named(line[:k]):
+                    return line[:k].strip()
+        k += 1
+    return line.strip().rstrip(".").strip()
+
+
+_MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
+_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+(?![\w.]))?"  # 4.4e7 too
+# a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
+# part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
+_GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|yd|mph|kph|Hz|eV|Pa|J|N|W|V|K)[²³]?(?![\w^])"
+_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))")
+
+
+_PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}:\d{2}(?:\s*[ap]m\b)?(?![\w:])"      # a time: 10:30, 1:20 pm
+                          r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
+                          r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
+                          r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
+                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
+
+
+@lru_cache(maxsize=4096)
+def _candidates(sentence):
+    """[(position, text)] of the math segments and, outside them, the bare numbers, mixed numbers (`2 1/2`) and
+    plain-text relations (`x >= 2`), in order."""
+    candidates, last_end = [], 0
+    for match in _MATH_SEGMENT.finditer(sentence):
+        candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end, match.start())]
+        candidates.append((match.start(), next(g for g in match.groups() if g is not None)))
+        last_end = match.end()
+    candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end)]
+    return tuple(_joined_assignments(sentence, candidates))
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?:-?\d+(?:\.\d+)?(?:/\d+)?|[^=<>$]{1,40}?)")
+
+
+def _joined_assignments(sentence, candidates):
+    """`x = 4, y = -1` (and `x = 4 and y = -1`): assignments of different letters joined by a comma or "and" are one
+    candidate, a tuple answer (answer_compare reads it as one)."""
+    joined = []
+    for position, value in candidates:
+        if joined and _ASSIGNMENT.fullmatch(value) and _ASSIGNMENT.fullmatch(joined[-1][1].split(",")[-1].strip()):
+            previous_position, previous = joined[-1]
+            between = sentence[previous_position + len(previous):position]
+            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", between)
+            if same or re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
+                joined[-1] = (previous_position, sentence[previous_position:position + len(value)])
+                continue
+        joined.append((position, value))
+    return joined
+
+
+
+_RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
+_SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
+                "on", "or", "so", "to", "up", "us", "we", "i"}
+_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓")
+
+
+def _wrap_raw_math(piece):
+    """LaTeX written in prose without delimiters (`Hence f^{-1}(x) = \\frac{x+5}{3}.`, `c = I(0)`, `2√5 units`,
+    a ratio `3:1`): each run of formula tokens with a command, a power, braces, a relation or a ratio is put in `$...$`,
+    so that it is one candidate, as if the writer had delimited it. Words (of 3+ letters, or short English ones such as
+    "is", "to") end a run; a plain number is left alone."""
+    out, last = [], 0
+    for segment in list(_MATH_SEGMENT.finditer(piece)) + [None]:
+        end = segment.start() if segment else len(piece)
+        out.append(_wrap_plain(piece[last:end]))
+        if segment:
+            out.append(segment.group(0))
+            last = segment.end()
+    return "".join(out)
+
+
+def _wrap_plain(text):
+    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d", text):
+        return text
+    runs, start, end, depth, tokens = [], None, None, 0, list(_RAW_TOKEN.finditer(text))
+    for k, token in enumerate(tokens):
+        tok = token.group(0)
+        if depth > 0:
+            depth += (tok == "{") - (tok == "}")
+            end = token.end()
+            continue
+        nxt = text[token.end():token.end() + 3].lstrip()[:1]
+        if tok.isspace():
+            continue
+        if tok.startswith("\\") or tok[0].isdigit() or tok in _RAW_OPERATORS:
+            mathy = True
+        elif tok == "{":
+            depth, mathy = 1, True
+        elif tok.isalpha():
+            mathy = (len(tok) <= 2 and tok.lower() not in _SHORT_WORDS) or (tok.lower() in ("a", "i") and nxt
+                                                                             and nxt in "=^_<>+-*/(")
+        elif tok in ",." and start is not None:
+            mathy = bool(nxt) and not text[token.end():token.end() + 1].isspace() and (tok == "," or nxt.isdigit())
+        elif tok == ":" and start is not None:
+            mathy = nxt.isdigit() and text[token.start() - 1:token.start()].isdigit()
+        else:
+            mathy = False
+        if mathy:
+            start = token.start() if start is None else start
+            end = token.end()
+        elif start is not None:
+            runs.append((start, end))
+            start = None
+    if start is not None:
+        runs.append((start, end))
+    out, last = [], 0
+    for start, end in runs:
+        run = text[start:end]
+        while run and (run[-1] in ",.;:" or run.count("(") < run.count(")") and run[-1] == ")"):
+            run = run[:-1]
+        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d", run) or not re.search(r"[A-Za-z0-9]", run) \
+                or re.fullmatch(r"[^\W\d_]\s*(?:[<>]=?|=|[≤≥≠])\s*-?\d+(?:\.\d+)?", run) \
+                or run.count("(") != run.count(")") or run.count("{") != run.count("}"):
+            continue
+        out.append(text[last:start] + "$" + run + "$")
+        last = start + len(run)
+    return "".join(out) + text[last:]
+
+
+_LEADING_REASON = re.compile(r"\s*(?:since|because|as)\s+(?:[^,$]|\$[^$]*\$)*?,\s+", re.IGNORECASE)
+_RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|resulting\s+in|for\s+a\s+total\s+of|totall?ing|which\s+gives)\s+"
+                           r"(?:(?:us|a\s+total\s+of|an?|the)\s+)*[$¤]?$", re.IGNORECASE)
+
+
+def _spelled_out(sentence):
+    """Numbers written in words, in a sentence that has none in digits: "twelve ways" -> "12 ways", "one quarter" ->
+    \\frac{1}{4} ("the one on the left" stays)."""
+    sentence = NUMBER_WORDS.sub(lambda m: m.group(0) if re.search(r"\b(?:the|this|that|each|every|any|no|which|an?\s+[a-z]+)\s+$",
+                                                                     sentence[:m.start()], re.I) and m.group(0).lower() == "one"
+                                 else number_words(m), sentence)
+    sentence = re.sub(r"(?<=\d)-(?=(?:" + "|".join(DENOMINATORS) + r")\b)", " ", sentence)  # 3-fourths
+    sentence = FRACTION_WORDS.sub(lambda m: f"$\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}$", sentence)
+    return _ORDINAL_WORDS.sub(lambda m: str(_ORDINALS[m.group(1).lower()]), sentence)  # "in fifth place" -> 5
+
+
+_ORDINALS = {w: k for k, w in enumerate("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+                                        "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth "
+                                        "twentieth".split(), 1)}
+_ORDINAL_WORDS = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\s+(?=place|position|row|day|floor|term|spot|step)\b", re.I)
+
+
+_ANY_REAL = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?|values?|[a-z])\b|\ball\s+reals\b", re.I)
+_NOT_ALL = re.compile(r"\b(?:except|but|other|positive|negative|non-?zero|non-?negative|greater|less|than|not|no|integers?|"
+                      r"rational|irrational|between|outside|inside|only|some|even|odd|continuous|increasing|decreasing|"
+                      r"constant|zero|true|false|differentiable|bounded|periodic|convex|concave|injective|surjective)\b", re.I)
+
+
+def _set_words(sentence):
+    """A sentence that names the reals or the empty set in words and holds no value: "All reals.", "x can be any real
+    number.", "there is no solution." -> the text it cleans from; None otherwise."""
+    sentence = sentence.strip().rstrip(".!").strip()
+    if not sentence or len(sentence) > 80 or _candidates(sentence) or re.search(r"[=\\^_{}$<>]", sentence):
+        return None
+    if clean(sentence) in ("(-\\infty, \\infty)", "\\emptyset"):
+        return sentence
+    if _ANY_REAL.search(sentence) and not _NOT_ALL.search(sentence):
+        return "all real numbers"
+    return None
+
+
+def _case_answer(sentence):
+    """The answer by cases a sentence states ("The value is 1 if n is even and -1 if n is odd", "..., i.e. 2 for
+    positive k and -2 for negative k"), else None."""
+    if not CASE_WORD.search(sentence) or _UNSURE.search(sentence) or len(sentence) > 400:
+        return None
+    starts = [0] + [m.end() for m in re.finditer(r"\b(?:is|equals|are|be|gives|i\.e\.,?|namely)\s+|:\s+", sentence)]
+    for start in starts:
+        tail = sentence[start:].strip().rstrip(".").strip()
+        if tail and parse_cases(clean(tail) or ""):
+            return tail
+    return None
+
+
+
+
+_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
+
+
+
+
+
+
+_VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
+_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?"
+                       r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
+                       r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
+# "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
+_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/]{1,12}\.?)?"
+                       r"\s*[.!]?\s*$)", re.I)
+
+
+def _without_rejected_values(sentence):
+    """A value the sentence rejects ("not 10", "6, not 5") is no answer and no hedge: it is dropped with its "not",
+    and so is a leading "No,"/"Not": "not it's not 10 it's 1,000.99" asserts 1,000.99."""
+    kept = _REJECTED.sub(" ", sentence)
+    if kept == sentence:
+        return sentence
+    return re.sub(r"^\s*(?:no|not)\b[,!]?\s*", "", kept, flags=re.I)
+
+
+def _word_predicate(sentence):
+    """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words."""
+    sentence = sentence.strip().rstrip(".!")
+    if COPULA.match(sentence) and re.fullmatch(r"[A-Za-z\s-]{1,30}", COPULA.sub("", sentence, count=1)):
+        return sentence
+    return None
+
+
+# Words that put the number after them in a modifier of the sentence, not in its assertion ("for 16 glasses",
+# "by selling 9 eggs", "after 3 days", "out of 5")
+_MODIFIER_START = re.compile(r"\b(?:for|by|in|(?<!total )(?<!sum )of|per|after|before|from|with|without|at|on|over|within|among|"
+                             r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
+_PURPOSE = re.compile(r"(?<!\bneeds\s)(?<!\bneed\s)(?<!\bhas\s)(?<!\bhave\s)(?<!\bhad\s)(?<!\bwants\s)(?<!\bwant\s)"
+                      r"(?<!\bought\s)(?<!\bable\s)(?<!\bgoing\s)\bto\s+(?!be\b)[a-z]{2,}\b", re.IGNORECASE)  # "7 weeks to save $210": after a quantity
+
+
+# A subordinate clause after a value ("250 minutes left if this month has 30 days"): its numbers are not asserted
+_SUBORDINATE = re.compile(r"\b(?:if|when|whenever|unless|because|since|while|although|though|provided|assuming|where)\b",
+                          re.IGNORECASE)
+
+
+def _asserted(sentence, candidates):
+    """The candidate a sentence with several asserts as its quantity: the last one after a final `=` or "is", or
+    else the only one not inside a modifier phrase (`Kylar needs to pay 64 for 16 glasses` -> 64; `The total for
+    3 shirts is 45` -> 45). None when no single one stands out (`5 apples and 3 oranges`)."""
+    position, value = candidates[-1]
+    before = sentence[:position].rstrip()
+    if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
+                                                            r"(?:\s+(?:a|an|the))?$", before, re.I):
+        parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
+                    and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
+        return None if parallel else candidates[-1]  # "the length is 8 and the width is 12": two quantities
+    subject = sentence[:candidates[0][0]]
+    if len(candidates) == 2 and sentence[candidates[0][0]] in "$\\" and re.fullmatch(
+            r"\s*(?:(?:so|thus|hence|therefore),?\s+)?(?:the|this|our|a|an)\s+[A-Za-z\s-]{1,40}?\s*", subject, re.I) \
+            and not re.search(r"\b(?:is|are|was|were|has|have|had|equals?|gives?)\s*$", subject.strip(), re.I):
+        candidates = candidates[1:]  # "The harmonic series $\sum 1/n$ diverges to $+\infty$": the subject's name
+        return candidates[0]
+    bold = [c for c in candidates if re.search(r"\*\*[^*]*$", sentence[:c[0]]) and "**" in sentence[c[0]:]]
+    if len(bold) == 1:
+        return bold[0]  # "Sarah runs a total of **27 miles** in a week, 12 of them on the weekend."
+    asserted, previous_end, previous_asserted = [], 0, True
+    for position, value in candidates:
+        lead_in = [w for w in sentence[previous_end:position].split() if w != CURRENCY]
+        if previous_end and len(lead_in) <= 2 and lead_in and lead_in[-1].lower() in ("and", "or", ","):
+            is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
+        else:
+            is_asserted = _RESULT_WORDS.search(sentence[:position]) is not None or (
+                not _MODIFIER_START.search(" ".join(lead_in[-3:])) and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
+                and not (previous_end and _SUBORDINATE.search(" ".join(lead_in))))
+        if is_asserted:
+            asserted.append((position, value))
+        previous_end, previous_asserted = position + len(value), is_asserted
+    results = [(p, v) for p, v in asserted if _RESULT_WORDS.search(sentence[:p])]
+    if len(asserted) > 1 and len(results) == 1:
+        return results[0]  # "12 ways for each shelf, giving 144 ways in total": the value the sentence arrives at
+    if len(asserted) > 1:  # "Janet sells 16 - 3 - 4 = 9 eggs a day, making $18": the one sum of money
+        money = [(p, v) for p, v in asserted if sentence[p - 1:p] == CURRENCY
+                 or re.match(r"\s*(?:dollars?|cents?)\b", sentence[p + len(v):], re.I)]
+        if len(money) == 1:
+            return money[0]
+        # else the one in the main clause: "John runs 120 miles a week, running 3 days a week" -> 120
+        main = [(p, v) for p, v in asserted if not re.search(r",\s*(?:not\s+)?[a-z]+ing\b", sentence[:p])]
+        return main[0] if len(main) == 1 and not money else None
+    return asserted[0] if asserted else None
+
+
+def _one_candidate(sentence):
+    """The sentence's answer: its only candidate, or the one it asserts (_asserted); None when an operator, a
+    relation, a number-changing word or a condition touches it (`x = y - 5`, `x > 5`, "negative 5", "5 if n is even")."""
+    candidates = _candidates(sentence)
+    if not candidates:
+        return None
+    chosen = candidates[0] if len(candidates) == 1 else _asserted(sentence, candidates)
+    if chosen is None:
+        return None
+    position, value = chosen
+    before, after = sentence[:position].rstrip(" *_"), sentence[position + len(value):].lstrip("*_")  # **27** is 27
+    value = re.sub(r"^\s*=\s*", "", value)  # "P(at least one six) $= 1 - 25/36 = 11/36$": a chain after a label in words
+    segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+    if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
+        after = sentence[segment.end():]
+    if _conditional_after(after) or _qualified(sentence, position, segment.end() if segment else position + len(value)):
+        return None  # "5 if n is even", "over 40", "not 40", "12 or more"
+    if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
+        return None
+    if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
+            and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)):
+        return None  # 5x, 5 + y, 5(1+x), 5 = ... (but "5 m", "5m²": a unit)
+    after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
+    percent = re.match(r"\s*(?:\\?%|percent\b|per\s+cent\b)", after)
+    after = after[percent.end():] if percent else after
+    before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
+    nearby = " ".join(re.split(r"[,;:]", before)[-1].split()[-4:] + re.split(r"[,;:]", after)[0].split()[:2])
+    if _MODIFIER_WORDS.search(nearby):
+        return None
+    if percent:
+        return value.strip() + "\\%"  # "0.5%", "0.5 percent": the sign is part of the value (0.5% is not 50%)
+    unit = re.match(r"\s*([A-Za-z]+)", after)
+    if unit and unit_key(unit.group(1)) and sentence[position] != "$":
+        return f"{value.strip()} {unit.group(1)}"  # "the angle is 60 degrees": the unit is part of the answer
+    return value.strip()
+
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Qualifiers: each is attached to the value it qualifies, never read from anywhere in the sentence
+# ------------------------------------------------------------------------------------------------------------
+# A bound, an approximation or a denial right before the value ("over 40", "at least 5", "more than 12", "not 40",
+# "cannot be 7", "up to 8"), with nothing but a copula, "equal to", an article or a currency sign between them; a
+# negated verb one word before it ("cannot buy 7", "didn't spend $40"). A negation or a comparison elsewhere belongs to
+# another phrase: "the stickers not on the wall is 35", "3 more laps than Priya", "$36 on snacks over 3 weeks".
+_BOUND_BEFORE = re.compile(
+    r"(?:\b(?:over|under|above|below|about|around|roughly|nearly|almost|least|most|than|up\s+to|between|either|neither|"
+    r"nor|not|no|never|cannot)|n't)\s+(?:(?:be|been|being|equal|equals|equal\s+to|to|exactly|just|only|even|a|an|the|"
+    r"of)\s+)*[(\s]*[$¤]?\s*$"
+    r"|(?:\b(?:not|never|cannot)|n't)\s+(?!(?:is|are|was|were|equals?)\b)[a-z]+\s+[$¤]?\s*$", re.IGNORECASE)
+# ... or right after it ("12 boxes or more", "5 apples at most", "40 minutes or so", "5+")
+_BOUND_AFTER = re.compile(r"\s*(?:[A-Za-z]+\s+){0,2}?(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under|"
+                          r"so|thereabouts|longer|shorter)\b|at\s+(?:least|most)\b)|\s*\+(?![\w\\({$])|-?ish\b", re.IGNORECASE)
+_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
+
+
+def _qualified(sentence, start, end):
+    """A bound or a denial is attached to the value at sentence[start:end] (see _BOUND_BEFORE, _BOUND_AFTER)."""
+    return _BOUND_BEFORE.search(sentence[max(0, start - 80):start]) is not None \
+        or _BOUND_AFTER.match(sentence, end) is not None
+
+
+def _approximate_value(sentence):
+    """`approximately 0.2` -> `\\approx 0.2` (a rounded value: it equals only a gold that is itself rounded, see
+    answer_compare): the approximation word is attached to the value that follows it."""
+    approx = _APPROX_WORD.search(sentence)
+    plain = sentence[:approx.start()] + sentence[approx.end():] if approx else sentence
+    value = _one_candidate(plain)
+    if value and approx and plain[approx.start():].lstrip("$" + CURRENCY).startswith(value):
+        return "\\approx " + value
+    return value
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The reduction: one span (whatever found it) -> one value, or None
+# ------------------------------------------------------------------------------------------------------------
+class Span(NamedTuple):
+    """What stage 1 (answer_span.py) found. kind: box | field (JSON / <answer> value) | formula (a whole response) |
+    phrase (the text after an answer phrase) | line (a `####` line, a table's last row) | conclusion (free text).
+    text: the span; context, start, end: the text it was found in and its place there (a box's or a phrase's
+    sentence can qualify it: "\\boxed{5}, but I'm not sure", "If n is even, the answer is 5; ...")."""
+    kind: str
+    text: str
+    context: str = ""
+    start: int = 0
+    end: int = 0
+
+
+def reduce_span(span):
+    """The one value a span states (a string), or None. Math spans (box, field, formula) are their value, unless
+    they hold an answer sentence; prose spans go through sentence_value; a qualifier of the span in its sentence
+    (a doubt, a condition, another case) makes it no answer."""
+    if span.kind in ("box", "field", "formula"):
+        text = span.text.strip()
+        if span.kind != "formula" and re.search(r"\banswer\s+is\b|^\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*\S", text, re.I):
+            text = phrase_value(unwrap_commands(text)) or _choice_with_value(text) or text  # `\boxed{\text{The answer is } 5}`
+        if span.kind == "box" and span.context:
+            rest = _first_sentence(span.context[span.end:span.end + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
+            if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(span.context, span.start, span.end):
+                return None  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even, else 6": no answer
+        return _last_step(text)
+    if span.kind == "phrase":
+        return phrase_value(span.text, span.context, span.start, span.end)
+    if span.kind == "line" and not re.search(r"[A-Za-z]{3}", span.text):
+        return span.text.strip()  # `#### 18`, `#### $1,234`
+    if span.kind == "line":
+        return sentence_value(_strip_currency(span.text))
+    return conclusion_value(span.text)
+
+
+def _choice_with_value(text):
+    """`\\text{(C) } 12`: an option letter with its value is the value (the letter alone stays a letter)."""
+    match = re.fullmatch(r"\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*(.+)", text.strip())
+    return match.group(1) if match else None
+
+
+def phrase_value(rest, context="", start=0, end=0):
+    """The answer after an answer phrase ("The final answer is $5$. I hope it is correct." -> `5`): the first
+    sentence of `rest`, or the block below a phrase on a line of its own ("**Final Answer**\\n\\n\\[ ... \\]")."""
+    rest = re.sub(r"^[ \t*_:=]*(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)
+    line, _, after = rest.partition("\n")
+    if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
+        block = after.strip()
+        return _display_math(block) or (sentence_value(_strip_currency(block)) if "\n" not in block
+                                        else conclusion_value(block, finished=False))
+    display = _display_math(rest.lstrip())
+    if display:
+        return display
+    line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
+    sentence = _first_sentence(line)
+    if context and not _UNSURE.search(sentence) and not _case_answer(sentence) and _case_of_several(context, start, end):
+        sentence_start = max(context.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
+        return _case_answer(context[sentence_start:].split("\n", 1)[0] if context[sentence_start:start].strip() else
+                            context[sentence_start:start] + line)  # an answer by cases (see parse_cases), else none
+    return sentence_value(sentence)
+
+
+def _display_math(text):
+    """The content of a display-math block that starts the text (it may span lines), else None."""
+    for opener, closer in (("\\[", "\\]"), ("$$", "$$")):
+        if text.startswith(opener):
+            end = text.find(closer, len(opener))
+            if end > 0:
+                return text[len(opener):end].strip() or None
+    return None
+
+
+def _unicode_in_prose(sentence):
+    """Unicode mathematics written in prose as the LaTeX it stands for, where it joins numbers: `10⁶` -> `10^{6}`,
+    `3×10` -> `3 \\times 10`, `−7` -> `-7` (so that `3×10⁶` is one formula)."""
+    sentence = re.sub(r"(?<=[\d)}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: superscripts(m.group(0)), sentence)
+    sentence = re.sub(r"(?<![\w])[−–](?=\s*\d)", "-", sentence)
+    return re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
+
+
+_NUMBER_OR_WORD = r"(\d+|(?:" + NUMBER_WORD + r"))"
+_CHANCE = re.compile(r"(?<![\w.])" + _NUMBER_OR_WORD + r"(?:\s*-\s*|\s+)(?:in|out\s+of|chances?\s+in)(?:\s*-\s*|\s+)"
+                     + _NUMBER_OR_WORD + r"(?!\w|\.\d)", re.IGNORECASE)
+
+
+def _number_text(text):
+    return text if text.isdigit() else number_words(re.match(".*", text, re.S))
+
+
+def _words_as_values(sentence):
+    """Values written as words that models use for them: a sign word before a number ("negative five" -> -5, "minus
+    2" -> -2; not "x minus 2"), times ("10:30 a.m.", "7 o'clock" -> 7:00), infinity, the empty set."""
+    sign = r"(?:(?<=^)|(?<=[\s(,:]))(?<!\b[A-Za-z]\s)(?<![\d)}]\s)(?:negative|minus)\s+"
+    sentence = re.sub(sign + r"(" + NUMBER_WORDS.pattern + r")", lambda m: "-" + number_words(re.match(r"(?s).*", m.group(1))),
+                      sentence, flags=re.I)
+    sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
+    sentence = re.sub(r"\b([ap])\.\s?m\.(?=\W|$)", r"\1m", sentence, flags=re.I)
+    sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
+    sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
+                      lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", sentence, flags=re.I)
+    sentence = re.sub(r"(?<!\{)\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
+                      sentence, flags=re.I)
+    sentence = _BETWEEN_WORDS.sub(lambda m: f"${m.group(2)} < {m.group(1)} < {m.group(3)}$", sentence)
+    sentence = _BOUND_WORDS.sub(lambda m: f"${m.group(1)} {_bound_sign(m.group(2))} {m.group(3)}$", sentence)
+    sentence = re.sub(r"\b(?:all|every)\s+real\s+numbers?\s+(?:except|other\s+than|but)\s+\$?\s*([a-z])\s*=\s*(-?\d+(?:\.\d+)?)\s*\$?",
+                      r"$\1 \\ne \2$", sentence, flags=re.I)
+    return re.sub(r"\b(?:is|be|equals?)\s+the\s+empty\s+set\b", r"is $\\emptyset$", sentence, flags=re.I)
+
+
+# A variable bounded in words: "x is greater than 3" -> x > 3, "k must be at least 2" -> k \ge 2, "p lies strictly between
+# 0 and 1" -> 0 < p < 1 (the bound words are attached to the variable, so they state an inequality, not a hedge)
+_VERB = r"\s+(?:is|must\s+be|can\s+be|should\s+be|has\s+to\s+be|lies|needs\s+to\s+be)\s+(?:strictly\s+)?"
+_NUM = r"\$?\s*(-?\d+(?:\.\d+)?)\s*\$?"
+_BETWEEN_WORDS = re.compile(r"\$?\b([a-z])\$?" + _VERB + r"between\s+" + _NUM + r"\s+and\s+" + _NUM)
+_BOUND_WORDS = re.compile(r"\$?\b([a-z])\$?" + _VERB + r"((?:greater|more|larger|less|smaller)\s+than(?:\s+or\s+equal\s+to)?|"
+                          r"at\s+(?:least|most)|no\s+(?:more|less)\s+than)\s+" + _NUM, re.IGNORECASE)
+
+
+def _bound_sign(words):
+    """The relation that bound words state: "greater than" >, "at most" <=, "no less than" >=, ..."""
+    words = words.lower().split()
+    upper = any(w in ("less", "smaller", "most") for w in words)
+    if words[0] == "no":
+        return "\\le" if not upper else "\\ge"  # no more than 5: <= 5
+    return ("\\le" if upper else "\\ge") if "equal" in words or words[0] == "at" else ("<" if upper else ">")
+
+
+@lru_cache(maxsize=1024)
+def _prepared(sentence):
+    """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
+    a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
+    written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
+    sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+    sentence = scaled_numbers(_unicode_in_prose(sentence))  # "3×10⁶", "−7", "4 million"
+    sentence = _words_as_values(sentence)
+    # the conclusion is the clause after a last "so"/"hence" (when it states something)
+    parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
+    if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
+                           or NUMBER_WORDS.search(parts[-1])):
+        sentence = parts[-1]
+    sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
+    if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
+        sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
+    if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
+        sentence = _spelled_out(sentence)
+    else:  # numbers in words after the last copula ("..., so the probability is one half")
+        copula = list(re.finditer(r"\b(?:is|are|was|were|equals?)\b", sentence))
+        tail = sentence[copula[-1].end():] if copula else ""
+        if tail and not _candidates(tail) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, tail, re.I):
+            sentence = sentence[:copula[-1].end()] + _spelled_out(tail)
+    if re.search(r"\b(?:probability|chances?|odds|likel(?:y|ihood))\b", sentence, re.I):  # "1 in 4", "5 out of 36"
+        sentence = _CHANCE.sub(lambda m: f"$\\frac{{{_number_text(m.group(1))}}}{{{_number_text(m.group(2))}}}$", sentence)
+    reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
+    if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])
+                   or _set_words(sentence[reason.end():])):
+        sentence = sentence[reason.end():]
+    return sentence
+
+
+def sentence_value(sentence):
+    """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
+    a `####` line, a table's last row and a conclusion (see the module docstring)."""
+    sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
+    if not sentence or _UNSURE.search(sentence) or _conditional(sentence):
+        return None  # "3, but I'm not sure", "5 if n is even, else 6"
+    if _REFUSAL.search(sentence):
+        return "\\text{cannot be determined}"  # "There is not enough information to determine it."
+    by_cases = _case_answer(sentence)
+    if by_cases:
+        return by_cases  # "5 for n = 1 and 6 for n = 2": an answer by cases, not its first value
+    if re.match(r"\s*(?:if|when|whenever|unless|assuming)\b", sentence, re.I) and re.search(
+            r"[;,]\s*(?:and\s+|but\s+)?(?:if|when|whenever|otherwise|else)\b[^;]*?(?:\d|\$)", sentence, re.I):
+        return None  # "If order matters it is 10; if not, it is 5": two cases, neither of them alone
+    parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
+    if len(parts) > 1 and _candidates(parts[-1]):
+        sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|is|be)(?![a-zA-Z])", split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
+    if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
+        sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
+        return _last_step(sentence.rstrip(".").strip())  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
+    reason = re.search(r"[,;]\s+(?:because|since)\b", sentence)
+    if reason and reason.start() > 0:
+        sentence = sentence[:reason.start()]  # "positive, because two of the three numbers are negative": a reason
+    sentence = _prepared(sentence)
+    if _set_words(sentence):
+        return _set_words(sentence)  # "All reals.", "No solution.", "x can be any real number.": a set in words
+    if not _candidates(sentence):
+        return _word_predicate(sentence)  # "The function is even.", "..., so the solution set is empty."
+    sentence = _without_rejected_values(_without_fronted_modifier(sentence))
+    if not _candidates(sentence):
+        return None  # "The answer is not 5.": a rejected value, and nothing asserted
+    listed = _LISTED.search(sentence)
+    if listed:  # "the first five terms are 1, 4, 9, 16, 25.", "So the numbers are 5, 10, and 20."
+        return re.sub(r",?\s*and\s+", ", ", listed.group(1)).replace("$", "")
+    lead = _leading_value(sentence)
+    if lead is not None:
+        return lead or None
+    restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
+    if restated and len(_candidates(sentence[restated.end():])) == 1:
+        sentence = sentence[restated.end():]
+    named = re.search(r"[,;]?\s+(?:which|that)\s+is\s+(?:a\s+)?(" + _DAYS + r")\s*[.!]?\s*$", sentence)
+    if named:
+        return named.group(1)  # "..., which is Monday."
+    cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)  # a reason, a relative clause
+    if cut and _candidates(sentence[:cut.start()]):
+        sentence = sentence[:cut.start()]
+    if re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
+        return None  # "Otherwise it is 4.": one case of several
+    value = _approximate_value(sentence)
+    return _last_step(value) if value else value
+
+
+_DAYS = r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
+_LISTED = re.compile(r"(?:\b(?:are|is|were|be)\b|:)\s+((?:" + _VALUE_TEXT + r")(?:\s*,\s*(?:and\s+)?(?:" + _VALUE_TEXT +
+                     r")|\s*,?\s*and\s+(?:" + _VALUE_TEXT + r"))+)(?:\s*,?\s*(?:\.\.\.|…|\\ldots|\\dots))?\s*[.!]?\s*$", re.I)
+# A statement that the answer cannot be found ("not enough information", "cannot be determined")
+_REFUSAL = re.compile(r"\b(?:not\s+enough\s+information|insufficient\s+(?:information|data)|cannot\s+be\s+determined|"
+                      r"can't\s+be\s+determined|(?:is|are)\s+undetermined)\b", re.I)
+
+
+def _last_step(value):
+    """The value a derivation written as one formula arrives at: after its last implication (`3n = 15 \\Rightarrow
+    n = 5` -> `n = 5`), and the residue of a congruence (`2^{100} \\equiv 2 \\pmod 7` -> 2)."""
+    inline = re.fullmatch(r"\$([^$]+)\$", value.strip())
+    value = inline.group(1) if inline else value
+    value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)|⇒|⟹", value)[-1].strip()
+    congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}$]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\$?\s*\.?", value,
+                              re.DOTALL)
+    return congruence.group(1).strip() if congruence else value
+
+
+def _leading_value(sentence):
+    """A sentence that starts with its value is that value and its unit ("3 (since 8 - 3 = 5)" -> 3, "18 miles in six
+    hours" -> 18 miles); "" when a bound follows it ("12 or more"); None when it does not start with a value that an
+    explanation follows."""
+    lead = _LEADING_VALUE.match(sentence)
+    if not lead:
+        return None
+    rest, units = sentence[lead.end():], ""
+    percent = re.match(r"\s*\\?%", rest)
+    if percent:
+        rest, units = rest[percent.end():], "\\%"
+    while True:  # unit words right after the value
+        word = re.match(r"\s*([A-Za-zÅ][A-Za-z.]*(?:\^\{?-?\d+\}?)?|/)", rest)
+        if not word or not (word.group(1) == "/" or unit_word(word.group(1).split("^")[0])):
+            break
+        units, rest = units + word.group(0), rest[word.end():]
+    if _BOUND_AFTER.match(sentence, lead.end()) or _conditional_after(rest):
+        return ""
+    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
+        return None  # "1.5498 eV, which rounded gives 1.55 eV": the value is asserted later
+    if _EXPLANATION.match(rest) and not re.match(r"\s*(?:,|and|or)\s*[$¤]?-?\d", rest):
+        return _last_step(lead.group(1)) + units.rstrip()
+    return None
+
+
+def conclusion_value(text, finished=True):
+    """Free text: the answer is the one value of the conclusion (the last sentence that has any, of the last three),
+    reduced by sentence_value. finished=False: the text need not end a sentence."""
+    tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
+    check = _CHECK.search(tail)
+    if check and check.start() > 0 and _candidates(tail[:check.start()]):
+        tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
+    sentences = [_words_as_values(x) for x in sentences]
+    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$|^\s*[*_]+[^*_]+[*_]+\s*$", sentences[-1]):
+        return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    if sentences and _set_words(sentences[-1]):
+        return _set_words(sentences[-1])
+    if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
+            and not re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentences[-1], re.I):
+        return _word_predicate(sentences[-1])  # "The function is even.": a word answer (it equals only a word gold)
+    if len(sentences) > 1 and all(re.match(r"\s*(?:if|when)\b", x, re.I) for x in sentences[-2:]):
+        return _case_answer(sentences[-2] + " " + sentences[-1])  # "If n is even, f(n) = 5. If n is odd, f(n) = 6."
+    for sentence in reversed(sentences[-3:]):
+        if _TASK.match(sentence) or sentence.rstrip(" *_").endswith("?"):
+            return None  # the question restated ("We need to find how many of the 12 ..."): no answer yet
+        prepared = _prepared(sentence)
+        if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)) and not _NOT_VALUE.search(sentence):
+            continue  # "The other root, -9, is rejected.": the answer was stated before
+        if re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", sentence, re.I) and not _candidates(prepared):
+            return "\\text{DNE}"  # "..., the limit does not exist."
+        if _case_answer(sentence) or _set_words(prepared) or _candidates(prepared) or _word_predicate(prepared) \
+                or _REFUSAL.search(sentence):
+            value = sentence_value(sentence)
+            if value is None and len(_candidates(prepared)) > 1 and not _OTHER_CASE.search(sentence) \
+                    and not _UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
+                return _asked_for(prepared, tail) or _last_clause(prepared)  # else the last clause's ("...; the larger is 11")
+            return value
+    return None
+
+
+_NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
+# A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
+_CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
+                    r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:check|verify))\b", re.I)
+_STOP_WORDS = set("""the and that this with from have has had for are was were what which how many much does did find
+their there they them into than then each other when where will would should could your its also some more most
+asked determine compute calculate value number total""".split())
+
+
+def _last_clause(sentence):
+    """The value of a sentence's last clause when it is a statement of its own ("...; the larger is 11")."""
+    last = re.split(r"[;]\s*|(?:,\s*|\s+)and\s+(?=(?:the|its|their|his|her)\b)|,\s*(?=(?:the|its|their|his|her)\b)", sentence)[-1]
+    return _one_candidate(last) if last != sentence and re.search(r"\b(?:is|are|was|were)\b", last) else None
+
+
+def _asked_for(sentence, text):
+    """Of a conclusion that states several quantities, the one the restated question asks for: the clause sharing a
+    word with the question ("How many apples does Jerry have? ... Tom has 12 apples and Jerry has 8 apples" -> 8)."""
+    question = re.search(r"(?:^|[.!?]\s+|\n)([^.!?\n]{5,200}\?|(?:find|determine|compute|we\s+are\s+asked\s+for|we\s+need|we\s+want)\b"
+                         r"[^.!?\n]{3,200})",
+                         text, re.I)
+    if question is None:
+        return None
+    def stems(text):
+        return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - _STOP_WORDS
+    asked = stems(question.group(1))
+    clauses = [c for c in re.split(r"[,;]\s*(?:and\s+)?|\s+and\s+", sentence) if len(_candidates(c)) == 1]
+    scores = [len(asked & stems(c)) for c in clauses]
+    best = [c for c, k in zip(clauses, scores) if k == max(scores, default=0) and k > 0]
+    return _one_candidate(best[0]) if len(best) == 1 else None
+
+
+# A sentence that sets the task rather than answering it: a question, or "We need to find ...", "Let's compute ..."
+_TASK = re.compile(r"\s*(?:we\s+(?:need|want|have|are\s+asked)\s+to|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
+                   r"compute|calculate|determine|evaluate|simplify|solve|what|how|which)\b)", re.IGNORECASE)
