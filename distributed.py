@@ -48,22 +48,43 @@ resuming on another number of ranks.
 """
 import math
 import os
+import socket
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
-from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
-from transformers import AutoConfig, AutoModelForCausalLM
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+from transformers import AutoModelForCausalLM
 
 from packing import use_varlen_attention
+from preflight import read_config
+
+DIST_TIMEOUT_MIN = 60          # collective timeout (NCCL's default, 10 min, is shorter than rank 0 reading a 14B model)
+FSDP_PARAM_DTYPE = "float32"   # FSDP2 mixed precision: "bfloat16" gathers bf16 copies, reduces in fp32 (docstring)
 
 
-def init_distributed(device_type):
-    """(rank, world_size). Under torchrun: a process group (nccl on GPU, gloo on CPU); else (0, 1)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+def process_group_options(device_type, timeout_min=DIST_TIMEOUT_MIN):
+    """init_process_group's backend and timeout. On GPU both backends, as verl: NCCL for CUDA tensors and gloo for
+    CPU ones -- with --fsdp_cpu_offload the gradients are CPU DTensors, and a collective on them in an NCCL-only
+    group fails (pytorch issue 148532)."""
+    return {"backend": "cpu:gloo,cuda:nccl" if device_type == "cuda" else "gloo",
+            "timeout": timedelta(minutes=timeout_min)}
+
+
+def init_distributed(device_type, timeout_min=DIST_TIMEOUT_MIN, one_rank_group=False):
+    """(rank, world_size). Under torchrun: the process group (process_group_options); else (0, 1).
+    one_rank_group: one process that still wants FSDP2 (--fsdp_cpu_offload on one GPU) gets a group of its own,
+    set up as `torchrun --nproc_per_node 1` would."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 and not one_rank_group:
         return 0, 1
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+        if "WORLD_SIZE" not in os.environ:  # not under torchrun: its environment, for one rank on this host
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group(**process_group_options(device_type, timeout_min))
     if device_type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return dist.get_rank(), dist.get_world_size()
@@ -110,18 +131,26 @@ def all_gather_objects(obj):
     return parts
 
 
-def shard_model(model, cpu_offload=False):
+def shard_model(model, cpu_offload=False, param_dtype="float32"):
     """FSDP2: fully_shard every transformer block, then the root (embeddings, final norm, head). The root stays
     gathered from its forward until backward: logprobs.token_logprobs projects hidden states through the head
-    weight itself, after the model's forward has returned (a no-grad model calls .reshard() after use)."""
-    kwargs = {"offload_policy": CPUOffloadPolicy()} if cpu_offload else {}
+    weight itself, after the model's forward has returned (a no-grad model calls .reshard() after use).
+    cpu_offload: shards, gradients and optimizer state in host memory (CPUOffloadPolicy; a no-op on CPU, where
+    they are already). param_dtype "bfloat16": all-gathers and computes with bf16 copies of the fp32 shards and
+    reduce-scatters gradients in fp32 (MixedPrecisionPolicy, verl's default)."""
+    kwargs = {}
+    if cpu_offload and torch.cuda.is_available():
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    if param_dtype == "bfloat16":
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in model.get_decoder().layers:
         fully_shard(block, **kwargs)
     fully_shard(model, reshard_after_forward=False, **kwargs)
     return model
 
 
-def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False):
+def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False,
+               overrides=None, param_dtype="float32"):
     """A Hugging Face causal LM from `path` in `dtype` (fp32 for trained weights: at lr 3e-7 an update is ~1e-5 of
     a weight, below bf16's resolution), on `device`; with world > 1, FSDP2-sharded over the ranks.
 
@@ -131,24 +160,30 @@ def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpo
     inv_freq). So no GPU ever holds the full model (a 14B fp32 policy + bf16 reference would need 88 GB on each
     GPU otherwise); rank 0's host holds one full copy while loading. The same pattern as verl / TRL / accelerate.
     packed: attention that can run packed rows without crossing sequences (packing.use_varlen_attention).
+    overrides: config fields (--config_overrides), applied as vLLM's hf_overrides are (preflight.read_config).
+    cpu_offload: sharded even on one process, in the one-rank group init_distributed(one_rank_group=True) made.
     """
-    if world == 1:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    config, why = read_config(path, overrides, offline=False)
+    if config is None:
+        raise OSError(why)
+    shard = world > 1 or cpu_offload
+    if not shard:
+        model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype)
     else:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
     if packed:
         use_varlen_attention(model)
-    if world == 1:
+    if not shard:
         return model.to(device)
-    shard_model(model, cpu_offload)
+    shard_model(model, cpu_offload, param_dtype)
     model.to_empty(device=device)  # every rank allocates its shard only (on the GPU: NCCL broadcasts need it there)
     full_state, buffers = {}, {}
     if dist.get_rank() == 0:
-        loaded = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)      # host memory
+        loaded = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype)      # host memory
         full_state, buffers = loaded.state_dict(), {k: v.clone() for k, v in loaded.named_buffers()}
         del loaded
     set_model_state_dict(model, full_state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
@@ -182,14 +217,39 @@ def full_weights(model, dtype=None, device=None):
         yield name, tensor.detach()
 
 
+def clip_grad_norm(parameters, max_norm):
+    """torch.nn.utils.clip_grad_norm_ for gradients that are FSDP2 shards, wherever they live: returns the global
+    L2 norm (a float) and scales every gradient by min(1, max_norm / norm) in place.
+
+    Each rank sums the squares of its own shards (to_local(): FSDP2 shards every parameter over all ranks, so no
+    element counts twice), the sums are all-reduced, and each shard is scaled locally. clip_grad_norm_ instead
+    reduces DTensors through their mesh, whose device is the GPU's; with --fsdp_cpu_offload the gradients are
+    CPU DTensors and that all-reduce fails (pytorch issue 148532; verl clips offloaded gradients itself the same
+    way). Here a CPU sum goes through gloo (the "cpu:gloo,cuda:nccl" group), a GPU sum through NCCL."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+    by_device = {}
+    for g in local:
+        by_device.setdefault(g.device, []).append(g)
+    sums = [torch.stack(torch._foreach_norm(gs)).double().pow(2).sum() for gs in by_device.values()]
+    device = next((d for d in by_device if d.type != "cpu"), torch.device("cpu"))
+    total = torch.stack([s.to(device) for s in sums]).sum() if sums else torch.zeros((), dtype=torch.float64)
+    if dist.is_initialized() and dist.get_world_size() > 1 and any(hasattr(g, "to_local") for g in grads):
+        dist.all_reduce(total)
+    norm = total.sqrt().item()
+    if math.isfinite(norm) and norm > max_norm:
+        for gs in by_device.values():
+            torch._foreach_mul_(gs, max_norm / (norm + 1e-6))
+    return norm
+
+
 def optimizer_step(policy, optimizer, loss, grad_clip, step):
     """Clip and apply the accumulated gradient, unless the loss or the gradient is not finite (then nothing reaches
     the weights, or through the push, vLLM). Returns (grad norm before clipping, skipped)."""
     for p in policy.parameters():  # nothing trained anywhere: the gradient is 0, as with the flag off
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
-    grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
+    grad_norm = clip_grad_norm(policy.parameters(), grad_clip)
     finite = all_reduce([float(math.isfinite(grad_norm) and math.isfinite(loss))], "min")[0] == 1.0
     if finite:  # every rank decides the same
         optimizer.step()
