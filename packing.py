@@ -54,6 +54,7 @@ class Packed(NamedTuple):
     cu_seqlens: torch.Tensor    # [B'+1] int32: 0, len_0, len_0 + len_1, ... over the B' non-empty sequences
     max_len: int                # longest sequence
     inverse: torch.Tensor       # [B, S] long: packed position of each padded position, -1 on padding
+    seq_lengths: tuple          # (len_0, len_1, ...) on the host: read once per micro-batch, never per layer
 
 
 def pack(attention_mask):
@@ -73,11 +74,13 @@ def pack(attention_mask):
     flat_index = real.reshape(-1).nonzero().squeeze(-1)                       # row-major: sequence by sequence
     n = flat_index.numel()
     kept = lengths[lengths > 0]
+    host = tuple(kept.tolist())   # the one device-to-host copy of the lengths for this micro-batch
     cu_seqlens = F.pad(kept.cumsum(0), (1, 0)).to(torch.int32)
-    position_ids = torch.arange(n, device=real.device) - torch.repeat_interleave(cu_seqlens[:-1].long(), kept)
+    position_ids = torch.arange(n, device=real.device) - torch.repeat_interleave(cu_seqlens[:-1].long(), kept,
+                                                                                 output_size=n)
     inverse = torch.full(real.shape, -1, dtype=torch.long, device=real.device)
     inverse.view(-1)[flat_index] = torch.arange(n, device=real.device)
-    return Packed(flat_index, position_ids[None], cu_seqlens, int(kept.max()), inverse)
+    return Packed(flat_index, position_ids[None], cu_seqlens, max(host), inverse, host)
 
 
 def packed_rows(packed, score_mask=None):
@@ -104,21 +107,22 @@ def packed_rows(packed, score_mask=None):
 # 2. Attention within sequences only
 # ----------------------------------------------------------------------------------------------------------
 def varlen_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                          cu_seq_lens_q=None, cu_seq_lens_k=None, **kwargs):
+                          cu_seq_lens_q=None, cu_seq_lens_k=None, seq_lengths=None, **kwargs):
     """transformers attention function: query [1, heads, N, D], key/value [1, kv_heads, N, D] of a packed row
     -> ([1, N, heads, D], None). With cu_seq_lens_q (given by a packed call) each sequence attends causally to
     itself only: one torch SDPA call with is_causal per sequence, so no score is computed across a boundary
     (sum_b len_b^2 / 2 scores, against N^2 for a block-diagonal mask). Without it (an ordinary padded call) this
-    is transformers' own sdpa."""
+    is transformers' own sdpa. seq_lengths: the same boundaries on the host (Packed.seq_lengths), so that no layer
+    copies them from the GPU (a device sync per layer and pass); without it they are read from cu_seq_lens_q."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    if query.shape[0] != 1 or not torch.equal(cu_seq_lens_q, cu_seq_lens_k):
-        raise ValueError("varlen_sdpa_attention: expects one packed row with identical query/key boundaries")
+    if query.shape[0] != 1 or cu_seq_lens_k is not cu_seq_lens_q:
+        raise ValueError("varlen_sdpa_attention: expects one packed row with the same query/key boundaries")
     if kwargs.get("sliding_window") is not None:
         raise ValueError("varlen_sdpa_attention: sliding-window attention is not supported")
     gqa = query.shape[1] != key.shape[1]
-    lengths = cu_seq_lens_q.diff().tolist()
+    lengths = list(seq_lengths) if seq_lengths is not None else cu_seq_lens_q.diff().tolist()
     # split, not slices: split's backward concatenates the gradients; each slice's would write a full-size zero
     # tensor (num_seqs x N x D of memory traffic per layer)
     out = [F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout, scale=scaling, enable_gqa=gqa)

@@ -135,8 +135,11 @@ def check_context(tool, model, wanted, overrides=None, offline=True, max_model_l
         return f"--max_model_len {max_model_len} exceeds {where}: lower it{extension}", ""
     if wanted and wanted[0] > context:
         return f"{wanted[1]} = {wanted[0]} tokens exceed {where}: lower them{extension}", ""
-    fits = f"{wanted[1]} = {wanted[0]} tokens fit" if wanted else f"--max_model_len {max_model_len} fits"
-    return None, f"{tool}: context checked: {fits} {where}"
+    if wanted:
+        return None, f"{tool}: context checked: {wanted[1]} = {wanted[0]} tokens fit {where}"
+    if max_model_len:
+        return None, f"{tool}: context checked: --max_model_len {max_model_len} fits {where}"
+    return None, f"{tool}: context checked: vLLM runs at {where}"
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -247,8 +247,11 @@ def check_model_config(args, parser, ckpt):
     try:
         args.overrides = preflight.parse_overrides(args.config_overrides)
         source, note = str(ckpt / "model") if ckpt else args.stage_start, ""
-        if args.dry_run and not Path(source).exists() and source != args.model:  # an earlier recipe stage makes it
-            source, note = args.model, f" (--init_from {args.init_from} does not exist yet: checked against --model)"
+        if args.dry_run and not Path(source).exists() and source != args.model:  # an earlier stage will make it
+            if args.model == MODEL:  # no --model given: nothing says which model the checkpoint will hold
+                source = args.init_from  # reported as not readable (yet)
+            else:
+                source, note = args.model, f" (--init_from {args.init_from} does not exist yet: checked against --model)"
         # what vLLM is asked for: --max_model_len, or room for the longest prompt and response
         wanted = None if args.max_model_len else (args.max_prompt_len + args.max_response_len,
                                                   f"--max_prompt_len {args.max_prompt_len} + --max_response_len "
