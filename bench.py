@@ -717,11 +717,7 @@ def build_random_model(path, shape, dtype="bfloat16"):
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(torch.ones_like(p) if "norm" in name else torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.02)
-        for module in model.modules():  # rotary inv_freq: not a parameter, recomputed from the config
-            if hasattr(module, "inv_freq") and hasattr(module, "rope_init_fn"):
-                inv_freq, _ = module.rope_init_fn(module.config, "cpu")
-                module.inv_freq.copy_(inv_freq)
-                module.original_inv_freq = module.inv_freq
+        # (the rotary inv_freq buffer is not saved: transformers and vLLM compute it from the config)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -793,7 +789,8 @@ def _gpu_child(phase, opts, state):
             "--max_prompt_len", str(opts["prompt_len"]), "--max_steps", str(opts["steps"]), "--eval_data", "",
             "--save_every", "0", "--contamination_check", "0", "--skip_equal_groups", "0", "--temperature", "1.0",
             "--kl_coef", str(opts["kl_coef"]), "--micro_batch_tokens", str(opts["micro_batch_tokens"]),
-            "--vllm_gpu_memory_utilization", str(opts["util"]), "--out_dir", str(out), "--lr", "1e-6"]
+            "--vllm_gpu_memory_utilization", str(opts["util"]), "--out_dir", str(out), "--lr", "1e-6",
+            "--fsdp_cpu_offload", str(opts["fsdp_cpu_offload"])]
     train.main(argv, engine=recorder)
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return {"steps": recorder.steps, "metrics": metrics, "runner": engine.runner, "sleep_level": engine.sleep_level}
@@ -1136,6 +1133,8 @@ def main():
     g.add_argument("--util", type=float, default=0.35, help="gpu: --vllm_gpu_memory_utilization")
     g.add_argument("--kl_coef", type=float, default=0.0, help="gpu: --kl_coef (> 0: the reference is resident)")
     g.add_argument("--micro_batch_tokens", type=int, default=16384, help="gpu: --micro_batch_tokens")
+    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="gpu: --fsdp_cpu_offload (the 7B shape's 112 GB "
+                   "of full fine-tuning state fits one GPU only so)")
     g.add_argument("--runner", default=None, choices=["v1", "v2", "auto"], help="gpu: --vllm_runner of the loop "
                    "(default: rollout.VLLM_RUNNER)")
     g.add_argument("--sleep_level", type=int, default=2, choices=[1, 2], help="gpu: --vllm_sleep_level of the loop")
@@ -1161,7 +1160,7 @@ def main():
         from rollout import VLLM_RUNNER
         bench_gpu({"shape": args.shape, "lengths": args.response_lens, "prompts": args.prompts, "group": args.group,
                    "steps": args.steps, "prompt_len": args.prompt_len, "util": args.util, "kl_coef": args.kl_coef,
-                   "micro_batch_tokens": args.micro_batch_tokens, "runner": args.runner or VLLM_RUNNER,
+                   "micro_batch_tokens": args.micro_batch_tokens, "fsdp_cpu_offload": args.fsdp_cpu_offload, "runner": args.runner or VLLM_RUNNER,
                    "sleep_level": args.sleep_level, "logprob_tol": args.logprob_tol, "attention": args.attention,
                    "sleep_checks": [(c.split(":")[0], int(c.split(":")[1])) for c in args.sleep_checks.split(",") if c],
                    "budget_s": args.budget_s, "state": args.state, "phase_timeout_s": args.phase_timeout_s,

@@ -27,8 +27,21 @@ and under torchrun, one process per GPU, each with its own colocated vLLM engine
 - Only rank 0 logs and writes. Checkpoints hold the model in Hugging Face format and the full optimizer state keyed
   by parameter name, gathered on rank 0's CPU, so a run is meant to resume with any number of ranks; gathering
   costs rank 0 host memory of 12 bytes per parameter (84 GB for 7B).
-- --fsdp_cpu_offload 1 keeps parameters, gradients and optimizer state in host memory (needs a GPU: FSDP2's CPU
-  offload cannot run on a CPU-only machine).
+- Process group (process_group_options): on GPU "cpu:gloo,cuda:nccl" (as verl), so that collectives on CPU
+  tensors -- the offloaded gradients' norm -- have a backend; timeout --dist_timeout_min (default 60: NCCL's 10
+  minutes is shorter than rank 0 alone reading a 14B checkpoint, or than unevenly long generations and eval shards).
+- --fsdp_cpu_offload 1 keeps parameters, gradients and optimizer state in host memory (CPUOffloadPolicy; on a
+  CPU-only machine the flag shards without it: the state is in host memory already). On one GPU without torchrun
+  the process makes a one-rank group of its own (init_distributed(one_rank_group=True)), so the flag works there
+  too. The gradients are then CPU DTensors, and torch's clip_grad_norm_ all-reduces them through their GPU mesh
+  (pytorch issue 148532): clip_grad_norm sums each rank's local squares and all-reduces that one number instead
+  (CPU tensors through gloo), for every run, offloaded or not.
+- --fsdp_param_dtype (FSDP2's MixedPrecisionPolicy, several ranks or offload): "float32" all-gathers the fp32
+  shards and computes under bf16 autocast (weights cast per matmul, residual stream in fp32); "bfloat16"
+  all-gathers bf16 copies (half the bytes, half the unsharded block in memory), computes with bf16 weights and
+  a bf16 residual stream, and reduce-scatters gradients in fp32 into the fp32 master shards (verl's default).
+  Default: FSDP_PARAM_DTYPE, chosen from `python bench.py precision` (CPU; the numbers and the reason at
+  FSDP_PARAM_DTYPE below).
 
 Memory per GPU for full fine-tuning with AdamW (fp32 master weights + gradients + 2 moments = 16 bytes per
 parameter, sharded over N GPUs), before activations and vLLM:
@@ -42,9 +55,13 @@ parameter, sharded over N GPUs), before activations and vLLM:
 Verified on CPU (gloo, torchrun --nproc_per_node 2, tests/test_distributed.py): 2 ranks and 1 on the same rollouts
 agree to 1e-4 in loss, grad norm and weights; 2 ranks -> resume on 2 ranks is exact; rank 1 reads no weights and
 no optimizer state from disk; both ranks end with gradients freed and the reference's root sharded; each rank's
-vLLM engine receives the pushed weights; TP 2 on 2 ranks; periodic eval with TP 1 and with TP 2. NOT verified:
-several GPUs or nodes, NCCL with several ranks, the memory figures in practice, TP on GPUs, --fsdp_cpu_offload 1,
-resuming on another number of ranks.
+vLLM engine receives the pushed weights; TP 2 on 2 ranks; periodic eval with TP 1 and with TP 2.
+tests/test_gpu_readiness.py: the process group's backends and timeout, a collective giving up after the flag's
+timeout, clip_grad_norm equal to torch's on 2 ranks' FSDP2 shards, --fsdp_cpu_offload 1 on one process (a
+one-rank group beside a real vLLM engine, fp32 and bf16 parameters). tests/test_preflight.py: the memory refusal.
+Verified on a GPU: nothing of this file yet. NOT verified: NCCL, CPUOffloadPolicy and its offloaded clip through
+gloo beside NCCL, several GPUs or nodes, the memory figures in practice, TP on GPUs, resuming on another number
+of ranks, bf16 parameters' speed (bench.py gpu runs one GPU: no collectives to halve).
 """
 import math
 import os

@@ -37,9 +37,15 @@ grpo.token_logprobs with alignment exp(mean|dlogp|) <= 1.001 in fp32 at temperat
 weight is perturbed and pushed, samples align with the new weights (<= 1.001) and not with the old (> 1.05); the
 n samples of a prompt come in order; finish_reason is "length" exactly at max_tokens; EOS is the last response
 token; seeds reproduce samples. The tests' shared engine is itself dummy-loaded and then pushed, so every
-alignment test also checks that path. On CPU, sleep is a no-op. NOT verified (no GPU with vLLM where this was
-written): sleep/wake memory behaviour (including the sleep right after construction), bf16 alignment and the bf16
-push, CUDA graphs.
+alignment test also checks that path. On CPU, sleep is a no-op.
+
+Model runner and sleep level (VLLM_RUNNER below, --vllm_runner, --vllm_sleep_level): on GPU the engine runs vLLM's
+V1 model runner by default, because V2 keeps state a level-2 sleep discards; `python bench.py gpu` compares a
+dummy-loaded engine put through sleep -> wake -> push (twice) with a normally loaded one, V2 then V1 at level 2,
+then level 1 (which keeps a host copy of the weights pool), and prints the flags to use. On CPU (tests, bench.py
+gpu --shape tiny) V1 passes that comparison; V2 needs triton with a GPU. NOT verified (no GPU with vLLM where this
+was written): the comparison on a GPU, sleep/wake memory behaviour (including the sleep right after
+construction), bf16 alignment and the bf16 push, CUDA graphs; bench.py gpu measures each.
 """
 import os
 import time
