@@ -120,7 +120,7 @@ def build_parser():
     g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
     g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: FSDP2 parameters/grads/optimizer state in host "
                    "memory (also on one GPU: a one-rank FSDP2 group)")
-    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["float32", "bfloat16"],
+    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
                    help="FSDP2 mixed precision: bf16 gathers/compute, fp32 gradient reduction (distributed.py)")
     g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN, help="collective timeout under torchrun")
     g.add_argument("--vllm_runner", default=VLLM_RUNNER, choices=["v1", "v2", "auto"],
@@ -185,6 +185,8 @@ def parse_args(argv=None):
         parser.error("\n  ".join(errors))
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
+    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute
+        args.fsdp_param_dtype = args.dtype
     if ckpt is None:  # a fresh stage: a checkpoint of this project as --model makes it the next stage
         start_stage(args, args.model if Path(args.model, "run.json").exists() else None)
     try:  # before anything loads (preflight.py): the examples must fit the model's context

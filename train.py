@@ -153,10 +153,10 @@ def build_parser():
     g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM (less memory, slower)")
     g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state in "
                    "host memory (also on one GPU: a one-rank FSDP2 group; distributed.py)")
-    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["float32", "bfloat16"],
+    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
                    help="FSDP2 mixed precision (several ranks or offload): bfloat16 gathers and computes with bf16 "
-                   "copies of the fp32 master weights and reduces gradients in fp32 (verl); distributed.py says why "
-                   "the default")
+                   "copies of the fp32 master weights and reduces gradients in fp32 (verl); auto: --dtype's "
+                   "(distributed.FSDP_PARAM_DTYPE says why, with the measurement)")
     g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN,
                    help="collective timeout under torchrun (NCCL's default is 10: rank 0 alone reads a checkpoint, "
                    "long generations and eval shards finish unevenly)")
@@ -235,6 +235,8 @@ def parse_args(argv=None):
         parser.error("\n  ".join(errors))
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
+    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute
+        args.fsdp_param_dtype = args.dtype
     if ckpt is None:  # a fresh run or stage: where this stage starts (its KL reference) and its data seed
         start_stage(args, args.init_from)
     check_model_config(args, parser, ckpt)
