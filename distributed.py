@@ -40,8 +40,8 @@ and under torchrun, one process per GPU, each with its own colocated vLLM engine
   shards and computes under bf16 autocast (weights cast per matmul, residual stream in fp32); "bfloat16"
   all-gathers bf16 copies (half the bytes, half the unsharded block in memory), computes with bf16 weights and
   a bf16 residual stream, and reduce-scatters gradients in fp32 into the fp32 master shards (verl's default).
-  Default: FSDP_PARAM_DTYPE, chosen from `python bench.py precision` (CPU; the numbers and the reason at
-  FSDP_PARAM_DTYPE below).
+  Default "auto" (FSDP_PARAM_DTYPE below, with the measurement of `python bench.py precision` that chose it): bf16
+  weights when --dtype is bfloat16 (the GPU default), fp32 when the compute is fp32 (CPU).
 
 Memory per GPU for full fine-tuning with AdamW (fp32 master weights + gradients + 2 moments = 16 bytes per
 parameter, sharded over N GPUs), before activations and vLLM:

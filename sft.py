@@ -121,7 +121,8 @@ def build_parser():
     g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: FSDP2 parameters/grads/optimizer state in host "
                    "memory (also on one GPU: a one-rank FSDP2 group)")
     g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
-                   help="FSDP2 mixed precision: bf16 gathers/compute, fp32 gradient reduction (distributed.py)")
+                   help="FSDP2 mixed precision: bf16 gathers/compute, fp32 gradient reduction; auto: --dtype's "
+                   "(distributed.FSDP_PARAM_DTYPE)")
     g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN, help="collective timeout under torchrun")
     g.add_argument("--vllm_runner", default=VLLM_RUNNER, choices=["v1", "v2", "auto"],
                    help="vLLM's model runner of the periodic eval on GPU (train.py --help)")

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import timedelta
 from pathlib import Path
 
