@@ -36,7 +36,8 @@ def test_too_long_for_the_context_is_refused_before_loading_naming_the_flags(tin
     # the extension DAPO used: a larger max_position_embeddings, for the trainer and vLLM
     train.parse_args(base + ["--max_response_len", "1500", "--config_overrides", '{"max_position_embeddings": 4096}'])
     assert "2524 tokens fit" in capsys.readouterr().out
-    for bad, message in [('{"max_posn": 4096}', "not a field"), ("[1]", "JSON object"), ("{", "not JSON")]:
+    for bad, message in [('{"max_posn": 4096}', "not a field"), ("[1]", "JSON object"), ("{", "not JSON"),
+                         ('{"rope_theta": 20000}', "RoPE change")]:
         with pytest.raises(SystemExit):
             train.parse_args(base + ["--config_overrides", bad])
         assert message in capsys.readouterr().err
