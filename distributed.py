@@ -27,8 +27,21 @@ and under torchrun, one process per GPU, each with its own colocated vLLM engine
 - Only rank 0 logs and writes. Checkpoints hold the model in Hugging Face format and the full optimizer state keyed
   by parameter name, gathered on rank 0's CPU, so a run is meant to resume with any number of ranks; gathering
   costs rank 0 host memory of 12 bytes per parameter (84 GB for 7B).
-- --fsdp_cpu_offload 1 keeps parameters, gradients and optimizer state in host memory (needs a GPU: FSDP2's CPU
-  offload cannot run on a CPU-only machine).
+- Process group (process_group_options): on GPU "cpu:gloo,cuda:nccl" (as verl), so that collectives on CPU
+  tensors -- the offloaded gradients' norm -- have a backend; timeout --dist_timeout_min (default 60: NCCL's 10
+  minutes is shorter than rank 0 alone reading a 14B checkpoint, or than unevenly long generations and eval shards).
+- --fsdp_cpu_offload 1 keeps parameters, gradients and optimizer state in host memory (CPUOffloadPolicy; on a
+  CPU-only machine the flag shards without it: the state is in host memory already). On one GPU without torchrun
+  the process makes a one-rank group of its own (init_distributed(one_rank_group=True)), so the flag works there
+  too. The gradients are then CPU DTensors, and torch's clip_grad_norm_ all-reduces them through their GPU mesh
+  (pytorch issue 148532): clip_grad_norm sums each rank's local squares and all-reduces that one number instead
+  (CPU tensors through gloo), for every run, offloaded or not.
+- --fsdp_param_dtype (FSDP2's MixedPrecisionPolicy, several ranks or offload): "float32" all-gathers the fp32
+  shards and computes under bf16 autocast (weights cast per matmul, residual stream in fp32); "bfloat16"
+  all-gathers bf16 copies (half the bytes, half the unsharded block in memory), computes with bf16 weights and
+  a bf16 residual stream, and reduce-scatters gradients in fp32 into the fp32 master shards (verl's default).
+  Default "auto" (FSDP_PARAM_DTYPE below, with the measurement of `python bench.py precision` that chose it): bf16
+  weights when --dtype is bfloat16 (the GPU default), fp32 when the compute is fp32 (CPU).
 
 Memory per GPU for full fine-tuning with AdamW (fp32 master weights + gradients + 2 moments = 16 bytes per
 parameter, sharded over N GPUs), before activations and vLLM:
@@ -42,28 +55,61 @@ parameter, sharded over N GPUs), before activations and vLLM:
 Verified on CPU (gloo, torchrun --nproc_per_node 2, tests/test_distributed.py): 2 ranks and 1 on the same rollouts
 agree to 1e-4 in loss, grad norm and weights; 2 ranks -> resume on 2 ranks is exact; rank 1 reads no weights and
 no optimizer state from disk; both ranks end with gradients freed and the reference's root sharded; each rank's
-vLLM engine receives the pushed weights; TP 2 on 2 ranks; periodic eval with TP 1 and with TP 2. NOT verified:
-several GPUs or nodes, NCCL with several ranks, the memory figures in practice, TP on GPUs, --fsdp_cpu_offload 1,
-resuming on another number of ranks.
+vLLM engine receives the pushed weights; TP 2 on 2 ranks; periodic eval with TP 1 and with TP 2.
+tests/test_gpu_readiness.py: the process group's backends and timeout, a collective giving up after the flag's
+timeout, clip_grad_norm equal to torch's on 2 ranks' FSDP2 shards, --fsdp_cpu_offload 1 on one process (a
+one-rank group beside a real vLLM engine, fp32 and bf16 parameters). tests/test_preflight.py: the memory refusal.
+Verified on a GPU: nothing of this file yet. NOT verified: NCCL, CPUOffloadPolicy and its offloaded clip through
+gloo beside NCCL, several GPUs or nodes, the memory figures in practice, TP on GPUs, resuming on another number
+of ranks, bf16 parameters' speed (bench.py gpu runs one GPU: no collectives to halve).
 """
 import math
 import os
+import socket
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
-from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
-from transformers import AutoConfig, AutoModelForCausalLM
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+from transformers import AutoModelForCausalLM
 
 from packing import use_varlen_attention
+from preflight import read_config
+
+DIST_TIMEOUT_MIN = 60          # collective timeout (NCCL's default, 10 min, is shorter than rank 0 reading a 14B model)
+# FSDP2 parameter dtype, "auto": bf16 copies of the weights when the compute is bf16 (--dtype, the GPU default), fp32
+# when it is fp32. Measured (`python bench.py precision`, CPU, random Qwen2 of 4 layers, 12 sequences, 2 seeds; vs
+# exact fp32): gradient error |g - g_exact| / |g_exact| 0.78-0.80% for fp32 weights under bf16 autocast (today's
+# path), 0.87% for bf16 weights; alignment exp(mean|dlogp|) against exact fp32 1.0011-1.0012 vs 1.0013, against the
+# same model run wholly in bf16 (a bf16 sampler's arithmetic) 1.0012 vs 1.00000. bf16 autocast already rounds every
+# matmul: bf16 weights add a tenth to that error and compute what a bf16 sampler computes, while halving the bytes
+# of every all-gather and the memory of each unsharded block -- so bf16 under bf16 compute, as verl. The fp32
+# master shards and AdamW are untouched, and gradients are reduced in fp32.
+FSDP_PARAM_DTYPE = "auto"
 
 
-def init_distributed(device_type):
-    """(rank, world_size). Under torchrun: a process group (nccl on GPU, gloo on CPU); else (0, 1)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+def process_group_options(device_type, timeout_min=DIST_TIMEOUT_MIN):
+    """init_process_group's backend and timeout. On GPU both backends, as verl: NCCL for CUDA tensors and gloo for
+    CPU ones -- with --fsdp_cpu_offload the gradients are CPU DTensors, and a collective on them in an NCCL-only
+    group fails (pytorch issue 148532)."""
+    return {"backend": "cpu:gloo,cuda:nccl" if device_type == "cuda" else "gloo",
+            "timeout": timedelta(minutes=timeout_min)}
+
+
+def init_distributed(device_type, timeout_min=DIST_TIMEOUT_MIN, one_rank_group=False):
+    """(rank, world_size). Under torchrun: the process group (process_group_options); else (0, 1).
+    one_rank_group: one process that still wants FSDP2 (--fsdp_cpu_offload on one GPU) gets a group of its own,
+    set up as `torchrun --nproc_per_node 1` would."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 and not one_rank_group:
         return 0, 1
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+        if "WORLD_SIZE" not in os.environ:  # not under torchrun: its environment, for one rank on this host
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group(**process_group_options(device_type, timeout_min))
     if device_type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return dist.get_rank(), dist.get_world_size()
@@ -110,18 +156,26 @@ def all_gather_objects(obj):
     return parts
 
 
-def shard_model(model, cpu_offload=False):
+def shard_model(model, cpu_offload=False, param_dtype="float32"):
     """FSDP2: fully_shard every transformer block, then the root (embeddings, final norm, head). The root stays
     gathered from its forward until backward: logprobs.token_logprobs projects hidden states through the head
-    weight itself, after the model's forward has returned (a no-grad model calls .reshard() after use)."""
-    kwargs = {"offload_policy": CPUOffloadPolicy()} if cpu_offload else {}
+    weight itself, after the model's forward has returned (a no-grad model calls .reshard() after use).
+    cpu_offload: shards, gradients and optimizer state in host memory (CPUOffloadPolicy; a no-op on CPU, where
+    they are already). param_dtype "bfloat16": all-gathers and computes with bf16 copies of the fp32 shards and
+    reduce-scatters gradients in fp32 (MixedPrecisionPolicy, verl's default)."""
+    kwargs = {}
+    if cpu_offload and torch.cuda.is_available():
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    if param_dtype == "bfloat16":
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in model.get_decoder().layers:
         fully_shard(block, **kwargs)
     fully_shard(model, reshard_after_forward=False, **kwargs)
     return model
 
 
-def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False):
+def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False,
+               overrides=None, param_dtype="float32"):
     """A Hugging Face causal LM from `path` in `dtype` (fp32 for trained weights: at lr 3e-7 an update is ~1e-5 of
     a weight, below bf16's resolution), on `device`; with world > 1, FSDP2-sharded over the ranks.
 
@@ -131,24 +185,30 @@ def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpo
     inv_freq). So no GPU ever holds the full model (a 14B fp32 policy + bf16 reference would need 88 GB on each
     GPU otherwise); rank 0's host holds one full copy while loading. The same pattern as verl / TRL / accelerate.
     packed: attention that can run packed rows without crossing sequences (packing.use_varlen_attention).
+    overrides: config fields (--config_overrides), applied as vLLM's hf_overrides are (preflight.read_config).
+    cpu_offload: sharded even on one process, in the one-rank group init_distributed(one_rank_group=True) made.
     """
-    if world == 1:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    config, why = read_config(path, overrides, offline=False)
+    if config is None:
+        raise OSError(why)
+    shard = world > 1 or cpu_offload
+    if not shard:
+        model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype)
     else:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
     if packed:
         use_varlen_attention(model)
-    if world == 1:
+    if not shard:
         return model.to(device)
-    shard_model(model, cpu_offload)
+    shard_model(model, cpu_offload, param_dtype)
     model.to_empty(device=device)  # every rank allocates its shard only (on the GPU: NCCL broadcasts need it there)
     full_state, buffers = {}, {}
     if dist.get_rank() == 0:
-        loaded = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)      # host memory
+        loaded = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype)      # host memory
         full_state, buffers = loaded.state_dict(), {k: v.clone() for k, v in loaded.named_buffers()}
         del loaded
     set_model_state_dict(model, full_state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
@@ -182,14 +242,39 @@ def full_weights(model, dtype=None, device=None):
         yield name, tensor.detach()
 
 
+def clip_grad_norm(parameters, max_norm):
+    """torch.nn.utils.clip_grad_norm_ for gradients that are FSDP2 shards, wherever they live: returns the global
+    L2 norm (a float) and scales every gradient by min(1, max_norm / norm) in place.
+
+    Each rank sums the squares of its own shards (to_local(): FSDP2 shards every parameter over all ranks, so no
+    element counts twice), the sums are all-reduced, and each shard is scaled locally. clip_grad_norm_ instead
+    reduces DTensors through their mesh, whose device is the GPU's; with --fsdp_cpu_offload the gradients are
+    CPU DTensors and that all-reduce fails (pytorch issue 148532; verl clips offloaded gradients itself the same
+    way). Here a CPU sum goes through gloo (the "cpu:gloo,cuda:nccl" group), a GPU sum through NCCL."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+    by_device = {}
+    for g in local:
+        by_device.setdefault(g.device, []).append(g)
+    sums = [torch.stack(torch._foreach_norm(gs)).double().pow(2).sum() for gs in by_device.values()]
+    device = next((d for d in by_device if d.type != "cpu"), torch.device("cpu"))
+    total = torch.stack([s.to(device) for s in sums]).sum() if sums else torch.zeros((), dtype=torch.float64)
+    if dist.is_initialized() and dist.get_world_size() > 1 and any(hasattr(g, "to_local") for g in grads):
+        dist.all_reduce(total)
+    norm = total.sqrt().item()
+    if math.isfinite(norm) and norm > max_norm:
+        for gs in by_device.values():
+            torch._foreach_mul_(gs, max_norm / (norm + 1e-6))
+    return norm
+
+
 def optimizer_step(policy, optimizer, loss, grad_clip, step):
     """Clip and apply the accumulated gradient, unless the loss or the gradient is not finite (then nothing reaches
     the weights, or through the push, vLLM). Returns (grad norm before clipping, skipped)."""
     for p in policy.parameters():  # nothing trained anywhere: the gradient is 0, as with the flag off
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
-    grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
+    grad_norm = clip_grad_norm(policy.parameters(), grad_clip)
     finite = all_reduce([float(math.isfinite(grad_norm) and math.isfinite(loss))], "min")[0] == 1.0
     if finite:  # every rank decides the same
         optimizer.step()

@@ -352,6 +352,11 @@ def main(argv=None, engine=None):
             sys.exit(f"eval.py: unknown benchmark {name!r} (shipped: {', '.join(data.SHIPPED_EVAL)})")
     if args.k is not None and args.k < 1:
         sys.exit("eval.py: --k must be >= 1")
+    from preflight import check_context  # --max_model_len must fit the model's context (preflight.py)
+    error, note = check_context("eval.py", args.model, None, offline=args.dry_run, max_model_len=args.max_model_len)
+    if error:
+        sys.exit(f"eval.py: {error}")
+    print(note)
     if args.dry_run:
         print(f"eval.py: dry run ok: {benchmarks}")
         return None

@@ -19,13 +19,15 @@ class HFEngine:
     """
 
     def __init__(self, model, tokenizer=None, dtype=torch.float32, device=None, seed=0, batch_size=64,
-                 max_model_len=None):
+                 max_model_len=None, config_overrides=None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if isinstance(model, torch.nn.Module):
             self.model, self.shared = model, True
-        else:
-            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(self.device)
+        else:  # config_overrides: --config_overrides, as the trainer applies them (preflight.read_config)
+            from preflight import read_config
+            config = read_config(model, config_overrides, offline=False)[0] if config_overrides else None
+            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, config=config).to(self.device)
             self.shared = False
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(
             model if isinstance(model, str) else self.model.name_or_path)

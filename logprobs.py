@@ -52,7 +52,7 @@ def final_hidden_states(model, input_ids, attention_mask, layout=None):
         cu, longest = layout.cu_seqlens, layout.max_len
         inputs = dict(input_ids=input_ids.reshape(-1)[layout.flat_index][None], attention_mask=None,
                       position_ids=layout.position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=longest,
-                      max_length_k=longest)
+                      max_length_k=longest, seq_lengths=layout.seq_lengths)
     caught = []
     hook = model.get_decoder().register_forward_hook(lambda module, args, output: caught.append(output[0]))
     try:

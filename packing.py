@@ -12,14 +12,18 @@ varlen with cu_seqlens), OpenRLHF `packing_samples`, prime-rl, slime. The same h
    returns the same [B, S-1] log-probs as the padded path, so every loss function works unchanged.
 
 2. Attention that never crosses a sequence boundary. The model is called with attention_mask=None, the restarting
-   position_ids and flash-attention's varlen kwargs (cu_seq_lens_q/k, max_length_q/k), which transformers passes
-   down to the attention function:
-     flash_attention_2/3 (GPU)  the varlen kernel, from cu_seqlens: no wasted FLOPs.
-     "sdpa_varlen" (this file)  torch SDPA with is_causal once per sequence: exact, and also no wasted FLOPs
-                                (the CPU path; use_varlen_attention(model) switches a model to it).
-     stock "sdpa" / "eager"     still correct: transformers sees position ids restart (masking_utils.
-                                find_packed_sequence_indices) and builds a block-diagonal causal [1, 1, N, N] mask,
-                                but then computes all N^2 scores (a quadratic waste that grows with the row).
+   position_ids, flash-attention's varlen kwargs (cu_seq_lens_q/k, max_length_q/k) and the lengths on the host
+   (seq_lengths, read from the GPU once per micro-batch by pack()), which transformers passes down to the attention
+   function. What runs, on CPU and on GPU alike, unless GPU_VARLEN_KERNEL says otherwise:
+     "sdpa_varlen" (this file)  torch SDPA with is_causal once per sequence: exact, no wasted FLOPs, one kernel
+                                launch per sequence and layer (use_varlen_attention(model) switches a model to it).
+   Varlen kernels, one launch per layer for the whole row, used only where installed and only once a GPU
+   measurement says they pay (`python bench.py gpu` times each against sdpa_varlen, fwd + bwd):
+     "torch_varlen" (this file) torch.nn.attention.varlen.varlen_attn (FlashAttention inside torch >= 2.10, CUDA)
+     "flash_attention_2"        transformers' integration of the flash-attn package (not in our requirements)
+   Stock "sdpa" / "eager" are still correct: transformers sees position ids restart (masking_utils.
+   find_packed_sequence_indices) and builds a block-diagonal causal [1, 1, N, N] mask, but then computes all N^2
+   scores (a quadratic waste that grows with the row).
 
 3. Micro-batches by a token budget: balanced_micro_batches(lengths, token_budget, world_size) puts whole sequences
    into micro-batches of at most token_budget real tokens (a longer sequence goes alone), the SAME number on every
@@ -42,6 +46,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 VARLEN_ATTENTION = "sdpa_varlen"
+GPU_VARLEN_KERNEL = None   # None: sdpa_varlen on GPU too; "torch_varlen" / "flash_attention_2" after bench.py gpu
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -54,6 +59,7 @@ class Packed(NamedTuple):
     cu_seqlens: torch.Tensor    # [B'+1] int32: 0, len_0, len_0 + len_1, ... over the B' non-empty sequences
     max_len: int                # longest sequence
     inverse: torch.Tensor       # [B, S] long: packed position of each padded position, -1 on padding
+    seq_lengths: tuple          # (len_0, len_1, ...) on the host: read once per micro-batch, never per layer
 
 
 def pack(attention_mask):
@@ -73,11 +79,13 @@ def pack(attention_mask):
     flat_index = real.reshape(-1).nonzero().squeeze(-1)                       # row-major: sequence by sequence
     n = flat_index.numel()
     kept = lengths[lengths > 0]
+    host = tuple(kept.tolist())   # the one device-to-host copy of the lengths for this micro-batch
     cu_seqlens = F.pad(kept.cumsum(0), (1, 0)).to(torch.int32)
-    position_ids = torch.arange(n, device=real.device) - torch.repeat_interleave(cu_seqlens[:-1].long(), kept)
+    position_ids = torch.arange(n, device=real.device) - torch.repeat_interleave(cu_seqlens[:-1].long(), kept,
+                                                                                 output_size=n)
     inverse = torch.full(real.shape, -1, dtype=torch.long, device=real.device)
     inverse.view(-1)[flat_index] = torch.arange(n, device=real.device)
-    return Packed(flat_index, position_ids[None], cu_seqlens, int(kept.max()), inverse)
+    return Packed(flat_index, position_ids[None], cu_seqlens, max(host), inverse, host)
 
 
 def packed_rows(packed, score_mask=None):
@@ -104,21 +112,22 @@ def packed_rows(packed, score_mask=None):
 # 2. Attention within sequences only
 # ----------------------------------------------------------------------------------------------------------
 def varlen_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                          cu_seq_lens_q=None, cu_seq_lens_k=None, **kwargs):
+                          cu_seq_lens_q=None, cu_seq_lens_k=None, seq_lengths=None, **kwargs):
     """transformers attention function: query [1, heads, N, D], key/value [1, kv_heads, N, D] of a packed row
     -> ([1, N, heads, D], None). With cu_seq_lens_q (given by a packed call) each sequence attends causally to
     itself only: one torch SDPA call with is_causal per sequence, so no score is computed across a boundary
     (sum_b len_b^2 / 2 scores, against N^2 for a block-diagonal mask). Without it (an ordinary padded call) this
-    is transformers' own sdpa."""
+    is transformers' own sdpa. seq_lengths: the same boundaries on the host (Packed.seq_lengths), so that no layer
+    copies them from the GPU (a device sync per layer and pass); without it they are read from cu_seq_lens_q."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    if query.shape[0] != 1 or not torch.equal(cu_seq_lens_q, cu_seq_lens_k):
-        raise ValueError("varlen_sdpa_attention: expects one packed row with identical query/key boundaries")
+    if query.shape[0] != 1 or cu_seq_lens_k is not cu_seq_lens_q:
+        raise ValueError("varlen_sdpa_attention: expects one packed row with the same query/key boundaries")
     if kwargs.get("sliding_window") is not None:
         raise ValueError("varlen_sdpa_attention: sliding-window attention is not supported")
     gqa = query.shape[1] != key.shape[1]
-    lengths = cu_seq_lens_q.diff().tolist()
+    lengths = list(seq_lengths) if seq_lengths is not None else cu_seq_lens_q.diff().tolist()
     # split, not slices: split's backward concatenates the gradients; each slice's would write a full-size zero
     # tensor (num_seqs x N x D of memory traffic per layer)
     out = [F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout, scale=scaling, enable_gqa=gqa)
@@ -132,17 +141,55 @@ def _varlen_mask(*args, attention_mask=None, **kwargs):
     return None if attention_mask is None else sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
 
 
+def torch_varlen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                           cu_seq_lens_q=None, cu_seq_lens_k=None, max_length_q=None, max_length_k=None, **kwargs):
+    """The same contract as varlen_sdpa_attention, on torch's own varlen kernel (one launch for the whole row;
+    CUDA only). Not used unless GPU_VARLEN_KERNEL = "torch_varlen"."""
+    if cu_seq_lens_q is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    import inspect
+
+    from torch.nn.attention.varlen import varlen_attn
+    q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))          # [N, heads, D]
+    params = inspect.signature(varlen_attn).parameters
+    if q.shape[1] != k.shape[1] and "enable_gqa" not in params:             # torch < 2.13: no GQA in the kernel
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+    causal = {"is_causal": True} if "is_causal" in params else {"window_size": (-1, 0)}
+    gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
+    out = varlen_attn(q, k, v, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k, scale=scaling,
+                      **causal, **gqa)
+    return out[None], None                                                  # [1, N, heads, D]
+
+
 AttentionInterface.register(VARLEN_ATTENTION, varlen_sdpa_attention)
 AttentionMaskInterface.register(VARLEN_ATTENTION, _varlen_mask)
+AttentionInterface.register("torch_varlen", torch_varlen_attention)
+AttentionMaskInterface.register("torch_varlen", _varlen_mask)
 
 
-def use_varlen_attention(model):
+def use_varlen_attention(model, kernel=None):
     """Switch a model on stock sdpa/eager attention to "sdpa_varlen" (same results on padded calls; packed calls
-    skip the cross-sequence scores). Flash-attention models already take cu_seqlens and are left alone. Call it
-    before FSDP wraps the model. Returns the model."""
-    if model.config._attn_implementation in ("sdpa", "eager"):
+    skip the cross-sequence scores), or on a CUDA machine to `kernel` (default GPU_VARLEN_KERNEL) when it is set
+    and importable. Flash-attention models already take cu_seqlens and are left alone. Call it before FSDP wraps
+    the model. Returns the model."""
+    kernel = kernel or GPU_VARLEN_KERNEL
+    if model.config._attn_implementation not in ("sdpa", "eager"):
+        return model
+    if kernel and torch.cuda.is_available() and varlen_kernel_available(kernel):
+        model.set_attn_implementation(kernel)
+    else:
         model.set_attn_implementation(VARLEN_ATTENTION)
     return model
+
+
+def varlen_kernel_available(kernel):
+    """Whether a varlen kernel can run here: torch's needs torch.nn.attention.varlen, flash_attention_2 the
+    flash_attn package."""
+    import importlib.util
+    if kernel == "torch_varlen":
+        return importlib.util.find_spec("torch.nn.attention.varlen") is not None
+    return kernel == "flash_attention_2" and importlib.util.find_spec("flash_attn") is not None
 
 
 # ----------------------------------------------------------------------------------------------------------

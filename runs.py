@@ -96,7 +96,7 @@ def save_checkpoint(out_dir, step, model, tokenizer, optimizer, keep_last, train
     # optimizer state keyed by parameter name, in full: the same format for 1 or N ranks (a collective when N > 1)
     optim_state = get_optimizer_state_dict(model, optimizer, options=options)
     model_state = None
-    if distributed():
+    if distributed() or any(hasattr(p, "full_tensor") for p in model.parameters()):  # FSDP2 (a one-rank group too)
         model_state = get_model_state_dict(model, options=options)
         if get_rank() != 0:
             return None

@@ -37,15 +37,17 @@ from pathlib import Path
 
 import torch
 from tqdm import tqdm
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoTokenizer
 
 import data
 import eval as evaluation
 import logprobs
+import preflight
 from batching import collate, same_count_micro_batches
-from distributed import all_reduce, full_weights, init_distributed, load_model, optimizer_step
+from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_reduce, full_weights, init_distributed, load_model, \
+    optimizer_step
 from reward import last_boxed
-from rollout import make_engine
+from rollout import VLLM_RUNNER, make_engine
 from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
     start_stage
 
@@ -71,7 +73,8 @@ RUN_CONTROL_FLAGS = {"time_limit_s", "save_every", "keep_last",
                      "eval_every", "eval_data", "eval_k", "eval_limit", "eval_temperature", "eval_top_p",
                      "eval_before_train", "max_response_len", "max_model_len", "wandb", "tensorboard",
                      "contamination_check", "micro_batch_tokens", "logprob_chunk", "gradient_checkpointing",
-                     "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers", "engine"}
+                     "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers", "engine",
+                     "dist_timeout_min", "vllm_runner", "vllm_sleep_level"}
 
 
 def build_parser():
@@ -90,7 +93,10 @@ def build_parser():
     g.add_argument("--messages_field", default="messages", help="column holding a chat conversation, used instead of problem/solution when a row has it (\"\": never)")
     g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
                    help="prompt template, the same as RL's: " + "; ".join(f"{k}: {v}" for k, v in data.TEMPLATES.items()))
-    g.add_argument("--max_len", type=int, default=MAX_LEN, help="examples longer than this (prompt + response tokens) are skipped")
+    g.add_argument("--max_len", type=int, default=MAX_LEN, help="examples longer than this (prompt + response tokens) "
+                   "are skipped; must fit the model's context (checked before loading)")
+    g.add_argument("--config_overrides", default="", help="JSON object of model config fields for the trained model "
+                   "and the eval engine alike, e.g. '{\"max_position_embeddings\": 32768}' (preflight.py)")
     g.add_argument("--contamination_check", type=int, default=1, help="1: warn about training problems found in eval sets")
     g = p.add_argument_group("optimisation")
     g.add_argument("--batch_size", type=int, default=BATCH_SIZE, help="worked examples per optimizer step (global)")
@@ -112,7 +118,15 @@ def build_parser():
                    "(batching.py, packing.py); 0: padded micro-batches")
     g.add_argument("--logprob_chunk", type=int, default=256, help="positions per chunk of the output head (memory ~ chunk x vocab)")
     g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
-    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: FSDP2 parameters/grads/optimizer state on CPU")
+    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: FSDP2 parameters/grads/optimizer state in host "
+                   "memory (also on one GPU: a one-rank FSDP2 group)")
+    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
+                   help="FSDP2 mixed precision: bf16 gathers/compute, fp32 gradient reduction; auto: --dtype's "
+                   "(distributed.FSDP_PARAM_DTYPE)")
+    g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN, help="collective timeout under torchrun")
+    g.add_argument("--vllm_runner", default=VLLM_RUNNER, choices=["v1", "v2", "auto"],
+                   help="vLLM's model runner of the periodic eval on GPU (train.py --help)")
+    g.add_argument("--vllm_sleep_level", type=int, default=2, choices=[1, 2], help="vLLM's sleep level between evals")
     g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine of the periodic eval")
     g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.3, help="vLLM's share of the GPU while evaluating")
     g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM")
@@ -172,8 +186,24 @@ def parse_args(argv=None):
         parser.error("\n  ".join(errors))
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
+    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute
+        args.fsdp_param_dtype = args.dtype
     if ckpt is None:  # a fresh stage: a checkpoint of this project as --model makes it the next stage
         start_stage(args, args.model if Path(args.model, "run.json").exists() else None)
+    try:  # before anything loads (preflight.py): the examples must fit the model's context
+        args.overrides = preflight.parse_overrides(args.config_overrides)
+        rope = preflight.refuse_rope_overrides(args.overrides, args.engine)
+        if rope:
+            raise ValueError(rope)
+        source = str(ckpt / "model") if ckpt else model_dir(args.model)
+        error, note = preflight.check_context("sft.py", source, (args.max_len, f"--max_len {args.max_len}"),
+                                              args.overrides, offline=args.dry_run, max_model_len=args.max_model_len)
+    except ValueError as exc:
+        error = str(exc)
+    if error:
+        parser.error(error)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(note)
     return args
 
 
@@ -300,12 +330,14 @@ def sft_step(model, optimizer, batch, args, device, autocast, pad_id, step):
 def make_eval_engine(args, source, tokenizer, world):
     """The periodic eval's engine, started as train.py starts its own: dummy weights, the trainer pushes its own."""
     max_model_len = args.max_model_len
-    if not max_model_len:  # prompt + response room, within the model's own context
-        context = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
+    if not max_model_len:  # prompt + response room, clamped to the model's own context (as vLLM derives it)
+        context = preflight.context_length(preflight.read_config(source, args.overrides, offline=False)[0], source,
+                                           offline=False)[0]
         max_model_len = min(args.max_len + args.max_response_len, context or 10 ** 9)
     return make_engine(args.engine, source, tokenizer, args.dtype, args.seed, world, load_format="dummy",
                        max_model_len=max_model_len, gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-                       enforce_eager=bool(args.enforce_eager))
+                       enforce_eager=bool(args.enforce_eager), hf_overrides=args.overrides, runner=args.vllm_runner,
+                       sleep_level=args.vllm_sleep_level)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -319,9 +351,9 @@ def main(argv=None, engine=None):
         print(f"sft.py: dry run ok: {json.dumps(vars(args))}")
         return None
     if args.device == "cuda" and not torch.cuda.is_available():
-        sys.exit("sft.py: no CUDA GPU here; on a CPU machine run the demo: python demo.py")
+        sys.exit(preflight.no_gpu_message("sft.py"))
 
-    rank, world = init_distributed(args.device)
+    rank, world = init_distributed(args.device, args.dist_timeout_min, one_rank_group=bool(args.fsdp_cpu_offload))
     is_main = rank == 0
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -338,6 +370,12 @@ def main(argv=None, engine=None):
         refuse_used_out_dir(args.out_dir, "sft.py")
     os.makedirs(args.out_dir, exist_ok=True)
     source = str(resume_ckpt / "model") if resume_ckpt else model_dir(args.model)
+    if device.type == "cuda":  # refuse now, not after loading, when full fine-tuning cannot fit (preflight.py)
+        problem = preflight.check_memory(
+            "sft.py", preflight.count_parameters(preflight.read_config(source, args.overrides, offline=False)[0]),
+            torch.cuda.get_device_properties(device).total_memory, world, bool(args.fsdp_cpu_offload))
+        if problem:
+            sys.exit(problem)
     tokenizer = AutoTokenizer.from_pretrained(source)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     examples = data.load_sft_dataset(args.train_data, problem_field=args.problem_field,
@@ -364,7 +402,8 @@ def main(argv=None, engine=None):
     total_steps = args.max_steps or max(1, math.ceil(args.epochs * (len(samples) // args.batch_size)))
     # fp32 master weights; compute runs in --dtype under autocast
     model = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
-                       bool(args.gradient_checkpointing), bool(args.packing)).train()
+                       bool(args.gradient_checkpointing), bool(args.packing), args.overrides,
+                       args.fsdp_param_dtype).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=args.weight_decay)
     start_step = 0
     if resume_ckpt:

