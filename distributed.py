@@ -55,6 +55,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_
 from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 from transformers import AutoConfig, AutoModelForCausalLM
 
+import lora
 from packing import use_varlen_attention
 
 
@@ -121,7 +122,8 @@ def shard_model(model, cpu_offload=False):
     return model
 
 
-def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False):
+def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False,
+               wrap=None):
     """A Hugging Face causal LM from `path` in `dtype` (fp32 for trained weights: at lr 3e-7 an update is ~1e-5 of
     a weight, below bf16's resolution), on `device`; with world > 1, FSDP2-sharded over the ranks.
 
@@ -131,6 +133,8 @@ def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpo
     inv_freq). So no GPU ever holds the full model (a 14B fp32 policy + bf16 reference would need 88 GB on each
     GPU otherwise); rank 0's host holds one full copy while loading. The same pattern as verl / TRL / accelerate.
     packed: attention that can run packed rows without crossing sequences (packing.use_varlen_attention).
+    wrap: model -> model applied before sharding, to the meta model and to rank 0's loaded one alike (LoRA:
+    lora.wrapper adds the adapters, so they are sharded with their blocks and broadcast from rank 0's init).
     """
     if world == 1:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
@@ -142,6 +146,8 @@ def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpo
         model.config.use_cache = False
     if packed:
         use_varlen_attention(model)
+    if wrap is not None:
+        model = wrap(model)
     if world == 1:
         return model.to(device)
     shard_model(model, cpu_offload)
@@ -149,6 +155,7 @@ def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpo
     full_state, buffers = {}, {}
     if dist.get_rank() == 0:
         loaded = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)      # host memory
+        loaded = wrap(loaded) if wrap is not None else loaded
         full_state, buffers = loaded.state_dict(), {k: v.clone() for k, v in loaded.named_buffers()}
         del loaded
     set_model_state_dict(model, full_state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
@@ -172,7 +179,11 @@ def full_weights(model, dtype=None, device=None):
 
     dtype: cast BEFORE gathering (the engine's bf16: half the bytes on the wire and in memory).
     device: move each shard there before gathering: with --fsdp_cpu_offload the shards live in host memory, and
-    NCCL gathers only GPU tensors."""
+    NCCL gathers only GPU tensors.
+    A LoRA model yields the merged weights W + scale * B A instead (lora.merged_weights)."""
+    if lora.is_lora(model):
+        yield from lora.merged_weights(model, dtype, device)
+        return
     for name, tensor in model.state_dict().items():
         if hasattr(tensor, "full_tensor"):
             tensor = tensor.to(**{k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None})
@@ -185,10 +196,11 @@ def full_weights(model, dtype=None, device=None):
 def optimizer_step(policy, optimizer, loss, grad_clip, step):
     """Clip and apply the accumulated gradient, unless the loss or the gradient is not finite (then nothing reaches
     the weights, or through the push, vLLM). Returns (grad norm before clipping, skipped)."""
-    for p in policy.parameters():  # nothing trained anywhere: the gradient is 0, as with the flag off
+    trained = [p for p in policy.parameters() if p.requires_grad]   # LoRA: the adapters only
+    for p in trained:  # nothing trained anywhere: the gradient is 0, as with the flag off
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
+    grad_norm = torch.nn.utils.clip_grad_norm_(trained, grad_clip)
     grad_norm = (grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm).item()
     finite = all_reduce([float(math.isfinite(grad_norm) and math.isfinite(loss))], "min")[0] == 1.0
     if finite:  # every rank decides the same

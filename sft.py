@@ -42,6 +42,7 @@ from transformers import AutoConfig, AutoTokenizer
 import data
 import eval as evaluation
 import logprobs
+import lora
 from batching import collate, same_count_micro_batches
 from distributed import all_reduce, full_weights, init_distributed, load_model, optimizer_step
 from reward import last_boxed
@@ -102,6 +103,7 @@ def build_parser():
                    help="cosine decay from --lr to lr * this at the last step (1: constant after warmup)")
     g.add_argument("--weight_decay", type=float, default=WEIGHT_DECAY, help="AdamW weight decay")
     g.add_argument("--grad_clip", type=float, default=GRAD_CLIP, help="max gradient norm")
+    lora.add_flags(p.add_argument_group("LoRA (lora.py; a resume may not change it)"))
     g = p.add_argument_group("systems")
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
@@ -161,6 +163,7 @@ def parse_args(argv=None):
         errors.append("--lr and --grad_clip must be > 0, --warmup_steps >= 0, --min_lr_ratio in [0, 1]")
     if args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1 or args.time_limit_s < 0:
         errors.append("--eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1], --time_limit_s >= 0")
+    errors += lora.check_flags(args)
     for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
         (later if args.dry_run and looks_like_path else errors).append(problem)
     looks_local = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1  # a hub id is org/name
@@ -362,10 +365,14 @@ def main(argv=None, engine=None):
     batcher = data.PromptBatcher(samples, args.batch_size, seed=args.data_seed, rank=rank, world_size=world)
     # the batcher draws whole batches and reshuffles (an epoch's remainder waits for the next epoch's order)
     total_steps = args.max_steps or max(1, math.ceil(args.epochs * (len(samples) // args.batch_size)))
-    # fp32 master weights; compute runs in --dtype under autocast
-    model = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
-                       bool(args.gradient_checkpointing), bool(args.packing)).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=args.weight_decay)
+    # fp32 master weights; compute runs in --dtype under autocast. LoRA: the base (--model) frozen in --dtype, fp32
+    # adapters (on resume, the checkpoint's)
+    model = load_model(model_dir(args.model) if args.lora_rank else source, device, dtype if args.lora_rank else
+                       torch.float32, world, bool(args.fsdp_cpu_offload), bool(args.gradient_checkpointing),
+                       bool(args.packing), wrap=lora.wrapper(args, resume_ckpt and resume_ckpt / "adapter")
+                       if args.lora_rank else None).train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, betas=ADAM_BETAS,
+                                  weight_decay=args.weight_decay)
     start_step = 0
     if resume_ckpt:
         state = load_checkpoint(resume_ckpt, model, optimizer)

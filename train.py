@@ -37,6 +37,7 @@ import data
 import eval as evaluation
 import grpo
 import logprobs
+import lora
 from batching import collate, pad_rows, same_count_micro_batches
 from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model, optimizer_step
@@ -131,6 +132,7 @@ def build_parser():
     g.add_argument("--ppo_epochs", type=int, default=1, help="passes over each batch (>1 is off-policy)")
     g.add_argument("--mini_batches", type=int, default=1, help="optimizer steps per pass (>1 is off-policy)")
     g.add_argument("--format_reward", default="", choices=["", "strict", "loose"], help="add the <think>/<answer> format reward")
+    lora.add_flags(p.add_argument_group("LoRA (lora.py; a new stage may switch it on or off, a resume may not)"))
     g = p.add_argument_group("systems")
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="default: bfloat16 on GPU, float32 on CPU")
@@ -203,7 +205,7 @@ def parse_args(argv=None):
          f"with a nucleus, vLLM's log-probs are those of the renormalised top-p set, which the trainer does not "
          f"compute, so the PPO ratio, the IS weights and the alignment check would be wrong. Use --eval_top_p"),
         (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
-         "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad]
+         "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad] + lora.check_flags(args)
     if args.init_from and not ckpt and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
     for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
@@ -505,15 +507,21 @@ def main(argv=None, engine=None):
     tokenizer = AutoTokenizer.from_pretrained(source)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     think_prefilled = data.prompt_opens_think(tokenizer, args.template)  # R1-distill chat templates end in <think>
-    # fp32 master weights; compute runs in --dtype under autocast
-    policy = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
-                        bool(args.gradient_checkpointing), bool(args.packing)).train()
+    # fp32 master weights; compute runs in --dtype under autocast. LoRA: the stage's base frozen in --dtype, fp32
+    # adapters (on resume, the checkpoint's)
+    policy = load_model(args.stage_start if args.lora_rank else source, device, dtype if args.lora_rank else
+                        torch.float32, world, bool(args.fsdp_cpu_offload), bool(args.gradient_checkpointing),
+                        bool(args.packing), wrap=lora.wrapper(args, resume_ckpt and resume_ckpt / "adapter")
+                        if args.lora_rank else None).train()
     reference = None
-    if args.kl_coef > 0:  # frozen copy of the stage's starting policy (also when resuming)
+    if args.kl_coef > 0 and args.lora_rank:  # the stage's starting policy = the base: the policy, adapters off
+        reference = lora.adapters_disabled(policy)
+    elif args.kl_coef > 0:  # frozen copy of the stage's starting policy (also when resuming)
         reference = load_model(args.stage_start, device, dtype, world, bool(args.fsdp_cpu_offload),
                                packed=bool(args.packing))
         reference.eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.999))
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr,
+                                  weight_decay=args.weight_decay, betas=(0.9, 0.999))
     start_step = 0
     if resume_ckpt:
         state = load_checkpoint(resume_ckpt, policy, optimizer)
