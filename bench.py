@@ -12,6 +12,8 @@
                                  a 1-layer Qwen2 with Qwen2.5-1.5B's FLOP mix, CPU (~9 minutes)
     python bench.py code         code reward: MBPP reference programs graded/s (2 workers), p50/p99 per program,
                                  sandbox start-up cost per program (bwrap vs the rlimits fallback vs bare python)
+    python bench.py memory       bytes per parameter of full fine-tuning and of LoRA (ranks 1-128) from the real
+                                 module sizes of Qwen2.5-1.5B / 7B shapes built on the meta device (distributed.py)
     python bench.py all
 """
 import argparse
@@ -628,9 +630,56 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
     print(f"load average now {os.getloadavg()[0]:.1f}")
 
 
+# ------------------------------------------------------------------------------------------------------------
+# memory of the trained state: full fine-tuning vs LoRA, from real module sizes (meta device: no memory, no weights)
+# ------------------------------------------------------------------------------------------------------------
+def bench_memory(ranks=(1, 8, 32, 128), gpus=(1, 8), kl_reference=True):
+    """What the trainer holds for the policy (and the KL reference) before activations and vLLM, for Qwen2.5-1.5B
+    and 7B shapes (1.5B: tied embeddings, as Qwen2.5-1.5B; 7B: untied), built with transformers on the meta device
+    and wrapped by lora.wrapper exactly as train.py does. Bytes are each tensor's numel x element size:
+        full    fp32 weights + fp32 gradients + AdamW's 2 fp32 moments, + a bf16 reference copy when --kl_coef > 0
+        LoRA    the frozen base in bf16 (no gradient, no Adam) + fp32 adapters with their gradients and 2 moments;
+                the reference is the base itself (adapters off): nothing more
+    Printed per base parameter and in GB per GPU with FSDP2 over N GPUs (everything shards evenly)."""
+    import types
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    import lora
+    rows = []
+    for name, tied in (("qwen2.5-1.5b", True), ("qwen2.5-7b", False)):
+        hidden, layers, heads, kv, head_dim, mlp, vocab = QWEN[name]
+        config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers,
+                             num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+                             tie_word_embeddings=tied)
+        with torch.device("meta"):
+            base = Qwen2ForCausalLM(config).to(torch.bfloat16)
+        n = sum(p.numel() for p in base.parameters())
+        full = n * (4 + 4 + 8) + (n * 2 if kl_reference else 0)
+        rows.append((name, n, "full fine-tuning" + (" + bf16 reference" if kl_reference else ""), full))
+        for rank in ranks:
+            with torch.device("meta"):
+                model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+            model = lora.wrapper(types.SimpleNamespace(lora_rank=rank, lora_alpha=32, lora_targets=None, seed=0))(model)
+            frozen = sum(p.numel() * p.element_size() for p in model.parameters() if not p.requires_grad)
+            adapters = [p for p in model.parameters() if p.requires_grad]
+            assert all(p.dtype == torch.float32 for p in adapters)
+            trained = sum(p.numel() for p in adapters)
+            rows.append((name, n, f"LoRA rank {rank} ({trained / 1e6:.1f}M adapter parameters)",
+                         frozen + trained * (4 + 4 + 8)))
+    print("| model | mode | bytes / parameter | " + " | ".join(f"GB per GPU, {g} GPU{'s' * (g > 1)}" for g in gpus)
+          + " |\n|---|---|---:|" + "---:|" * len(gpus))
+    for name, n, mode, total in rows:
+        print(f"| {name} ({n / 1e9:.2f}B) | {mode} | {total / n:.2f} | "
+              + " | ".join(f"{total / g / 1e9:.1f}" for g in gpus) + " |")
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["logprobs", "step", "pack", "grader", "reward", "rollout", "code", "all"])
+    parser.add_argument("what", choices=["logprobs", "step", "pack", "grader", "reward", "rollout", "code", "memory",
+                                             "all"])
     parser.add_argument("--dev", default=str(DEV_SET), help="grader: JSONL(.gz) of real responses with verdicts "
                         "(fields response, gold, label, benchmark)")
     parser.add_argument("--math_verify_repo", default=None, help="grader: a Math-Verify checkout; its published "
@@ -658,6 +707,8 @@ def main():
         bench_rollout()
     if args.what in ("code", "all"):
         bench_code()
+    if args.what in ("memory", "all"):
+        bench_memory()
 
 
 if __name__ == "__main__":

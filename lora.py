@@ -80,6 +80,25 @@ def target_modules(model, targets):
     return [n for n in linear if any(n == t or n.endswith("." + t) for t in wanted)]
 
 
+def check_targets(model, targets):
+    """[] or the message of target_modules for the model at `model` (a HF directory or a checkpoint with model/),
+    built on the meta device from its config: before anything loads or is written. A model whose config cannot be
+    read here (a hub id offline) is checked when it loads instead."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    path = Path(model) / "model" if Path(model, "model", "config.json").exists() else model
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError):
+        return []
+    with torch.device("meta"):
+        meta = AutoModelForCausalLM.from_config(config)
+    try:
+        target_modules(meta, targets)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 def wrapper(args, adapter_dir=None):
     """A function model -> PeftModel for distributed.load_model(wrap=...): rank-R adapters on every targeted linear
     layer, the base frozen in its loaded dtype, the adapters fp32. adapter_dir: load the adapters saved there
@@ -91,7 +110,9 @@ def wrapper(args, adapter_dir=None):
         names = target_modules(model, args.lora_targets)
         config = LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=0.0, bias="none",
                             target_modules=names, task_type="CAUSAL_LM")
-        model = get_peft_model(model, config, autocast_adapter_dtype=True)
+        with torch.random.fork_rng(devices=[]):   # A's init depends on --seed alone (1 rank = N ranks, resume)
+            torch.manual_seed(args.seed)
+            model = get_peft_model(model, config, autocast_adapter_dtype=True)
         for p in model.parameters():
             if p.requires_grad:
                 p.data = p.data.float()           # adapters (and so their gradients and Adam state) in fp32

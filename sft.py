@@ -169,6 +169,8 @@ def parse_args(argv=None):
     looks_local = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1  # a hub id is org/name
     if not args.resume and looks_local and not Path(args.model).exists():
         (later if args.dry_run else errors).append(f"--model {args.model}: no such directory")
+    if args.lora_rank > 0 and args.lora_targets and not ckpt and not errors:
+        errors += lora.check_targets(args.model, args.lora_targets)
     for note in later:
         print(f"sft.py: dry run: {note} (yet)")
     if errors:

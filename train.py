@@ -206,6 +206,8 @@ def parse_args(argv=None):
          f"compute, so the PPO ratio, the IS weights and the alignment check would be wrong. Use --eval_top_p"),
         (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
          "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad] + lora.check_flags(args)
+    if args.lora_rank > 0 and args.lora_targets and not ckpt and not errors:
+        errors += lora.check_targets(args.init_from or args.model, args.lora_targets)
     if args.init_from and not ckpt and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
     for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
