@@ -544,10 +544,12 @@ def main(argv=None):
     parser.add_argument("--from_sft", default=None, help="start from this finished SFT run's out_dir (sweeps of later stages)")
     parser.add_argument("--stages", default="grpo,continued_sft,rejection_sft",
                         help="which stages after SFT to run (comma-separated; the controls need --preset long)")
+    parser.add_argument("--arms", default=",".join(LORA_ARMS), help="--preset lora: which arms (several processes "
+                        "may each run some, in the same --out_dir; a last run with all of them writes the table)")
     args = parser.parse_args(argv)
     if args.preset == "lora":
         return lora_study(args.out_dir if args.out_dir != OUT_DIR else "out/demo-lora", args.from_sft,
-                          args.rl_steps or RL_STEPS)
+                          args.rl_steps or RL_STEPS, tuple(args.arms.split(",")))
     overrides = {}
     for item in args.set:
         key, _, value = item.partition("=")
