@@ -39,6 +39,22 @@ parameter, sharded over N GPUs), before activations and vLLM:
                                                              micro-batch tuning)
     14B     224 GB   28 GB               7 GB                8 x 80 GB tight (CPU offload helps); 16+ GPUs comfortable
 
+Bytes per parameter of each mode (`python bench.py memory`: real module sizes of Qwen2.5 shapes built on the meta
+device, wrapped as train.py wraps them; trained state only, before activations and vLLM):
+
+    mode                                   bytes/param    1.5B, 1 GPU   7B, 1 GPU   7B, 8 GPUs
+                                           (1.5B / 7B)
+    full fine-tuning + bf16 KL reference   18 / 18       27.8 GB       137.1 GB    17.1 GB
+    LoRA rank 1, all linear layers         2.01 / 2.01    3.1 GB        15.3 GB     1.9 GB
+    LoRA rank 32                           2.38 / 2.17    3.7 GB        16.5 GB     2.1 GB
+    LoRA rank 128                          3.53 / 2.68    5.5 GB        20.4 GB     2.5 GB
+
+LoRA (--lora_rank, lora.py): the base is frozen in the compute dtype (2 bytes in bf16: no fp32 master, no gradient,
+no Adam), the adapters are fp32 with their gradients and two moments (16 bytes per adapter parameter), and the KL
+reference is the base itself with adapters off (0 bytes). So a 7B policy fits one 80 GB GPU beside vLLM
+(recipes/single_gpu_7b_lora.sh). Under FSDP2 each block holds bf16 base and fp32 adapter tensors together; only
+the adapters have gradients to reduce-scatter.
+
 Verified on CPU (gloo, torchrun --nproc_per_node 2, tests/test_distributed.py): 2 ranks and 1 on the same rollouts
 agree to 1e-4 in loss, grad norm and weights; 2 ranks -> resume on 2 ranks is exact; rank 1 reads no weights and
 no optimizer state from disk; both ranks end with gradients freed and the reference's root sharded; each rank's
