@@ -16,6 +16,7 @@ Read top to bottom, this file is the algorithm (defaults: AceMath-RL stage 1). T
     python train.py --resume out/run                  # continue a run exactly (its flags come from the checkpoint)
     python train.py --init_from out/run/ckpt-000500 --out_dir out/run2 --max_response_len 16384   # next stage
     torchrun --nproc_per_node 8 train.py ...          # FSDP2; one colocated vLLM engine per rank
+    python train.py --lora_rank 32 --lr 3e-6 ...      # LoRA adapters on a frozen base (lora.py)
 
 Ranks, FSDP2 and model loading live in distributed.py; checkpoints, resume and the metrics log in runs.py;
 micro-batches in batching.py; what a step logs in metrics.py; periodic evaluation in eval.py.
