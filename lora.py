@@ -29,6 +29,7 @@ A LoRA checkpoint (runs.save_checkpoint -> save):
 adapters from ckpt-N/adapter: exact. --init_from a LoRA checkpoint starts a new stage on its merged model/ (the
 new base and KL reference) with fresh adapters, as a new stage of full fine-tuning starts from the last weights.
 """
+import types
 from pathlib import Path
 
 import torch
@@ -104,6 +105,7 @@ def wrapper(args, adapter_dir=None):
     layer, the base frozen in its loaded dtype, the adapters fp32. adapter_dir: load the adapters saved there
     (resume) instead of initialising them (B = 0). Applied to a real model and to a meta-device one alike."""
     from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+    from peft.tuners.lora import Linear as LoraLinear
     from safetensors.torch import load_file
 
     def wrap(model):
@@ -116,6 +118,9 @@ def wrapper(args, adapter_dir=None):
         for p in model.parameters():
             if p.requires_grad:
                 p.data = p.data.float()           # adapters (and so their gradients and Adam state) in fp32
+        for module in model.modules():            # compute with the merged weights the engine gets
+            if isinstance(module, LoraLinear):
+                module.forward = types.MethodType(_engine_exact_forward, module)
         if adapter_dir is not None and not any(p.is_meta for p in model.parameters()):
             result = set_peft_model_state_dict(model, load_file(str(Path(adapter_dir) / "adapter_model.safetensors")))
             if getattr(result, "unexpected_keys", None):
@@ -123,6 +128,48 @@ def wrapper(args, adapter_dir=None):
         return model
 
     return wrap
+
+
+def merged_weight(weight, lora_a, lora_b, scale):
+    """W + scale * B A in fp32, rounded to W's dtype: the one formula of both the trainer's forward and the push to
+    vLLM (merge), so both compute with the same weights, bit for bit (autocast off: B A must not round to bf16)."""
+    with torch.autocast(weight.device.type, enabled=False):
+        return (weight.float() + scale * (lora_b.float() @ lora_a.float())).to(weight.dtype)
+
+
+class _MergedLinear(torch.autograd.Function):
+    """y = x W'^T + bias with W' = merged_weight(W, A, B, scale): the weights the engine generates with (a bf16
+    base plus an unmerged fp32 B A x, PEFT's own forward, differs from bf16(W + scale B A) by the rounding of the
+    merge, up to half a bf16 step per weight, which would loosen the sampler/trainer alignment). Gradients reach
+    A and B by the low-rank formulas (as if W' were W + scale B A: the rounding passes straight through), so no
+    [out, in] weight gradient is ever formed and W' is rebuilt in backward instead of saved:
+        dx = dy W',   dB = scale dy^T (x A^T),   dA = scale (dy B)^T x        (in fp32)"""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, lora_a, lora_b, scale):
+        ctx.save_for_backward(x, weight, lora_a, lora_b)
+        ctx.scale = scale
+        return torch.nn.functional.linear(x, merged_weight(weight, lora_a, lora_b, scale), bias)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, lora_a, lora_b = ctx.saved_tensors
+        w = merged_weight(weight, lora_a, lora_b, ctx.scale)
+        dx = (dy.to(w.dtype) @ w).to(x.dtype) if ctx.needs_input_grad[0] else None
+        dy2, x2 = dy.reshape(-1, dy.shape[-1]).float(), x.reshape(-1, x.shape[-1]).float()
+        d_b = ctx.scale * dy2.t() @ (x2 @ lora_a.float().t())
+        d_a = ctx.scale * (dy2 @ lora_b.float()).t() @ x2
+        return dx, None, None, d_a.to(lora_a.dtype), d_b.to(lora_b.dtype), None
+
+
+def _engine_exact_forward(self, x, *args, **kwargs):
+    """peft.tuners.lora.Linear.forward with the adapters on: _MergedLinear (what the engine computes)."""
+    if self.disable_adapters or self.merged:
+        return self.base_layer(x, *args, **kwargs)
+    base = self.base_layer
+    x = x.to(base.weight.dtype) if not torch.is_autocast_enabled(x.device.type) else x
+    return _MergedLinear.apply(x, base.weight, base.bias, self.lora_A["default"].weight,
+                               self.lora_B["default"].weight, self.scaling["default"])
 
 
 def is_lora(model):
@@ -171,8 +218,8 @@ def merge(named_tensors, scalings, dtype=None):
         if len(parts) == 3:
             del pending[module]
             w, a, b = parts["base_layer"], parts["lora_A"], parts["lora_B"]
-            merged = w.float() + scalings[module] * (b.float() @ a.float())
-            yield _base_name(module + ".weight"), merged.to(dtype or w.dtype)
+            merged = merged_weight(w, a, b, scalings[module])   # the trainer's forward computes with these
+            yield _base_name(module + ".weight"), merged if dtype is None else merged.to(dtype)
     if pending:
         raise RuntimeError(f"LoRA merge: incomplete layers {sorted(pending)[:3]}")
 
