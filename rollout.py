@@ -33,8 +33,10 @@ of place in fp32 and cast to the engine's dtype (distributed.full_weights -> lor
 for full fine-tuning. Chosen over pushing only the adapter to an engine with enable_lora (verl's way) because:
 generation is most of a GRPO step, and merged weights generate at full speed with no LoRA kernels (vLLM's LoRA path
 adds a low-rank matmul pair per adapted layer per token in every decode step); the engine then runs exactly the
-kind of weights a full fine-tuning run pushes, so the sampler/trainer alignment is full fine-tuning's
-(tests/test_lora.py: <= 1.001 in fp32) with no second engine configuration to keep aligned (enable_lora,
+kind of weights a full fine-tuning run pushes, and the trainer computes with exactly those weights (lora.py's
+_MergedLinear: bf16(W + scale B A), bit for bit), so the sampler/trainer alignment is full fine-tuning's
+(tests/test_lora.py: <= 1.001 in fp32; identical log-probs to a plain model holding the pushed weights in bf16),
+with no second engine configuration to keep aligned (enable_lora,
 max_lora_rank, adapter slots, its own dtype handling); and the push costs what full fine-tuning's costs (one
 streamed copy of the model in the engine's dtype per step: seconds for 7B against minutes of generation). The
 adapter-only push moves ~100-1000x fewer bytes, which pays only when the push dominates a step, not in colocated
