@@ -224,6 +224,13 @@ def test_checkpoint_loads_in_peft_transformers_and_as_a_new_stage(lora_runs, war
     assert torch.allclose(logp(peft_model, ids, attention), trained, atol=1e-5)   # PEFT's own forward: W x + s B A x
     merged = AutoModelForCausalLM.from_pretrained(ckpt / "model", dtype=torch.float32)
     assert torch.allclose(logp(merged, ids, attention), trained, atol=1e-5)
+    # vLLM generates from the exported model/ what the trained policy would (the path eval.py --model takes)
+    from data import render_prompt
+    from test_rollout import alignment
+    vllm_engine.update_weights(merged.state_dict().items())
+    samples = vllm_engine.generate([render_prompt("What number comes after six?", tokenizer, "chat")], n=8,
+                                   temperature=1.0, max_tokens=12, seed=5)
+    assert alignment(lora_runs.straight, samples, 1.0, tokenizer.pad_token_id)[0] <= 1.001
     assert not torch.allclose(logp(AutoModelForCausalLM.from_pretrained(warm_model_path), ids, attention), trained,
                               atol=1e-5)
     out = lora_runs.tmp / "stage2"
