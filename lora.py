@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 DEFAULT_TARGETS = "all-linear"   # PEFT's shorthand: every nn.Linear except the output head
-LORA_ALPHA = 32
+LORA_ALPHA = 32.0
 
 
 def add_flags(group):

@@ -241,10 +241,11 @@ def test_checkpoint_loads_in_peft_transformers_and_as_a_new_stage(lora_runs, war
 
 
 def test_resume_refuses_changed_lora_flags(lora_runs):
-    for changed in (["--lora_rank", "8"], ["--lora_alpha", "16"], ["--lora_targets", "q_proj"]):
+    for changed in (["--lora_rank", "8"], ["--lora_alpha", "16.0"], ["--lora_targets", "q_proj"]):
         with pytest.raises(SystemExit) as exc:
             train.parse_args(["--resume", str(lora_runs.tmp / "b"), *changed])
-        assert f"{changed[0]} {changed[1]} (the run has" in str(exc.value.code), exc.value.code
+        message = str(exc.value.code)
+        assert f"{changed[0]} {changed[1]}" in message and "(the run has" in message, message
     assert sorted(p.name for p in (lora_runs.tmp / "b").glob("ckpt-*")) == ["ckpt-000002", "ckpt-000004"]
 
 
