@@ -8,8 +8,8 @@
 #   1.3 GB; the KL reference is the base with adapters off (no second model);
 #   generating: + vLLM at 0.6 of the GPU (its bf16 weights 15.2 GB + KV cache) = 64.5 GB;
 #   updating (vLLM asleep): + activations at 16K micro-batch tokens, checkpointed, ~7 GB = 23 GB.
-# lr 3e-6: 10x AceMath-RL's full fine-tuning lr (3e-7), the rule of "LoRA Without Regret" that our CPU study tests
-# (README, "LoRA"); not tuned at 7B. Checkpoints hold adapter/ (PEFT) and the merged model/ (eval.py loads it).
+# lr 3e-6: 10x AceMath-RL's full fine-tuning lr (3e-7), the rule of "LoRA Without Regret"; on our CPU task 3x was
+# best and 10x within 1-3 points (README, LoRA study); not tuned at 7B. Checkpoints hold adapter/ (PEFT) and the merged model/ (eval.py loads it).
 # Usage: bash recipes/single_gpu_7b_lora.sh [--dry_run]      (PYTHON=... selects the interpreter)
 source "$(dirname "$0")/_common.sh"
 MODEL=deepseek-ai/DeepSeek-R1-Distill-Qwen-7B
