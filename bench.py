@@ -30,6 +30,8 @@
                                  (the install takes ~1-2 of its 10 minutes, hence --budget_s 420):
         bash .gpukit/p06/install-kit.sh && export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 \
             HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 && python3 bench.py gpu --budget_s 420
+    python bench.py memory       bytes per parameter of full fine-tuning and of LoRA (ranks 1-128) from the real
+                                 module sizes of Qwen2.5-1.5B / 7B shapes built on the meta device (distributed.py)
     python bench.py all
 """
 import argparse
@@ -1105,10 +1107,82 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
     print(f"load average now {os.getloadavg()[0]:.1f}")
 
 
+# ------------------------------------------------------------------------------------------------------------
+# memory of the trained state: full fine-tuning vs LoRA, from real module sizes (meta device: no memory, no weights)
+# ------------------------------------------------------------------------------------------------------------
+def bench_memory(ranks=(1, 8, 32, 128), gpus=(1, 8), kl_reference=True, like=("qwen2.5-1.5b", "qwen2.5-7b"),
+                 quiet=False):
+    """What the trainer holds for the policy (and the KL reference) before activations and vLLM, for Qwen2.5-1.5B
+    and 7B shapes (1.5B: tied embeddings, as Qwen2.5-1.5B; 7B: untied), built with transformers on the meta device
+    and wrapped by lora.wrapper exactly as train.py does. Bytes are each tensor's numel x element size:
+        full    fp32 weights + fp32 gradients + AdamW's 2 fp32 moments, + a bf16 reference copy when --kl_coef > 0
+        LoRA    the frozen base in bf16 (no gradient, no Adam) + fp32 adapters with their gradients and 2 moments;
+                the reference is the base itself (adapters off): nothing more
+    Printed per base parameter and in GB per GPU with FSDP2 over N GPUs (everything shards evenly)."""
+    import types
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    import lora
+    rows = []
+    for name in like:
+        tied = name != "qwen2.5-7b"
+        hidden, layers, heads, kv, head_dim, mlp, vocab = QWEN[name]
+        config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers,
+                             num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+                             tie_word_embeddings=tied)
+        with torch.device("meta"):
+            base = Qwen2ForCausalLM(config).to(torch.bfloat16)
+        n = sum(p.numel() for p in base.parameters())
+        full = n * (4 + 4 + 8) + (n * 2 if kl_reference else 0)
+        rows.append((name, n, "full fine-tuning" + (" + bf16 reference" if kl_reference else ""), full))
+        for rank in ranks:
+            with torch.device("meta"):
+                model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+            model = lora.wrapper(types.SimpleNamespace(lora_rank=rank, lora_alpha=32, lora_targets=None, seed=0))(model)
+            frozen = sum(p.numel() * p.element_size() for p in model.parameters() if not p.requires_grad)
+            adapters = [p for p in model.parameters() if p.requires_grad]
+            assert all(p.dtype == torch.float32 for p in adapters)
+            trained = sum(p.numel() for p in adapters)
+            rows.append((name, n, f"LoRA rank {rank} ({trained / 1e6:.1f}M adapter parameters)",
+                         frozen + trained * (4 + 4 + 8)))
+    if quiet:
+        return rows
+    print("| model | mode | bytes / parameter | " + " | ".join(f"GB per GPU, {g} GPU{'s' * (g > 1)}" for g in gpus)
+          + " |\n|---|---|---:|" + "---:|" * len(gpus))
+    for name, n, mode, total in rows:
+        print(f"| {name} ({n / 1e9:.2f}B) | {mode} | {total / n:.2f} | "
+              + " | ".join(f"{total / g / 1e9:.1f}" for g in gpus) + " |")
+    return rows
+
+
+def check_memory(like, lora_rank, gpu_gb, vllm_share, micro_batch_tokens, kl_reference=True, chunk=256):
+    """A recipe's memory plan on one GPU, checked (recipes/single_gpu_7b_lora.sh runs it in its dry run). The
+    trained state is exact (bench_memory's module sizes); activations are an estimate of train.py with gradient
+    checkpointing: each layer's bf16 input kept for backward (tokens x hidden x 2 B x layers), one layer recomputed
+    (tokens x (3 x mlp + 6 x hidden) x 2 B), the output head's chunks (chunk x vocab x 4 B x 6, measured by
+    bench.py logprobs). vLLM sleeps (level 2) while the trainer steps, so the peak is the larger of state + vLLM's
+    share (generation) and state + activations (update). Exits 1 when a peak passes 95% of the GPU."""
+    rows = bench_memory((lora_rank,) if lora_rank else (), (1,), kl_reference, (like,), quiet=True)
+    state = rows[-1][3] / 1e9 if lora_rank else rows[0][3] / 1e9
+    hidden, layers, heads, kv, head_dim, mlp, vocab = QWEN[like]
+    activations = (micro_batch_tokens * hidden * 2 * layers + micro_batch_tokens * (3 * mlp + 6 * hidden) * 2
+                   + chunk * vocab * 4 * 6) / 1e9
+    generation, update = state + vllm_share * gpu_gb, state + activations
+    ok = max(generation, update) <= 0.95 * gpu_gb
+    print(f"memory plan ({like}, {'LoRA rank %d' % lora_rank if lora_rank else 'full fine-tuning'}, one {gpu_gb:g} GB "
+          f"GPU): trained state {state:.1f} GB; generating: + vLLM {vllm_share:g} x {gpu_gb:g} GB = {generation:.1f} GB; "
+          f"updating: + activations at {micro_batch_tokens} tokens ~{activations:.1f} GB = {update:.1f} GB; "
+          f"{'fits' if ok else 'DOES NOT FIT'} (95% = {0.95 * gpu_gb:.0f} GB)")
+    if not ok:
+        sys.exit(1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["logprobs", "step", "pack", "grader", "reward", "rollout", "code", "gpu",
-                                         "precision", "all"])
+                                         "precision", "memory", "all"])
     parser.add_argument("--dev", default=str(DEV_SET), help="grader: JSONL(.gz) of real responses with verdicts "
                         "(fields response, gold, label, benchmark)")
     parser.add_argument("--math_verify_repo", default=None, help="grader: a Math-Verify checkout; its published "
@@ -1122,6 +1196,14 @@ def main():
                         "(long-tailed, uniform, all-at-cap)")
     parser.add_argument("--like", default="qwen2.5-1.5b", choices=sorted(QWEN), help="pack: the model whose FLOP "
                         "mix (attention / matmuls / head) the bench model copies")
+    parser.add_argument("--check", action="store_true", help="memory: check one recipe's plan (the flags below) "
+                        "instead of printing the table; exits 1 when it does not fit")
+    parser.add_argument("--lora_rank", type=int, default=0, help="memory --check: 0 full fine-tuning, else LoRA rank")
+    parser.add_argument("--gpu_gb", type=float, default=80, help="memory --check: GPU memory (GB)")
+    parser.add_argument("--vllm_share", type=float, default=0.5, help="memory --check: --vllm_gpu_memory_utilization")
+    parser.add_argument("--micro_batch_tokens", type=int, default=16384, help="memory --check: train.py's")
+    parser.add_argument("--dry_run", action="store_true", help="accepted so that recipes validate this command; "
+                        "memory --check is cheap (meta device) and runs in full")
     parser.add_argument("--fraction", type=float, default=1 / 20, help="pack: share of each way's micro-batches timed")
     g = parser.add_argument_group("gpu (issue 34; on CPU with --shape tiny: the suite's dry run)")
     g.add_argument("--shape", default="1.5b", choices=sorted(GPU_SHAPES), help="gpu: the model's shape")
@@ -1181,6 +1263,10 @@ def main():
         bench_rollout()
     if args.what in ("code", "all"):
         bench_code()
+    if args.what == "memory" and args.check:
+        check_memory(args.like, args.lora_rank, args.gpu_gb, args.vllm_share, args.micro_batch_tokens)
+    elif args.what in ("memory", "all"):
+        bench_memory()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ problems, compared with the two strongest non-RL uses of the same data at equal 
     python demo.py --preset long      # then the controls (a) and (b) from the same SFT checkpoint (~2 min more)
     python demo.py --seed 1           # another seed of the whole pipeline (model init, data, sampling)
     python demo.py --eval_on validation --set grpo.lr=3e-5 ...        # a tuning run (see "How it was tuned")
+    python demo.py --preset lora      # GRPO with LoRA at ranks 1, 4, 32 against full fine-tuning (lora_study)
 
 What it does, each step with the project's real parts (summary in out/demo/summary.md, curves in out/demo/plots):
 1. builds a 0.56M-parameter Qwen2 (2 layers) and a tokenizer with one token per character from scratch
@@ -106,6 +107,7 @@ REJECTION_SFT_FLAGS = dict(batch_size=32, max_len=128, weight_decay=0.0, lr=3e-4
 PRESETS = {  # main: the README's job; long: the same GRPO run, then both controls for GRPO's training seconds
     "main": dict(rl_steps=RL_STEPS, controls=False),
     "long": dict(rl_steps=RL_STEPS, controls=True),
+    "lora": dict(rl_steps=RL_STEPS, controls=False),   # the LoRA rank-vs-full study instead (lora_study)
 }
 # Equal training seconds, as step counts (accuracy then does not depend on the machine's load): the ratio of a
 # GRPO step's seconds to an SFT step's, measured in the same runs (docstring, step 5). Rejection-sampling SFT
@@ -425,6 +427,107 @@ def summary_markdown(s):
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------------------------------------------------
+# --preset lora: GRPO with LoRA at ranks 1, 4, 32 against full fine-tuning (issue 33; README, "LoRA")
+# ------------------------------------------------------------------------------------------------------------
+# Every arm's lr on a three-point grid on validation (seed 0; a best point at the grid's edge adds the next point
+# out), LoRA's grid centred 10x above full fine-tuning's ("LoRA Without Regret"); then the best lr, seeds 0-2, on
+# held-out. All from one SFT checkpoint (task seed 0): a seed changes the GRPO run (data order, sampling, the
+# adapters' init), not the task, so the arms differ by their update alone. alpha 32 for every rank (that study's
+# choice: with scale alpha / r the best lr hardly depends on the rank).
+LORA_ARMS = {"full": dict(lora_rank=0, lrs=[3e-5, 1e-4, 3e-4]),
+             "lora_r1": dict(lora_rank=1, lrs=[3e-4, 1e-3, 3e-3]),
+             "lora_r4": dict(lora_rank=4, lrs=[3e-4, 1e-3, 3e-3]),
+             "lora_r32": dict(lora_rank=32, lrs=[3e-4, 1e-3, 3e-3])}
+LORA_SEEDS = (0, 1, 2)
+
+
+def lora_study(out_dir="out/demo-lora", from_sft=None, rl_steps=RL_STEPS, arms=tuple(LORA_ARMS), log=print):
+    """The rank-vs-full study. Each GRPO run is train.py with the main job's flags (GRPO_FLAGS) and the arm's
+    --lora_rank / --lr; it records held-out or validation accuracy after rl_steps, its CPU seconds (process_time:
+    the trainer and the in-process vLLM engine, independent of other jobs on the machine) and wall seconds. A run
+    whose result.json exists is not run again (the study resumes where it stopped). Returns the summary dict
+    (out_dir/lora.json, out_dir/lora.md)."""
+    import statistics
+
+    import train
+    out = Path(out_dir)
+    paths = write_task(out / "task", seed=0)
+    sft_dir = Path(from_sft) if from_sft else out / "sft"
+    engine = None
+    if not latest_checkpoint(sft_dir):
+        log(f"demo: lora study: SFT ({sft_dir}), as --preset long runs it")
+        base = build_model(out / "base", seed=0, **MODEL_SIZE)
+        engine = start_engine(base, 0)
+        sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY}, paths["heldout"], 0)
+    sft_ckpt = str(latest_checkpoint(sft_dir))
+
+    def grpo_run(arm, lr, seed, split):
+        run_dir = out / "runs" / f"{arm}-lr{lr:g}-seed{seed}-{split}"
+        if (run_dir / "result.json").exists():
+            return json.loads((run_dir / "result.json").read_text())
+        nonlocal engine
+        engine = engine or start_engine(str(Path(sft_ckpt) / "model"), 0)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        log(f"demo: lora study: {arm} lr {lr:g} seed {seed} on {split}")
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        train.main(argv_of({**SYSTEM_FLAGS, **GRPO_FLAGS, "init_from": sft_ckpt, "train_data": paths["rl"],
+                            "out_dir": run_dir, "max_steps": rl_steps, "eval_data": paths[split], "seed": seed,
+                            "eval_every": rl_steps, "eval_before_train": int(seed == 0 and (split == "heldout" or lr == LORA_ARMS[arm]["lrs"][0])),
+                            "lr": lr, "lora_rank": LORA_ARMS[arm]["lora_rank"]}), engine=engine)
+        rows = read_metrics(run_dir)
+        result = {"arm": arm, "lr": lr, "seed": seed, "split": split, "accuracy": last_eval(run_dir, split)[1],
+                  "cpu_s": round(time.process_time() - cpu0, 1), "wall_s": round(time.perf_counter() - wall0, 1),
+                  "update_s": round(sum(m.get("time/update", 0) for m in rows), 1),
+                  "start": next((m[f"eval/{split}"] for m in rows if m["step"] == 0), None)}
+        (run_dir / "result.json").write_text(json.dumps(result))
+        return result
+
+    summary = {"sft": sft_ckpt, "rl_steps": rl_steps, "arms": {}}
+    tunings = {}
+    for arm in arms:  # first every arm's lr on validation, then held-out: a study cut short still compares arms
+        tuning = tunings[arm] = {lr: grpo_run(arm, lr, 0, "validation")["accuracy"] for lr in LORA_ARMS[arm]["lrs"]}
+        while len(tuning) < 6:  # the best point on the grid's edge: one more point out (x ~3), until it is inside
+            best = max(tuning, key=tuning.get)
+            if best not in (min(tuning), max(tuning)):
+                break
+            nxt = float(f"{best * 10 ** 0.5 if best == max(tuning) else best / 10 ** 0.5:.0e}")
+            tuning[nxt] = grpo_run(arm, nxt, 0, "validation")["accuracy"]
+    for arm in arms:
+        best = max(tunings[arm], key=tunings[arm].get)
+        held = [grpo_run(arm, best, seed, "heldout") for seed in LORA_SEEDS]
+        acc = [r["accuracy"] for r in held]
+        summary["arms"][arm] = {
+            "lora_rank": LORA_ARMS[arm]["lora_rank"],
+            "validation": {f"{lr:g}": a for lr, a in sorted(tunings[arm].items())},
+            "lr": best, "heldout": acc, "mean": statistics.mean(acc),
+            "se": statistics.stdev(acc) / len(acc) ** 0.5 if len(acc) > 1 else 0.0,
+            "cpu_s": statistics.mean(r["cpu_s"] for r in held), "wall_s": statistics.mean(r["wall_s"] for r in held),
+            "update_s": statistics.mean(r["update_s"] for r in held)}
+        (out / "lora.json").write_text(json.dumps(summary, indent=1))
+    starts = [r for d in (out / "runs").glob("*") if (d / "result.json").exists()
+              for r in [json.loads((d / "result.json").read_text())] if r["start"] is not None]
+    summary["after_sft"] = {r["split"]: r["start"] for r in starts}
+    (out / "lora.json").write_text(json.dumps(summary, indent=1))
+    (out / "lora.md").write_text(lora_markdown(summary))
+    print("\n" + lora_markdown(summary))
+    return summary
+
+
+def lora_markdown(s):
+    lines = [f"GRPO {s['rl_steps']} steps from the SFT checkpoint (held-out after SFT: "
+             f"{100 * s.get('after_sft', {}).get('heldout', float('nan')):.1f}%), held-out accuracy of seeds "
+             f"{', '.join(map(str, LORA_SEEDS))} at each arm's best validation lr:", "",
+             "| arm | validation accuracy by lr (seed 0) | lr | held-out, mean +- s.e. | seeds | CPU s / run | "
+             "update s / run | wall s / run |", "|---|---|---:|---:|---|---:|---:|---:|"]
+    for arm, a in s["arms"].items():
+        grid = ", ".join(f"{lr}: {100 * v:.1f}" for lr, v in a["validation"].items())
+        lines.append(f"| {arm} | {grid} | {a['lr']:g} | {100 * a['mean']:.1f} +- {100 * a['se']:.1f} | "
+                     f"{' / '.join(f'{100 * v:.1f}' for v in a['heldout'])} | {a['cpu_s']:.0f} | {a['update_s']:.0f} | "
+                     f"{a['wall_s']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="main", choices=sorted(PRESETS),
@@ -441,7 +544,12 @@ def main(argv=None):
     parser.add_argument("--from_sft", default=None, help="start from this finished SFT run's out_dir (sweeps of later stages)")
     parser.add_argument("--stages", default="grpo,continued_sft,rejection_sft",
                         help="which stages after SFT to run (comma-separated; the controls need --preset long)")
+    parser.add_argument("--arms", default=",".join(LORA_ARMS), help="--preset lora: which arms (several processes "
+                        "may each run some, in the same --out_dir; a last run with all of them writes the table)")
     args = parser.parse_args(argv)
+    if args.preset == "lora":
+        return lora_study(args.out_dir if args.out_dir != OUT_DIR else "out/demo-lora", args.from_sft,
+                          args.rl_steps or RL_STEPS, tuple(args.arms.split(",")))
     overrides = {}
     for item in args.set:
         key, _, value = item.partition("=")

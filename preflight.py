@@ -31,6 +31,7 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_le
                 "max_sequence_length", "max_seq_length", "seq_len")
 ROPE_ALREADY_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 FULL_FINETUNE_BYTES = 16    # per trained parameter: fp32 weights 4 + gradients 4 + AdamW moments 8
+LORA_BYTES = 2.7            # LoRA: the bf16 base + adapters, gradients and AdamW at rank <= 128 (bench.py memory)
 RESIDENT_BYTES = 12         # between steps (gradients freed): weights + moments, beside vLLM while it generates
 MIN_DRIVER = {13: 580, 12: 525}   # NVIDIA driver needed by a CUDA major version (12.x: minor-version compatibility)
 
@@ -169,35 +170,45 @@ def count_parameters(config):
     return sum(p.numel() for p in model.parameters())
 
 
-def check_memory(tool, params, gpu_bytes, world=1, cpu_offload=False, vllm_share=None, reference_bytes=0):
+def check_memory(tool, params, gpu_bytes, world=1, cpu_offload=False, vllm_share=None, reference_bytes=0,
+                 lora=False):
     """An error (str) when full fine-tuning of `params` parameters cannot fit a GPU of `gpu_bytes`, else None.
 
     Per GPU, FSDP2 shards the state over `world` ranks: 16 B/param for the update (weights, gradients, AdamW),
     plus reference_bytes (a bf16 KL reference: 2 B/param). With vllm_share (train.py: vLLM's
     gpu_memory_utilization), the state between updates (12 B/param: gradients are freed) must also fit beside
     vLLM's share, or vLLM refuses to start. Activations come on top of this: passing is necessary, not sufficient.
-    --fsdp_cpu_offload keeps the state in host memory: nothing to check here."""
+    --fsdp_cpu_offload keeps the state in host memory: nothing to check here. lora: the state is the frozen base in
+    bf16 (2 B/param; the adapters with their gradients and AdamW add 0.01-0.7 B/param at ranks 1-128, `python
+    bench.py memory`) and the KL reference is that base with the adapters off (nothing more)."""
     if cpu_offload or not gpu_bytes:
         return None
     gb = 1e9
-    update = (FULL_FINETUNE_BYTES + reference_bytes) * params / world
-    resident = (RESIDENT_BYTES + reference_bytes) * params / world
+    if lora:
+        update = resident = LORA_BYTES * params / world
+    else:
+        update = (FULL_FINETUNE_BYTES + reference_bytes) * params / world
+        resident = (RESIDENT_BYTES + reference_bytes) * params / world
     room = gpu_bytes * (1 - vllm_share) if vllm_share else None
     problem = None
-    if update > gpu_bytes:
+    if update > gpu_bytes and lora:
+        problem = (f"the frozen base of {params / 1e9:.2f}B parameters with its LoRA adapters needs "
+                   f"{update / gb:.0f} GB per GPU on {world} process(es), more than this GPU's {gpu_bytes / gb:.0f} GB")
+    elif update > gpu_bytes:
         problem = (f"full fine-tuning of {params / 1e9:.2f}B parameters needs {update / gb:.0f} GB per GPU on "
                    f"{world} process(es) (16 B/param: fp32 weights, gradients, AdamW"
                    f"{' + the bf16 KL reference' if reference_bytes else ''}), more than this GPU's "
                    f"{gpu_bytes / gb:.0f} GB")
     elif room is not None and resident > room:
-        problem = (f"the trainer's state between updates ({resident / gb:.0f} GB per GPU: 12 B/param"
-                   f"{' + the KL reference' if reference_bytes else ''}) does not fit beside vLLM's share "
-                   f"(--vllm_gpu_memory_utilization {vllm_share} of {gpu_bytes / gb:.0f} GB)")
+        per_param = f"{LORA_BYTES} B/param with LoRA" if lora else "12 B/param" + (" + the KL reference"
+                                                                                  if reference_bytes else "")
+        problem = (f"the trainer's state between updates ({resident / gb:.0f} GB per GPU: {per_param}) does not "
+                   f"fit beside vLLM's share (--vllm_gpu_memory_utilization {vllm_share} of {gpu_bytes / gb:.0f} GB)")
     if problem is None:
         return None
     return (f"{tool}: {problem}. Use more GPUs (torchrun --nproc_per_node N: FSDP2 shards the state; "
             f"recipes: LAUNCHER=\"torchrun --nproc_per_node 8\"), --fsdp_cpu_offload 1 (state in host memory), "
-            f"or train low-rank adapters (LoRA) instead of every weight"
+            f"or train low-rank adapters instead of every weight (--lora_rank 32: ~2.1 B/param, lora.py)"
             f"{'; or lower --vllm_gpu_memory_utilization' if room is not None else ''}")
 
 

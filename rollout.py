@@ -28,6 +28,20 @@ each fp32 tensor and warn per tensor). Measured on CPU with the tiny model
 alive at once -- the pieces of one attention layer that vLLM 0.32's layerwise reload buffers until its fused
 qkv_proj is complete.
 
+LoRA (train.py --lora_rank R; lora.py): the trainer pushes the MERGED weights W + (alpha / R) * B A, computed out
+of place in fp32 and cast to the engine's dtype (distributed.full_weights -> lora.merged_weights), every step, as
+for full fine-tuning. Chosen over pushing only the adapter to an engine with enable_lora (verl's way) because:
+generation is most of a GRPO step, and merged weights generate at full speed with no LoRA kernels (vLLM's LoRA path
+adds a low-rank matmul pair per adapted layer per token in every decode step); the engine then runs exactly the
+kind of weights a full fine-tuning run pushes, and the trainer computes with exactly those weights (lora.py's
+_MergedLinear: bf16(W + scale B A), bit for bit), so the sampler/trainer alignment is full fine-tuning's
+(tests/test_lora.py: <= 1.001 in fp32; identical log-probs to a plain model holding the pushed weights in bf16),
+with no second engine configuration to keep aligned (enable_lora,
+max_lora_rank, adapter slots, its own dtype handling); and the push costs what full fine-tuning's costs (one
+streamed copy of the model in the engine's dtype per step: seconds for 7B against minutes of generation). The
+adapter-only push moves ~100-1000x fewer bytes, which pays only when the push dominates a step, not in colocated
+GRPO. Not measured (this task had no GPU): vLLM's LoRA generation speed against merged weights on a GPU.
+
 Log-probabilities: vLLM is created with logprobs_mode="processed_logprobs", so `Sample.logprobs` are those of
 the distribution actually sampled (after temperature and top-p). The trainer computes its own with
 grpo.token_logprobs(..., temperature=T).

@@ -3,6 +3,8 @@
     <out_dir>/ckpt-000100/model/             the policy in Hugging Face format (transformers and vLLM load it)
     <out_dir>/ckpt-000100/trainer_state.pt   optimizer (full, keyed by parameter name), data cursor, RNG states
     <out_dir>/ckpt-000100/run.json           the run's flags: what --resume restores
+    <out_dir>/ckpt-000100/adapter/           LoRA runs only: the adapters in PEFT's format (model/ is then the
+                                             merged model; lora.py)
     <out_dir>/metrics.jsonl                  one JSON object per step (plot.py reads it)
     <out_dir>/samples.jsonl                  a few responses per evaluation, for a person to read
 
@@ -21,6 +23,7 @@ import torch
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
                                                      set_optimizer_state_dict)
 
+import lora
 from distributed import broadcast_object, distributed, get_rank
 
 
@@ -103,7 +106,10 @@ def save_checkpoint(out_dir, step, model, tokenizer, optimizer, keep_last, train
     final = Path(out_dir) / f"ckpt-{step:06d}"
     tmp = Path(out_dir) / f".tmp-ckpt-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp / "model", state_dict=model_state)  # HF format: loadable by transformers and vLLM
+    if lora.is_lora(model):  # adapter/ (PEFT format) and the merged model/ (lora.py)
+        lora.save(model, tmp, model_state)
+    else:
+        model.save_pretrained(tmp / "model", state_dict=model_state)  # HF format: loadable by transformers and vLLM
     tokenizer.save_pretrained(tmp / "model")
     torch.save({"step": step, "optimizer": optim_state, **(trainer_state or {}),
                 "world_size": int(os.environ.get("WORLD_SIZE", "1")),

@@ -42,6 +42,7 @@ from transformers import AutoTokenizer
 import data
 import eval as evaluation
 import logprobs
+import lora
 import preflight
 from batching import collate, same_count_micro_batches
 from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_reduce, full_weights, init_distributed, load_model, \
@@ -108,6 +109,7 @@ def build_parser():
                    help="cosine decay from --lr to lr * this at the last step (1: constant after warmup)")
     g.add_argument("--weight_decay", type=float, default=WEIGHT_DECAY, help="AdamW weight decay")
     g.add_argument("--grad_clip", type=float, default=GRAD_CLIP, help="max gradient norm")
+    lora.add_flags(p.add_argument_group("LoRA (lora.py; a resume may not change it)"))
     g = p.add_argument_group("systems")
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
@@ -175,19 +177,22 @@ def parse_args(argv=None):
         errors.append("--lr and --grad_clip must be > 0, --warmup_steps >= 0, --min_lr_ratio in [0, 1]")
     if args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1 or args.time_limit_s < 0:
         errors.append("--eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1], --time_limit_s >= 0")
+    errors += lora.check_flags(args)
     for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
         (later if args.dry_run and looks_like_path else errors).append(problem)
     looks_local = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1  # a hub id is org/name
     if not args.resume and looks_local and not Path(args.model).exists():
         (later if args.dry_run else errors).append(f"--model {args.model}: no such directory")
+    if args.lora_rank > 0 and args.lora_targets and not ckpt and not errors:
+        errors += lora.check_targets(args.model, args.lora_targets)
     for note in later:
         print(f"sft.py: dry run: {note} (yet)")
     if errors:
         parser.error("\n  ".join(errors))
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
-    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute
-        args.fsdp_param_dtype = args.dtype
+    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute; LoRA keeps
+        args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype   # each parameter's own dtype
     if ckpt is None:  # a fresh stage: a checkpoint of this project as --model makes it the next stage
         start_stage(args, args.model if Path(args.model, "run.json").exists() else None)
     try:  # before anything loads (preflight.py): the examples must fit the model's context
@@ -373,7 +378,8 @@ def main(argv=None, engine=None):
     if device.type == "cuda":  # refuse now, not after loading, when full fine-tuning cannot fit (preflight.py)
         problem = preflight.check_memory(
             "sft.py", preflight.count_parameters(preflight.read_config(source, args.overrides, offline=False)[0]),
-            torch.cuda.get_device_properties(device).total_memory, world, bool(args.fsdp_cpu_offload))
+            torch.cuda.get_device_properties(device).total_memory, world, bool(args.fsdp_cpu_offload),
+            lora=args.lora_rank > 0)
         if problem:
             sys.exit(problem)
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -400,11 +406,15 @@ def main(argv=None, engine=None):
     batcher = data.PromptBatcher(samples, args.batch_size, seed=args.data_seed, rank=rank, world_size=world)
     # the batcher draws whole batches and reshuffles (an epoch's remainder waits for the next epoch's order)
     total_steps = args.max_steps or max(1, math.ceil(args.epochs * (len(samples) // args.batch_size)))
-    # fp32 master weights; compute runs in --dtype under autocast
-    model = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
-                       bool(args.gradient_checkpointing), bool(args.packing), args.overrides,
-                       args.fsdp_param_dtype).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=args.weight_decay)
+    # fp32 master weights; compute runs in --dtype under autocast. LoRA: the base (--model) frozen in --dtype, fp32
+    # adapters (on resume, the checkpoint's)
+    model = load_model(model_dir(args.model) if args.lora_rank else source, device, dtype if args.lora_rank else
+                       torch.float32, world, bool(args.fsdp_cpu_offload), bool(args.gradient_checkpointing),
+                       bool(args.packing), args.overrides, args.fsdp_param_dtype,
+                       wrap=lora.wrapper(args, resume_ckpt and resume_ckpt / "adapter") if args.lora_rank
+                       else None).train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, betas=ADAM_BETAS,
+                                  weight_decay=args.weight_decay)
     start_step = 0
     if resume_ckpt:
         state = load_checkpoint(resume_ckpt, model, optimizer)

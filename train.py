@@ -16,6 +16,7 @@ Read top to bottom, this file is the algorithm (defaults: AceMath-RL stage 1). T
     python train.py --resume out/run                  # continue a run exactly (its flags come from the checkpoint)
     python train.py --init_from out/run/ckpt-000500 --out_dir out/run2 --max_response_len 16384   # next stage
     torchrun --nproc_per_node 8 train.py ...          # FSDP2; one colocated vLLM engine per rank
+    python train.py --lora_rank 32 --lr 3e-6 ...      # LoRA adapters on a frozen base (lora.py)
 
 Ranks, FSDP2 and model loading live in distributed.py; checkpoints, resume and the metrics log in runs.py;
 micro-batches in batching.py; what a step logs in metrics.py; periodic evaluation in eval.py.
@@ -37,6 +38,7 @@ import data
 import eval as evaluation
 import grpo
 import logprobs
+import lora
 import preflight
 from batching import collate, pad_rows, same_count_micro_batches
 from code_reward import UNSAFE_FLAG, require_sandbox
@@ -138,6 +140,7 @@ def build_parser():
     g.add_argument("--ppo_epochs", type=int, default=1, help="passes over each batch (>1 is off-policy)")
     g.add_argument("--mini_batches", type=int, default=1, help="optimizer steps per pass (>1 is off-policy)")
     g.add_argument("--format_reward", default="", choices=["", "strict", "loose"], help="add the <think>/<answer> format reward")
+    lora.add_flags(p.add_argument_group("LoRA (lora.py; a new stage may switch it on or off, a resume may not)"))
     g = p.add_argument_group("systems")
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="default: bfloat16 on GPU, float32 on CPU")
@@ -224,7 +227,9 @@ def parse_args(argv=None):
          f"with a nucleus, vLLM's log-probs are those of the renormalised top-p set, which the trainer does not "
          f"compute, so the PPO ratio, the IS weights and the alignment check would be wrong. Use --eval_top_p"),
         (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
-         "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad]
+         "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad] + lora.check_flags(args)
+    if args.lora_rank > 0 and args.lora_targets and not ckpt and not errors:
+        errors += lora.check_targets(args.init_from or args.model, args.lora_targets)
     if args.init_from and not ckpt and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
     for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
@@ -235,8 +240,8 @@ def parse_args(argv=None):
         parser.error("\n  ".join(errors))
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device == "cuda" else "float32"
-    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute
-        args.fsdp_param_dtype = args.dtype
+    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute; LoRA keeps
+        args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype   # each parameter's own dtype
     if ckpt is None:  # a fresh run or stage: where this stage starts (its KL reference) and its data seed
         start_stage(args, args.init_from)
     check_model_config(args, parser, ckpt)
@@ -540,7 +545,8 @@ def main(argv=None, engine=None):
         problem = preflight.check_memory(
             "train.py", preflight.count_parameters(preflight.read_config(source, args.overrides, offline=False)[0]),
             torch.cuda.get_device_properties(device).total_memory, world, bool(args.fsdp_cpu_offload),
-            args.vllm_gpu_memory_utilization if args.engine == "vllm" else None, 2 if args.kl_coef > 0 else 0)
+            args.vllm_gpu_memory_utilization if args.engine == "vllm" else None, 2 if args.kl_coef > 0 else 0,
+            lora=args.lora_rank > 0)
         if problem:
             sys.exit(problem)
 
@@ -563,16 +569,22 @@ def main(argv=None, engine=None):
     tokenizer = AutoTokenizer.from_pretrained(source)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     think_prefilled = data.prompt_opens_think(tokenizer, args.template)  # R1-distill chat templates end in <think>
-    # fp32 master weights; compute runs in --dtype under autocast
-    policy = load_model(source, device, torch.float32, world, bool(args.fsdp_cpu_offload),
-                        bool(args.gradient_checkpointing), bool(args.packing), args.overrides,
-                        args.fsdp_param_dtype).train()
+    # fp32 master weights; compute runs in --dtype under autocast. LoRA: the stage's base frozen in --dtype, fp32
+    # adapters (on resume, the checkpoint's)
+    policy = load_model(args.stage_start if args.lora_rank else source, device, dtype if args.lora_rank else
+                        torch.float32, world, bool(args.fsdp_cpu_offload), bool(args.gradient_checkpointing),
+                        bool(args.packing), args.overrides, args.fsdp_param_dtype,
+                        wrap=lora.wrapper(args, resume_ckpt and resume_ckpt / "adapter") if args.lora_rank
+                        else None).train()
     reference = None
-    if args.kl_coef > 0:  # frozen copy of the stage's starting policy (also when resuming)
+    if args.kl_coef > 0 and args.lora_rank:  # the stage's starting policy = the base: the policy, adapters off
+        reference = lora.adapters_disabled(policy)
+    elif args.kl_coef > 0:  # frozen copy of the stage's starting policy (also when resuming)
         reference = load_model(args.stage_start, device, dtype, world, bool(args.fsdp_cpu_offload),
                                packed=bool(args.packing), overrides=args.overrides)
         reference.eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.999))
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr,
+                                  weight_decay=args.weight_decay, betas=(0.9, 0.999))
     start_step = 0
     if resume_ckpt:
         state = load_checkpoint(resume_ckpt, policy, optimizer)

@@ -14,7 +14,8 @@ RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.sh") if not p.name.s
 
 
 def test_there_are_the_five_recipes():
-    assert RECIPES == ["acemath_rl.sh", "acereason.sh", "dapo.sh", "perplexity_llama.sh", "single_gpu_1p5b.sh"]
+    assert RECIPES == ["acemath_rl.sh", "acereason.sh", "dapo.sh", "perplexity_llama.sh", "single_gpu_1p5b.sh",
+                       "single_gpu_7b_lora.sh"]
     acereason = (ROOT / "recipes" / "acereason.sh").read_text()   # math stages first, then code-only RL
     assert acereason.index("$MATH") < acereason.index("run train.py $CODE") and "--template code" in acereason
 
