@@ -135,7 +135,7 @@ def test_full_finetuning_that_cannot_fit_is_refused_with_what_to_do_instead(hub_
     h100 = 80e9
     problem = preflight.check_memory("sft.py", params, h100)
     assert "128 GB per GPU on 1 process" in problem
-    for remedy in ("torchrun --nproc_per_node", "--fsdp_cpu_offload 1", "LoRA"):
+    for remedy in ("torchrun --nproc_per_node", "--fsdp_cpu_offload 1", "--lora_rank"):
         assert remedy in problem
     assert preflight.check_memory("sft.py", params, h100, world=8) is None        # 16 GB per GPU
     assert preflight.check_memory("sft.py", params, h100, cpu_offload=True) is None
@@ -144,6 +144,10 @@ def test_full_finetuning_that_cannot_fit_is_refused_with_what_to_do_instead(hub_
     assert preflight.check_memory("train.py", qwen, h100, vllm_share=0.35, reference_bytes=2) is None
     beside = preflight.check_memory("train.py", 4e9, h100, vllm_share=0.5)      # 48 GB resident beside 40 GB
     assert "beside vLLM's share" in beside and "--vllm_gpu_memory_utilization" in beside
+    # LoRA: the frozen bf16 base and small adapters, the reference is the base itself: 8B fits one GPU beside vLLM
+    assert preflight.check_memory("sft.py", params, h100, lora=True) is None
+    assert preflight.check_memory("train.py", params, h100, vllm_share=0.5, reference_bytes=2, lora=True) is None
+    assert "LoRA" in preflight.check_memory("train.py", 70e9, h100, vllm_share=0.5, lora=True)   # 189 GB
 
 
 # ---------------------------------------------------------------------------------------------- item 4: driver
