@@ -1201,7 +1201,8 @@ def main():
     parser.add_argument("--lora_rank", type=int, default=0, help="memory --check: 0 full fine-tuning, else LoRA rank")
     parser.add_argument("--gpu_gb", type=float, default=80, help="memory --check: GPU memory (GB)")
     parser.add_argument("--vllm_share", type=float, default=0.5, help="memory --check: --vllm_gpu_memory_utilization")
-    parser.add_argument("--micro_batch_tokens", type=int, default=16384, help="memory --check: train.py's")
+    parser.add_argument("--micro_batch_tokens", type=int, default=16384, help="memory --check, gpu: train.py's "
+                        "--micro_batch_tokens")
     parser.add_argument("--dry_run", action="store_true", help="accepted so that recipes validate this command; "
                         "memory --check is cheap (meta device) and runs in full")
     parser.add_argument("--fraction", type=float, default=1 / 20, help="pack: share of each way's micro-batches timed")
@@ -1215,7 +1216,6 @@ def main():
     g.add_argument("--prompt_len", type=int, default=512, help="gpu: --max_prompt_len")
     g.add_argument("--util", type=float, default=0.35, help="gpu: --vllm_gpu_memory_utilization")
     g.add_argument("--kl_coef", type=float, default=0.0, help="gpu: --kl_coef (> 0: the reference is resident)")
-    g.add_argument("--micro_batch_tokens", type=int, default=16384, help="gpu: --micro_batch_tokens")
     g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="gpu: --fsdp_cpu_offload (the 7B shape's 112 GB "
                    "of full fine-tuning state fits one GPU only so)")
     g.add_argument("--runner", default=None, choices=["v1", "v2", "auto"], help="gpu: --vllm_runner of the loop "

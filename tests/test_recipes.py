@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.sh") if not p.name.startswith("_"))
 
 
-def test_there_are_the_five_recipes():
+def test_there_are_the_six_recipes():
     assert RECIPES == ["acemath_rl.sh", "acereason.sh", "dapo.sh", "perplexity_llama.sh", "single_gpu_1p5b.sh",
                        "single_gpu_7b_lora.sh"]
     acereason = (ROOT / "recipes" / "acereason.sh").read_text()   # math stages first, then code-only RL
