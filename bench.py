@@ -716,6 +716,7 @@ def build_random_model(path, shape, dtype="bfloat16"):
     with torch.device("meta"):
         model = Qwen2ForCausalLM(config)
     model.to_empty(device="cpu").to(getattr(torch, dtype))
+    model.tie_weights()   # to_empty gives a tied head storage of its own: tie it again, or the saved head differs
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in model.named_parameters():

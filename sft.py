@@ -197,9 +197,6 @@ def parse_args(argv=None):
         start_stage(args, args.model if Path(args.model, "run.json").exists() else None)
     try:  # before anything loads (preflight.py): the examples must fit the model's context
         args.overrides = preflight.parse_overrides(args.config_overrides)
-        rope = preflight.refuse_rope_overrides(args.overrides, args.engine)
-        if rope:
-            raise ValueError(rope)
         source = str(ckpt / "model") if ckpt else model_dir(args.model)
         error, note = preflight.check_context("sft.py", source, (args.max_len, f"--max_len {args.max_len}"),
                                               args.overrides, offline=args.dry_run, max_model_len=args.max_model_len)

@@ -253,9 +253,6 @@ def check_model_config(args, parser, ckpt):
     (offline in a dry run: a local directory or the Hugging Face cache; a dry run says when it cannot)."""
     try:
         args.overrides = preflight.parse_overrides(args.config_overrides)
-        rope = preflight.refuse_rope_overrides(args.overrides, args.engine)
-        if rope:
-            raise ValueError(rope)
         source, note = str(ckpt / "model") if ckpt else args.stage_start, ""
         if args.dry_run and not Path(source).exists() and source != args.model:  # an earlier stage will make it
             if args.model == MODEL:  # no --model given: nothing says which model the checkpoint will hold

@@ -3,8 +3,8 @@ session will run -- the random model and local tokenizer, the sleep check (a dum
 wake -> push, twice, against a normally loaded one; on CPU sleep is a no-op and V2 needs a GPU, so V1 runs), the
 push check (perturb every weight, push, sample), the real train.py loop through the recording engine, the
 attention timings -- and the parent prints every number issue 34 asks for. Both sides of the sleep check get a
-larger max_position_embeddings through --config_overrides: the alignment after the push shows vLLM and the
-trainer apply it alike (issue 30, item 2)."""
+linear RoPE scaling through --config_overrides (tests/test_preflight.py shows the override changes log-probs and
+reaches the trainer and a dummy-loaded, pushed engine alike)."""
 import json
 import os
 import re
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bench_gpu_dry_run_on_cpu(tmp_path):
-    rope = json.dumps({"max_position_embeddings": 4096})   # DAPO's extension (a RoPE change is refused: preflight.py)
+    rope = json.dumps({"rope_scaling": {"rope_type": "linear", "factor": 2.0}})
     proc = subprocess.run(
         [sys.executable, "bench.py", "gpu", "--shape", "tiny", "--response_lens", "16", "--prompts", "2", "--group",
          "2", "--steps", "2", "--prompt_len", "384", "--micro_batch_tokens", "4096", "--sleep_checks", "v1:2",
