@@ -159,12 +159,16 @@ def kl_penalty(logp, ref_logp, estimator="k3"):
 # The clipped policy-gradient loss
 # ----------------------------------------------------------------------------------------------------------
 def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
-                num_tokens=None, num_seqs=None, max_len=None, is_weights=None, loss_type="ppo"):
+                num_tokens=None, num_seqs=None, max_len=None, is_weights=None, loss_type="ppo", clip_ratio_c=0.0):
     """The policy-gradient loss, per token, then aggregate(L, mask, loss_agg). With r_t = exp(logp_t - old_logp_t):
 
     ppo    PPO's clipped surrogate (Schulman et al. 2017, eq. 7) as used by GRPO, with DAPO's decoupled clip range
            ("clip-higher", Yu et al. 2025, eq. 10):
                L_t = -min( r_t * A,  clip(r_t, 1 - clip_low, 1 + clip_high) * A )
+           clip_ratio_c > 1 adds dual clipping (Ye et al. 2020, "Mastering Complex Control in MOBA Games with
+           Deep RL", sec. 4.2; verl compute_policy_loss_vanilla, clip_ratio_c=3): for A < 0 the loss is also
+           bounded by -clip_ratio_c * A, so a token whose ratio has grown far above 1 off-policy cannot push its
+           loss without bound:  L_t = min( L_t, -clip_ratio_c * A )  where A < 0.  0: off (TRL has none).
     gspo   GSPO and its GSPO-token form (Zheng et al. 2025, arXiv 2507.18071; verl compute_policy_loss_gspo): the
            same clipped surrogate on the sequence ratio s_b = exp( mean_t log r_t ) (geometric mean of the token
            ratios), made per token with a stop-gradient so its gradient is the sequence's:
@@ -182,7 +186,9 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
            times the high-entropy token selection when it is on (high_entropy_mask).
 
     logp [B, T] (requires grad), old_logp [B, T], advantages [B] or [B, T], mask [B, T]. Strictly on-policy
-    (old_logp = logp.detach()) r_t = s_b = 1 and all three give the plain policy gradient -A * grad(logp).
+    (old_logp = logp.detach()) r_t = s_b = 1 and all three give the plain policy gradient -A * grad(logp): the
+    loss type, the clip range and dual clipping change the update only off-policy (several optimizer steps per
+    batch), where pi_old is the weights that sampled the batch.
 
     Returns (loss 0-d tensor, stats dict of floats): clip_frac (ppo/gspo: tokens whose gradient the clip removed;
     cispo: tokens whose weight was clipped), approx_kl_old (k3 estimate of KL(pi_old || pi_theta) on the tokens,
@@ -191,6 +197,8 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
     """
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"unknown loss_type {loss_type!r}; choose one of {LOSS_TYPES}")
+    if clip_ratio_c and (loss_type != "ppo" or clip_ratio_c <= 1.0):
+        raise ValueError(f"clip_ratio_c={clip_ratio_c}: dual clipping is PPO's (loss_type 'ppo') and needs a value > 1")
     mask = mask.bool()
     zero = torch.zeros_like(logp)
     # Sanitise masked positions first: `where` routes no gradient there, so a NaN in padding cannot leak.
@@ -214,6 +222,11 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
         clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
         per_token = torch.maximum(unclipped, clipped)
         clipped_tokens = clipped > unclipped
+        if clip_ratio_c:  # dual clip: negative advantages only (verl: torch.where(advantages < 0, min(...), ...))
+            bound = -advantages * clip_ratio_c
+            dual = (advantages < 0) & (bound < per_token)
+            per_token = torch.where(dual, bound, per_token)
+            clipped_tokens = clipped_tokens | dual
     if is_weights is not None:
         per_token = per_token * torch.where(mask, is_weights.detach().to(logp.dtype), zero)
     loss = aggregate(per_token, mask, loss_agg, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
@@ -251,7 +264,9 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
     OpenRLHF seq-mask-tis masks on the geometric mean as here (weighting by r_t); verl's rollout_rs seq_mean_k1
     masks on it too (weight 1). Masked tokens keep their place in the loss normalisers (their weight is 0, as in
     TRL and IcePop's objective), so the per-token weight of the others does not depend on how many were masked.
-    log r is clamped at 20 before exp (overflow; below, exp underflows harmlessly to 0).
+    Token modes clamp each log r_t at 20 before exp (overflow; below, exp underflows harmlessly to 0); sequence
+    modes clamp the MEAN log-ratio at +-20, as verl does, so rho_b is exactly exp(mean_t log r_t) whenever that
+    mean is in range (old [0, 0], rollout [-24, 23]: rho = e^0.5, not e^-2).
 
     old_logp is the TRAINER's log-prob under the weights that sampled the batch (pi_old), computed once per
     batch before any update, so w corrects only for the sampler/trainer mismatch. Off-policy (several
@@ -276,7 +291,10 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
         diff = torch.where(mask, old_logp.detach().float() - rollout_logp.float(), zero)
         n_tok = mask.sum(dim=-1)
         log_ratio = diff.clamp(max=LOG_RATIO_CLAMP)
-        seq_log_ratio = log_ratio.sum(dim=-1, keepdim=True) / n_tok.unsqueeze(-1).clamp(min=1)
+        # the sequence's mean of the UNCLAMPED token log-ratios, clamped itself (verl rollout_corr_helper,
+        # "geometric": clamp(masked_mean(log r), +-20)): one extreme token must not change rho_b's value
+        seq_log_ratio = (diff.sum(dim=-1, keepdim=True) / n_tok.unsqueeze(-1).clamp(min=1)).clamp(
+            -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
         ratio = torch.exp(log_ratio)
         banded = torch.exp(seq_log_ratio).expand_as(ratio) if mode.startswith("sequence") else ratio
         outside = ((banded < low) | (banded > cap)) & mask

@@ -128,7 +128,11 @@ def build_parser():
                    "mask r to [--tis_low, --tis_cap] per token (TIS, IcePop) or per sequence (geometric mean)")
     g.add_argument("--tis_low", type=float, default=0.0, help="lower bound of the ratio band (IcePop: 0.5)")
     g.add_argument("--loss_type", default="ppo", choices=grpo.LOSS_TYPES, help="ppo: token ratio, clipped; gspo: "
-                   "sequence ratio (GSPO); cispo: clipped IS weight x log-prob (CISPO) (grpo.policy_loss)")
+                   "sequence ratio (GSPO); cispo: clipped IS weight x log-prob (CISPO) (grpo.policy_loss). Strictly "
+                   "on-policy (--ppo_epochs 1, --mini_batches 1) every ratio is 1 and all three, like the clip "
+                   "range, give the same gradient: they differ only off-policy")
+    g.add_argument("--clip_ratio_c", type=float, default=0.0, help=">1: PPO dual clipping (Ye et al. 2020; verl's "
+                   "clip_ratio_c, 3.0 there): the loss of a negative-advantage token is at most -c * A. 0: off (TRL)")
     g.add_argument("--top_entropy_quantile", type=float, default=1.0, help="<1: train only on this top fraction of "
                    "the batch's tokens by entropy (80/20; grpo.high_entropy_mask; one extra no-grad pass)")
     g.add_argument("--dynamic_sampling", type=int, default=0, help="1: DAPO: drop groups whose correctness is all "
@@ -228,6 +232,7 @@ def parse_args(argv=None):
          f"compute, so the PPO ratio, the IS weights and the alignment check would be wrong. Use --eval_top_p"),
         (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
          "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad] + lora.check_flags(args)
+    errors += ignored_flags(args, build_parser())
     if args.lora_rank > 0 and args.lora_targets and not ckpt and not errors:
         errors += lora.check_targets(args.init_from or args.model, args.lora_targets)
     if args.init_from and not ckpt and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
@@ -369,12 +374,37 @@ def sample_batch(engine, batcher, tokenizer, args, step, rank, tp, dp_world, max
     return problems, samples, torch.cat(rewards), correct, grading, skipped, counts
 
 
+def ignored_flags(args, parser):
+    """A flag set away from its default in a combination where nothing reads it is refused (a message each), so
+    that no run silently differs from what its command line says. Flags that are read but change nothing strictly
+    on-policy (the ratio pi / pi_old is 1) get a printed note instead: they are right for an off-policy run."""
+    changed = {name for name in vars(args) if getattr(args, name) != parser.get_default(name)}
+    needs = [("tis_cap", args.tis_cap > 0, {"tis_mode", "tis_low"}),
+             ("overlong_buffer_len", args.overlong_buffer_len > 0, {"overlong_penalty"}),
+             ("dynamic_sampling", args.dynamic_sampling, {"max_sampling_rounds"}),
+             ("kl_coef", args.kl_coef > 0, {"kl_estimator"}),
+             ("engine vllm", args.engine == "vllm", {"vllm_gpu_memory_utilization", "vllm_runner", "vllm_sleep_level",
+                                                     "enforce_eager", "tensor_parallel_size"})]
+    errors = [f"--{', --'.join(sorted(changed & flags))}: nothing reads {'it' if len(changed & flags) == 1 else 'them'} "
+              f"without --{needed}{'' if ' ' in needed else ' > 0'}" for needed, on, flags in needs
+              if not on and changed & flags]
+    if args.clip_ratio_c and (args.loss_type != "ppo" or args.clip_ratio_c <= 1):
+        errors.append(f"--clip_ratio_c {args.clip_ratio_c}: dual clipping is PPO's (--loss_type ppo) and needs c > 1")
+    on_policy_only = sorted(changed & {"clip_low", "clip_high", "loss_type", "clip_ratio_c"})
+    if on_policy_only and args.ppo_epochs == 1 and args.mini_batches == 1 and int(os.environ.get("RANK", "0")) == 0:
+        print(f"train.py: note: --{', --'.join(on_policy_only)} change nothing strictly on-policy (--ppo_epochs 1, "
+              f"--mini_batches 1: the ratio pi / pi_old is 1); they act with --mini_batches or --ppo_epochs > 1")
+    return errors
+
+
 def select_samples(samples, rewards, args, rank, tp):
     """Which samples this rank counts and trains on (lists of indices into samples):
         own      this rank's share (the ranks of a vLLM TP group hold identical samples: nothing counts twice)
         scored   own, minus truncated ones under --mask_truncated: the samples the loss is normalised over
         trained  scored, minus all-equal groups under --skip_equal_groups: advantage 0, so skipping their
-                 forward/backward changes only compute (no KL/entropy term; still in the normalisers)"""
+                 forward/backward changes only compute (still in the normalisers). With --kl_coef or
+                 --entropy_coef > 0 their KL / entropy terms are left out too: a deliberate difference from
+                 verl and TRL, whose KL covers every sample (--skip_equal_groups 0 gives theirs)"""
     G = args.group_size
     grouped = rewards.view(-1, G)
     equal = (grouped.max(1).values == grouped.min(1).values).tolist()
@@ -384,17 +414,20 @@ def select_samples(samples, rewards, args, rank, tp):
     return own, scored, trained
 
 
-def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, totals, old_policy):
-    """One no-grad pass over the trained samples before any update, when something needs the whole batch first:
-    off-policy (--ppo_epochs or --mini_batches > 1), pi_old -- the trainer's log-probs under the weights that
-    sampled the batch -- and the sampler-correction weights from pi_old / pi_vllm; with --top_entropy_quantile < 1,
-    the entropies of every trained token on every rank (the quantile is the batch's, as in the 80/20 paper).
+def batch_prepass(policy, samples, scored, trained, args, device, autocast, pad_id, totals, old_policy):
+    """One no-grad pass before any update, when something needs the whole batch first: off-policy (--ppo_epochs
+    or --mini_batches > 1), pi_old -- the trainer's log-probs under the weights that sampled the batch -- and the
+    sampler-correction weights from pi_old / pi_vllm, for the trained samples; with --top_entropy_quantile < 1,
+    the entropies of every SCORED token on every rank, all-equal groups included: the quantile is the whole
+    batch's (the 80/20 paper; TRL's mask sees every completion), so --skip_equal_groups still changes compute only.
     Returns ({sample: logp [T]}, {sample: weights [T]}, pool of entropies [n] or None)."""
     old_logp, is_weights, entropies, select = {}, {}, [], args.top_entropy_quantile < 1
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     dummy = data.Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
+    trained_set = set(trained)
     with torch.no_grad():
-        for mb in same_count_micro_batches(trained, lengths, args.micro_batch_tokens, args.packing):
+        for mb in same_count_micro_batches(scored if select else trained, lengths, args.micro_batch_tokens,
+                                           args.packing):
             ids, attention, mask, rollout_logp = collate([dummy] if mb is None else [samples[i] for i in mb],
                                                          pad_id, device)
             with autocast:
@@ -405,6 +438,9 @@ def batch_prepass(policy, samples, trained, args, device, autocast, pad_id, tota
                 entropies.append(entropy[mask.bool()].float().cpu())
             if not old_policy:
                 continue
+            rows = [row for row, i in enumerate(mb or []) if i in trained_set]  # an all-equal group: entropy only
+            if mb and len(rows) < len(mb):
+                mb, logp, rollout_logp, mask = [mb[r] for r in rows], logp[rows], rollout_logp[rows], mask[rows]
             weights, mismatch = grpo.rollout_correction(logp, rollout_logp, mask, cap=args.tis_cap or math.inf,
                                                         mode=args.tis_mode, low=args.tis_low)
             for row, i in enumerate(mb or []):
@@ -440,7 +476,7 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                   grad_norm=0.0, skipped=False, **{f"sum_{key}": 0.0 for key in MISMATCH_MEANS})
     pool = None
     if not on_policy or select_tokens:
-        old_logp, is_weights, pool = batch_prepass(policy, samples, trained, args, device, autocast, pad_id,
+        old_logp, is_weights, pool = batch_prepass(policy, samples, scored, trained, args, device, autocast, pad_id,
                                                    totals, old_policy=not on_policy)
 
     shuffler = random.Random(args.data_seed + step)
@@ -479,7 +515,7 @@ def update_policy(policy, reference, optimizer, samples, advantages, scored, tra
                 adv = advantages[mb].to(device) if mb else torch.zeros(1, device=device)
                 loss, stats = grpo.policy_loss(logp, old, adv, mask, args.clip_low, args.clip_high, args.loss_agg,
                                                is_weights=weights if correct_sampler or select_tokens else None,
-                                               loss_type=args.loss_type, **norm)
+                                               loss_type=args.loss_type, clip_ratio_c=args.clip_ratio_c, **norm)
                 pg_loss = loss.detach()
                 kl_tok = torch.zeros_like(logp)
                 if reference is not None:

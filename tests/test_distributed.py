@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import assert_adam_weights_close  # noqa: E402
 from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,8 +35,11 @@ def metrics(out_dir):
 
 
 def weights(ckpt):
+    """A checkpoint's (or a model directory's) weights."""
     from transformers import AutoModelForCausalLM
-    return AutoModelForCausalLM.from_pretrained(ckpt / "model", dtype=torch.float32).state_dict()
+    ckpt = Path(ckpt)
+    return AutoModelForCausalLM.from_pretrained(ckpt / "model" if (ckpt / "model").is_dir() else ckpt,
+                                                dtype=torch.float32).state_dict()
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +69,9 @@ def test_two_ranks_equal_one_rank_and_resume(toy_setup, warm_model_path):
                     "response/length_mean", "policy/trained_frac"):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     w1, w2 = weights(tmp / "one" / "ckpt-000003"), weights(tmp / "two" / "ckpt-000003")
-    start = weights(tmp / "one" / "ckpt-000001")
-    for name in w1:
-        assert torch.allclose(w1[name], w2[name], rtol=1e-4, atol=1e-6), name
+    start = weights(warm_model_path)
     assert any(not torch.equal(start[n], w1[n]) for n in w1), "training changed nothing"
+    assert_adam_weights_close(w1, w2, start)   # after AdamW: normwise (conftest.py's docstring)
     # resume with 2 ranks from step 2 and compare with the straight run
     launch(2, flags(warm_model_path, task, tmp / "two_b", 2), replay=replay)
     launch(2, flags(warm_model_path, task, tmp / "ignored", 3) + ["--resume", str(tmp / "two_b")], replay=replay,
@@ -147,5 +150,4 @@ def test_two_ranks_equal_one_rank_with_every_new_algorithm_flag(toy_setup, warm_
                     "rollout/out_seq_frac", "policy/trained_frac"):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     w1, w2 = weights(tmp / "new_one" / "ckpt-000002"), weights(tmp / "new_two" / "ckpt-000002")
-    for name in w1:
-        assert torch.allclose(w1[name], w2[name], rtol=1e-4, atol=1e-6), name
+    assert_adam_weights_close(w1, w2, weights(warm_model_path))

@@ -856,3 +856,64 @@ def test_high_entropy_mask_as_is_weights_keeps_the_normalisers():
     per_token = torch.maximum(-adv[:, None] * ratio, -adv[:, None] * ratio.clamp(0.8, 1.2))
     expected = (per_token * keep).sum() / mask.sum()
     torch.testing.assert_close(loss, expected)
+
+
+# ---------------------------------------------------------------------------------------------- issue 35
+def verl_geometric_is(log_ratio, response_mask):
+    """verl/trainer/ppo/rollout_corr_helper.py compute_rollout_rejection_mask, rollout_rs="geometric" (verl,
+    2026): the sequence's IS weight exp(clamp(masked_mean(log r), -20, 20)), the mean of UNCLAMPED log-ratios."""
+    log_ratio_mean = (log_ratio * response_mask).sum(-1, keepdim=True) / response_mask.sum(-1, keepdim=True)
+    return torch.exp(torch.clamp(log_ratio_mean, min=-20.0, max=20.0)).expand_as(log_ratio)
+
+
+def test_sequence_modes_clamp_the_mean_log_ratio_as_verl():
+    """The issue's example: one token past +20 must not change the sequence ratio. old [0, 0], rollout [-24, 23]:
+    log r = [24, -23], mean 0.5, rho = e^0.5 = 1.65, inside [0.5, 2]: kept, weight e^0.5 (not masked, not 0.5)."""
+    old, rollout, mask = torch.zeros(1, 2), torch.tensor([[-24.0, 23.0]]), torch.ones(1, 2)
+    for mode in ("sequence_mask", "sequence_truncate"):
+        w, stats = grpo.rollout_correction(old, rollout, mask, cap=2.0, mode=mode, low=0.5)
+        torch.testing.assert_close(w, torch.full((1, 2), math.exp(0.5)))
+        assert stats["out_seq_frac"] == 0 and stats["seq_ratio_max"] == pytest.approx(math.exp(0.5))
+    for kind in ("plain", "far", "poisoned"):
+        logp, roll, m = mismatch_batch(kind, scale=30.0 if kind == "far" else 0.6)   # far: many tokens past +-20
+        clean = torch.where(m, logp - roll, 0.0)
+        has = m.any(-1)
+        verl = verl_geometric_is(clean, m.float())
+        ours, _ = grpo.rollout_correction(logp, roll, m, cap=1e30, mode="sequence_truncate", low=0.0)
+        torch.testing.assert_close(ours[has] * m[has], verl[has] * m[has], rtol=1e-5, atol=0)
+
+
+def verl_vanilla_loss(old_log_prob, log_prob, advantages, response_mask, cliprange_low, cliprange_high,
+                      clip_ratio_c):
+    """verl/trainer/ppo/core_algos.py compute_policy_loss_vanilla (verl 0.7), dual-clip PPO, token-mean."""
+    negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
+    ratio = torch.exp(negative_approx_kl)
+    pg_losses1 = -advantages * ratio
+    pg_losses2 = -advantages * torch.clamp(ratio, 1 - cliprange_low, 1 + cliprange_high)
+    clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
+    pg_losses3 = -advantages * clip_ratio_c
+    clip_pg_losses2 = torch.min(pg_losses3, clip_pg_losses1)
+    pg_losses = torch.where(advantages < 0, clip_pg_losses2, clip_pg_losses1)
+    return verl_masked_sum(pg_losses, response_mask) / response_mask.sum()
+
+
+@pytest.mark.parametrize("kind", ["plain", "far", "one_token", "poisoned"])
+def test_dual_clip_matches_verl(kind):
+    """--clip_ratio_c: values and gradients equal verl's dual-clip PPO (c = 3, its default), off-policy ratios far
+    from 1 so that the dual bound binds; c = 0 is the plain clipped loss."""
+    logp, old, adv, mask = edge_batch(kind, seed=31)
+    old = torch.where(mask, old - 1.5 * torch.rand(old.shape, generator=torch.Generator().manual_seed(3)), old)
+    clean_old = torch.where(mask, old, 0.0)
+    a = torch.where(mask, adv.unsqueeze(-1).expand_as(logp) if adv.dim() == 1 else adv, 0.0)
+    ours = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, "token-mean", clip_ratio_c=3.0)[0],
+                    logp)
+    verl = grads_of(lambda x: verl_vanilla_loss(clean_old, torch.where(mask, x, 0.0), a, mask.float(), 0.2, 0.28, 3.0),
+                    logp)
+    for mine, theirs in zip(ours, verl):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-7)
+    if kind == "plain":
+        plain = grpo.policy_loss(logp, old, adv, mask, 0.2, 0.28, "token-mean")[0]
+        assert not torch.allclose(ours[0], plain), "the dual bound must bind in this batch"
+    for bad in (dict(clip_ratio_c=1.0), dict(clip_ratio_c=3.0, loss_type="gspo")):
+        with pytest.raises(ValueError, match="dual clipping"):
+            grpo.policy_loss(logp, old, adv, mask, **bad)

@@ -19,6 +19,7 @@ import logprobs
 import metrics
 import runs
 import train
+from conftest import assert_grads_close  # noqa: E402
 from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,24 +191,43 @@ def first_metrics(out_dir):
     return read_metrics(out_dir)[0]
 
 
-@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-sum-norm"])
-def test_skip_equal_groups_changes_compute_only(recorded_toy, warm_model_path, tmp_path, loss_agg):
+def recorded_gradients(monkeypatch):
+    """Records every parameter's gradient as train.py hands it to the optimizer (before clipping and AdamW):
+    a list with one {name: gradient} per optimizer step. The comparison of two computations that agree up to
+    rounding belongs here, not after AdamW (conftest.py's docstring)."""
+    import distributed
+    steps = []
+
+    def recording_step(policy, optimizer, loss, grad_clip, step):
+        steps.append({n: p.grad.detach().clone() for n, p in policy.named_parameters() if p.grad is not None})
+        return distributed.optimizer_step(policy, optimizer, loss, grad_clip, step)
+    monkeypatch.setattr(train, "optimizer_step", recording_step)
+    return steps
+
+
+@pytest.mark.parametrize("loss_agg,top_entropy", [("token-mean", 1.0), ("seq-mean-token-sum-norm", 1.0),
+                                                  ("token-mean", 0.5)])
+def test_skip_equal_groups_changes_compute_only(recorded_toy, warm_model_path, tmp_path, monkeypatch, loss_agg,
+                                                top_entropy):
     """Item 1: the same batch (replayed vLLM rollouts), flag on vs off, KL and entropy off: equal loss, equal
-    pre-clip gradient norm, equal weights after the step. The normalisers count every response of the batch."""
+    pre-clip gradient norm, equal gradients (fp32 rounding, normwise). The normalisers count every response of the
+    batch; with --top_entropy_quantile the threshold is taken over every scored token, the skipped groups' too
+    (issue 35), so the selection and the gradient do not move either."""
     task, replay = recorded_toy
     common = dict(max_steps=1, batch_size=16, group_size=4, kl_coef=0, entropy_coef=0, loss_agg=loss_agg,
-                  lr=1e-3, grad_clip=1e9)
-    on = train.main(demo_args(warm_model_path, task, tmp_path / "on", skip_equal_groups=1, **common),
-                    engine=ReplayEngine(replay))
-    off = train.main(demo_args(warm_model_path, task, tmp_path / "off", skip_equal_groups=0, **common),
-                     engine=ReplayEngine(replay))
+                  lr=1e-3, grad_clip=1e9, top_entropy_quantile=top_entropy)
+    grads = recorded_gradients(monkeypatch)
+    train.main(demo_args(warm_model_path, task, tmp_path / "on", skip_equal_groups=1, **common),
+               engine=ReplayEngine(replay))
+    train.main(demo_args(warm_model_path, task, tmp_path / "off", skip_equal_groups=0, **common),
+               engine=ReplayEngine(replay))
     m_on, m_off = first_metrics(tmp_path / "on"), first_metrics(tmp_path / "off")
     assert 0 < m_on["policy/trained_frac"] < 1 == m_off["policy/trained_frac"], "the batch must have equal groups"
     assert m_on["policy/grad_norm"] > 0
     assert m_on["policy/grad_norm"] == pytest.approx(m_off["policy/grad_norm"], rel=1e-5)
     assert m_on["policy/loss"] == pytest.approx(m_off["policy/loss"], rel=1e-5, abs=1e-9)
-    for (name, a), (_, b) in zip(on.state_dict().items(), off.state_dict().items()):
-        assert torch.allclose(a, b, rtol=1e-5, atol=1e-7), name
+    assert len(grads) == 2
+    assert_grads_close(grads[0], grads[1])
 
 
 @pytest.fixture(scope="module")
@@ -304,6 +324,34 @@ def test_refused_training_flags(flags, message, capsys):
         train.parse_args(["--device", "cpu"] + flags)
     assert message in capsys.readouterr().err
     assert train.parse_args(["--device", "cpu", "--eval_top_p", "0.9"]).eval_top_p == 0.9
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--tis_mode", "sequence_mask"], "--tis_mode: nothing reads it without --tis_cap > 0"),
+    (["--tis_low", "0.5", "--tis_mode", "token_mask"], "--tis_low, --tis_mode: nothing reads them without --tis_cap"),
+    (["--overlong_penalty", "0.5"], "--overlong_penalty: nothing reads it without --overlong_buffer_len > 0"),
+    (["--max_sampling_rounds", "5"], "--max_sampling_rounds: nothing reads it without --dynamic_sampling"),
+    (["--kl_coef", "0", "--kl_estimator", "k1"], "--kl_estimator: nothing reads it without --kl_coef > 0"),
+    (["--engine", "hf", "--vllm_sleep_level", "1"], "--vllm_sleep_level: nothing reads it without --engine vllm"),
+    (["--clip_ratio_c", "3", "--loss_type", "cispo"], "dual clipping is PPO's"),
+    (["--clip_ratio_c", "0.5"], "needs c > 1"),
+])
+def test_a_flag_nothing_reads_is_refused(flags, message, capsys):
+    """Issue 35: a flag set in a combination where nothing reads it would silently leave the run different from
+    its command line; it is refused, naming the flag it needs."""
+    with pytest.raises(SystemExit):
+        train.parse_args(["--device", "cpu", "--eval_data", "", "--dry_run"] + flags)
+    assert message in capsys.readouterr().err
+
+
+def test_flags_that_act_only_off_policy_are_noted(capsys):
+    """Strictly on-policy the ratio is 1: the clip range, the loss type and dual clipping change nothing. Not an
+    error (recipes set them for their off-policy stages) but said once; with --mini_batches 2 nothing is said."""
+    base = ["--device", "cpu", "--eval_data", "", "--dry_run", "--clip_high", "0.28", "--loss_type", "gspo"]
+    train.parse_args(base)
+    assert "--clip_high, --loss_type change nothing strictly on-policy" in capsys.readouterr().out
+    train.parse_args(base + ["--mini_batches", "2", "--clip_ratio_c", "0"])
+    assert "strictly on-policy" not in capsys.readouterr().out
 
 
 def test_metrics_do_not_scale_with_mini_batches(recorded_toy, warm_model_path, tmp_path):
