@@ -65,8 +65,10 @@ inputs (DeepCoder's max_tests = 15 in rllm rewards/code_reward.py): a training r
 """
 import base64
 import binascii
+import contextlib
 import io
 import json
+import logging
 import os
 import pickle
 import random
@@ -98,7 +100,21 @@ def hf_token():
 
 def _one_line(exc):
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+    return f"{type(exc).__name__}: {text[0].split('. ')[0][:200] if text else ''}"
+
+
+@contextlib.contextmanager
+def _quiet_hub():
+    """The hub clients' own retry warnings off: a failure is reported once, as HubUnavailable's line."""
+    loggers = [logging.getLogger(name) for name in ("huggingface_hub", "datasets", "fsspec")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def hub_rows(spec, path, config=None, split="train", gated=False):
@@ -112,7 +128,8 @@ def hub_rows(spec, path, config=None, split="train", gated=False):
         raise HubUnavailable(f"{spec}: {path} is gated: accept its terms on huggingface.co/datasets/{path} and set "
                              f"HF_TOKEN (or run `hf auth login`)")
     try:
-        table = datasets.load_dataset(path, config, split=split)
+        with _quiet_hub():
+            table = datasets.load_dataset(path, config, split=split)
     except Exception as exc:  # noqa: BLE001 -- network, auth, offline cache miss, a renamed config: all one line
         raise HubUnavailable(f"{spec}: could not load {path}" + (f" ({config})" if config else "") +
                              f" from the hub: {_one_line(exc)}") from None
@@ -127,7 +144,8 @@ def hub_file(spec, repo, filename):
         raise HubUnavailable(f"{spec}: loading {repo} needs the `huggingface_hub` package (pip install "
                              f"{DATASETS_REQUIREMENT})") from None
     try:
-        return hf_hub_download(repo, filename, repo_type="dataset")
+        with _quiet_hub():
+            return hf_hub_download(repo, filename, repo_type="dataset")
     except Exception as exc:  # noqa: BLE001
         raise HubUnavailable(f"{spec}: could not fetch {repo}/{filename} from the hub: {_one_line(exc)}") from None
 
