@@ -183,7 +183,7 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
 
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
-             max_tokens=MAX_TOKENS, template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, log=print,
+             max_tokens=MAX_TOKENS, template=None, seed=0, workers=2, timeout_s=5.0, log=print,
              shard=(0, 1), gather=None, strict=False, resume=True):
     """Evaluate on each benchmark (shipped name, hub set or file). k: int for all, or None for DEFAULT_K (1 if
     unknown). template: one for all, or None for each benchmark's own (benchmark_template). A hub set that cannot
@@ -313,7 +313,13 @@ def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, t
     for name in benchmarks:
         stem = Path(name).name.split(".")[0]  # a file's stem (as evaluate names its folder): eval/heldout
         summary = results.get(name)
-        skipped = summary["skipped_long_prompts"] if summary else len(data.load_dataset(name)[:args.eval_limit])
+        if summary:
+            skipped = summary["skipped_long_prompts"]
+        else:   # nothing fitted the context, or a hub set that cannot be loaded here (evaluate said which)
+            try:
+                skipped = len(data.load_dataset(name)[:args.eval_limit])
+            except hub_sets.HubUnavailable:
+                skipped = 0
         if summary:
             metrics[f"eval/{stem}"] = summary[f"avg@{summary['k']}"]
             metrics[f"eval/{stem}_truncated"] = summary["truncated_frac"]
@@ -443,7 +449,7 @@ def main(argv=None, engine=None):
             print(f"eval.py: {name}: " + (f"would be SKIPPED here: {why}" if why else
                                           "needs the Hugging Face hub (or its local cache); nothing fetched in a dry run"))
         return None
-    code = [n for n in benchmarks if hub_sets.is_named(n) and hub_sets.is_code(n)]
+    code = [n for n in benchmarks if hub_sets.is_named(n) and hub_sets.is_code(n) and not hub_sets.availability(n)]
     if code or any("tests" in p for p in load_benchmarks(",".join(n for n in benchmarks if not hub_sets.is_named(n)))):
         require_sandbox(bool(args.allow_unsafe_code_sandbox))   # code runs: the full sandbox, or refuse
     if engine is None:

@@ -579,7 +579,8 @@ def convert_rows(rows, where, source=None, log=print, max_tests=None):
 NAMES = GPQA_CONFIGS + ("livecodebench", "deepcoder")
 CODE_NAMES = ("livecodebench", "deepcoder")
 TEMPLATE = "chat_raw"         # the loaders write the whole user turn (instruction included): data.TEMPLATES
-_CACHE = {}                   # spec -> converted rows: eval and training load a hub set once per process
+_CACHE = {}                   # spec -> (where, rows), or the HubUnavailable it raised: eval and training try a hub
+                              # set once per process (periodic evals do not wait on the network again)
 
 
 def base_name(spec):
@@ -648,27 +649,38 @@ def named_rows(spec, log=print):
     error = spec_error(spec)
     if error:
         raise DatasetError(error)
+    if isinstance(_CACHE.get(spec), HubUnavailable):
+        raise _CACHE[spec]
     if spec not in _CACHE:
-        name, _, arg = spec.partition(":")
-        if name in GPQA_CONFIGS:
-            where = f"{GPQA_HUB}:{name}"
-            raw = hub_rows(spec, GPQA_HUB, name, GPQA_SPLIT, gated=True)
-            rows = gpqa_problems([(f"row {k}", r) for k, r in enumerate(raw)], where, source=name)
-        elif name == "livecodebench":
-            where = f"{LCB_HUB}:{arg or LCB_DEFAULT_WINDOW}"
-            rows = convert_rows(livecodebench_rows(spec, arg or LCB_DEFAULT_WINDOW), LCB_HUB, "livecodebench", log)
-        else:
-            where, rows = f"{DEEPCODER_HUB}:{arg or '+'.join(DEEPCODER_CONFIGS)}", []
-            for config in (arg.split("+") if arg else DEEPCODER_CONFIGS):
-                raw = hub_rows(spec, DEEPCODER_HUB, config, DEEPCODER_SPLIT)
-                for location, row in convert_rows([(f"row {k}", r) for k, r in enumerate(raw)],
-                                                  f"{DEEPCODER_HUB}:{config}", "deepcoder", log):
-                    rows.append((location, {**row, "id": f"{config}-{location.split()[-1]}"}))
-        if not rows:
-            raise DatasetError(f"{spec}: no problems (window or config empty?)")
-        _CACHE[spec] = (where, rows)
+        try:
+            _CACHE[spec] = _load_named(spec, log)
+        except HubUnavailable as exc:
+            _CACHE[spec] = exc
+            raise
     where, rows = _CACHE[spec]
     return where, [(location, dict(row)) for location, row in rows]
+
+
+def _load_named(spec, log):
+    """A named set from the hub: (where, [(location, row in our schema)])."""
+    name, _, arg = spec.partition(":")
+    if name in GPQA_CONFIGS:
+        where = f"{GPQA_HUB}:{name}"
+        raw = hub_rows(spec, GPQA_HUB, name, GPQA_SPLIT, gated=True)
+        rows = gpqa_problems([(f"row {k}", r) for k, r in enumerate(raw)], where, source=name)
+    elif name == "livecodebench":
+        where = f"{LCB_HUB}:{arg or LCB_DEFAULT_WINDOW}"
+        rows = convert_rows(livecodebench_rows(spec, arg or LCB_DEFAULT_WINDOW), LCB_HUB, "livecodebench", log)
+    else:
+        where, rows = f"{DEEPCODER_HUB}:{arg or '+'.join(DEEPCODER_CONFIGS)}", []
+        for config in (arg.split("+") if arg else DEEPCODER_CONFIGS):
+            raw = hub_rows(spec, DEEPCODER_HUB, config, DEEPCODER_SPLIT)
+            for location, row in convert_rows([(f"row {k}", r) for k, r in enumerate(raw)],
+                                              f"{DEEPCODER_HUB}:{config}", "deepcoder", log):
+                rows.append((location, {**row, "id": f"{config}-{location.split()[-1]}"}))
+    if not rows:
+        raise DatasetError(f"{spec}: no problems (window or config empty?)")
+    return where, rows
 
 
 def is_code(spec):

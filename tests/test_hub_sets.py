@@ -67,6 +67,14 @@ def fenced(program):
     return f"Some reasoning.\n```python\n{program}```\n"
 
 
+@pytest.fixture(autouse=True)
+def fresh_hub_cache():
+    """hub_sets remembers each named set (and each failure) per process: every test starts without them."""
+    hub_sets._CACHE.clear()
+    yield
+    hub_sets._CACHE.clear()
+
+
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -102,9 +110,7 @@ def test_gpqa_rows_load_in_the_hub_layout(tmp_path, monkeypatch):
             monkeypatch.setattr(hub_sets, "hub_rows", lambda spec, path, config, split, gated: (
                 [dict(r) for r in rows] if (path, config, split, gated) == (hub_sets.GPQA_HUB, "gpqa_diamond",
                                                                                "train", True) else None))
-            hub_sets._CACHE.clear()
             problems = data.load_dataset("gpqa_diamond")
-            hub_sets._CACHE.clear()
         assert [p["id"] for p in problems] == [f"rec{k:03d}" for k in range(6)]
         for k, p in enumerate(problems):
             assert p["choices"] == [f"teal {k}", f"mauve {k}", f"ochre {k}", f"umber {k}"]
@@ -314,14 +320,10 @@ def test_lcb_window_is_half_open_and_specs_are_checked(tmp_path, monkeypatch):
                                if name == "test5.jsonl" else [])
              for name in hub_sets.LCB_RELEASE_FILES[hub_sets.LCB_RELEASE]}
     monkeypatch.setattr(hub_sets, "hub_file", lambda spec, repo, filename: str(files[filename]))
-    hub_sets._CACHE.clear()
-    try:
-        assert [p["id"] for p in data.load_dataset("livecodebench")] == ["q1", "q2"]     # v5: Aug 2024 .. Jan 2025
-        assert [p["id"] for p in data.load_dataset("livecodebench:v6")] == ["q3"]
-        assert [p["id"] for p in data.load_dataset("livecodebench:2024-07-01..2024-08-01")] == ["q0"]
-        assert all(p["source"] == "livecodebench" for p in data.load_dataset("livecodebench"))
-    finally:
-        hub_sets._CACHE.clear()
+    assert [p["id"] for p in data.load_dataset("livecodebench")] == ["q1", "q2"]     # v5: Aug 2024 .. Jan 2025
+    assert [p["id"] for p in data.load_dataset("livecodebench:v6")] == ["q3"]
+    assert [p["id"] for p in data.load_dataset("livecodebench:2024-07-01..2024-08-01")] == ["q0"]
+    assert all(p["source"] == "livecodebench" for p in data.load_dataset("livecodebench"))
     assert hub_sets.spec_error("livecodebench:v7").startswith("livecodebench:v7: the window must be one of v5")
     assert hub_sets.spec_error("deepcoder:lcbv6").startswith("deepcoder:lcbv6: unknown DeepCoder config 'lcbv6'")
     assert hub_sets.spec_error("livecodebench:2025-02-01..2024-08-01")
@@ -335,10 +337,13 @@ def test_hub_sets_fail_with_one_line_without_the_hub(monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(hub_sets, "hf_token", lambda: None)
     for spec in ("gpqa_diamond", "livecodebench", "deepcoder:taco"):
-        hub_sets._CACHE.clear()
         with pytest.raises(hub_sets.HubUnavailable) as exc:
             data.load_dataset(spec)
         assert str(exc.value).startswith(f"{spec}: ") and "\n" not in str(exc.value), exc.value
+        with pytest.raises(hub_sets.HubUnavailable) as again:   # remembered: not tried again in this process
+            data.load_dataset(spec)
+        assert again.value is exc.value
+    hub_sets._CACHE.clear()
     monkeypatch.delenv("HF_HUB_OFFLINE")
     with pytest.raises(hub_sets.HubUnavailable, match="gated: accept its terms"):   # no token: not even tried
         data.load_dataset("gpqa_diamond")
@@ -354,6 +359,13 @@ def test_eval_skips_an_unavailable_hub_set_and_goes_on(tmp_path, monkeypatch):
     assert list(results) == ["amc2023"] and results["amc2023"]["template"] == "chat"
     assert [line for line in lines if line.startswith("gpqa_diamond: SKIPPED: gpqa_diamond: ")], lines
     assert "Not evaluated: gpqa_diamond" in (tmp_path / "out" / "results.md").read_text()
+    # the same during training: the periodic eval reports the set as empty and the run goes on
+    from types import SimpleNamespace
+    args = SimpleNamespace(eval_data="gpqa_diamond,amc2023", eval_k=1, out_dir=str(tmp_path / "run"), eval_limit=2,
+                           eval_temperature=0.6, eval_top_p=1.0, max_response_len=16, template="chat", seed=0,
+                           reward_workers=1)
+    metrics = evaluation.evaluate_during_training(LetterEngine("A"), LetterTokenizer(), args, 5, 0, 1, 1)
+    assert metrics["eval/gpqa_diamond_problems"] == 0 and metrics["eval/amc2023_problems"] == 2
 
 
 def test_eval_dry_run_lists_the_seed_table(tmp_path):
