@@ -251,21 +251,23 @@ def test_lcb_functional_row_passes_with_a_reference_and_fails_with_a_wrong_one()
 
 
 def test_lcb_time_limit_is_per_test_and_the_item_limit_is_lcbs():
-    sleepy = "import time\ntime.sleep(0.8)\n" + SUM_REFERENCE   # 0.8 s per case, 2.4 s in all
+    """Each test (stdin case, functional call) within time_limit_s, however long all of them take together; the
+    item's limit is then LiveCodeBench's (limit + 1) x tests + 5 s, not the 1 s asked for. Margins: 1.8 s a test."""
+    sleepy = "import time\ntime.sleep(1.2)\n" + SUM_REFERENCE   # 1.2 s per case, 3.6 s in all
     problem = hub_sets.lcb_problem(lcb_row("abc1_b", SUM_TESTS), "row 0")
-    problem["tests"]["time_limit_s"] = 2
-    assert code_reward.item_timeout_s(problem["tests"], 1.0) == (2 + 1) * 3 + 5
-    score, result = grade(problem, sleepy, timeout_s=1.0)     # the item gets LCB's 14 s, not the 1 s asked
+    problem["tests"]["time_limit_s"] = 3
+    assert code_reward.item_timeout_s(problem["tests"], 1.0) == (3 + 1) * 3 + 5
+    score, result = grade(problem, sleepy, timeout_s=1.0)
     assert score == 1.0, result
     score, result = grade(problem, "while True:\n    pass\n", timeout_s=1.0)
     assert score == 0.0 and result["status"] == "timeout" and result["detail"].startswith("case 0:"), result
     functional = hub_sets.lcb_problem(lcb_row("lc2", TWO_SUM_TESTS, "twoSum", TWO_SUM_STARTER), "row 0")
-    functional["tests"]["time_limit_s"] = 2
-    slow_calls = "import time\n" + TWO_SUM_REFERENCE.replace("seen = {}", "time.sleep(0.8)\n        seen = {}")
+    functional["tests"]["time_limit_s"] = 3
+    slow_calls = "import time\n" + TWO_SUM_REFERENCE.replace("seen = {}", "time.sleep(1.2)\n        seen = {}")
     assert grade(functional, slow_calls, timeout_s=1.0)[0] == 1.0
     stuck = TWO_SUM_REFERENCE.replace("seen = {}", "while nums:\n            pass")
-    score, result = grade(functional, stuck, timeout_s=1.0)
-    assert score == 0.0 and result["status"] == "timeout" and result["seconds"] < 14, result
+    score, result = grade(functional, stuck, timeout_s=1.0)   # stopped by the call's 3 s, not the item's 17 s
+    assert score == 0.0 and result["status"] == "timeout" and result["seconds"] < 15, result
 
 
 class Hostile:
