@@ -16,8 +16,9 @@ a token, the network), as HubUnavailable: eval.py skips such a benchmark with th
 GPQA-Diamond (Rein et al. 2023; hub Idavidrein/gpqa, config gpqa_diamond, split train: columns `Question`,
 `Correct Answer`, `Incorrect Answer 1..3`, `Record ID`, ...). Its authors ask that examples never appear in plain
 text on the web: this repository ships none, and its tests use invented rows. Protocol: simple-evals'
-(openai/simple-evals gpqa_eval.py + common.py QUERY_TEMPLATE_MULTICHOICE, the prompt DeepSeek-R1 reports using for
-GPQA-Diamond, whose R1-Distill-Qwen-7B figure 49.1 is the seed's baseline): the four options are shuffled for
+(openai/simple-evals gpqa_eval.py + common.py QUERY_TEMPLATE_MULTICHOICE: the DeepSeek-R1 paper, arXiv 2501.12948,
+"Evaluation Prompts", evaluates GPQA Diamond with simple-evals' prompts, and its R1-Distill-Qwen-7B figure 49.1 is
+the seed's baseline): the four options are shuffled for
 each sample of each question (simple-evals draws a permutation per question and repeat), the prompt asks for a
 last line `Answer: $LETTER`. Ours is seeded per (question id, sample) so a resumed or sharded run sees the same
 order, and with GPQA_BALANCED the right option's position rotates over the letters with the sample index from
@@ -34,10 +35,10 @@ is a loading script over those files, which `datasets` 4+ no longer runs, so the
 (huggingface_hub.hf_hub_download). Private tests are decoded with an unpickler that refuses every global (no
 class, function or module can be named: only strings, numbers, lists, dicts, tuples, bytes), so a hostile pickle
 cannot run code. Window: AceReason-Nemotron's "LiveCodeBench v5 (2024/08/01 - 2025/02/01)" and "v6 (2025/02/01 -
-2025/05/01)" (nvidia/AceReason-Nemotron-14B model card, "Results"), read as contest_date in [start, end): its
-evaluation toolkit names the files test_aug2024tojan2025.json and test_feb2025toApr2025.json (months August to
-January), and DeepCoder's split of the same problems uses start <= date < end (rllm
-data/preprocess/code/livecodebench.ipynb). AceMath-RL's LiveCodeBench column is the same window: its base model
+2025/05/01)" (nvidia/AceReason-Nemotron-14B model card, "Results"; avg@8), read as contest_date in [start,
+end): the two windows share 2025/02/01, which can belong to only one of them, and DeepCoder's split of the same
+problems uses start <= date < end (rllm data/preprocess/code/livecodebench.ipynb). (lcb_runner's own
+--start_date/--end_date filter keeps both ends, which would count a contest dated 2025-02-01T00:00 in both.) AceMath-RL's LiveCodeBench column is the same window: its base model
 scores 37.6, the figure AceReason reports for DeepSeek-R1-Distill-Qwen-7B on v5. Prompt: AceReason's code
 instruction (model card, "Usage Recommendations" 3; paper appendix A.10), the question and, for LeetCode
 problems, the function header, in the user turn of the chat template (template `chat_raw`). Tests, as
