@@ -64,10 +64,15 @@ Tests (the `tests` field of a problem row; data.validate_tests checks the schema
                  program's own classes); asserts: statements run one by one in the checker; a name they use that
                  is neither bound by them, a builtin, nor a stdlib module used as `module.attr` is the program's,
                  and calling it runs the program's function in the sandbox; entry_point: always the program's.
-    {"kind": "stdio", "cases": [{"input": str, "output": str}, ...]}
-        each case runs the program as __main__ in a fresh sandbox; it passes when the program exits with status
-        0 and its stdout equals the expected output up to trailing whitespace on each line and blank lines at
-        the end (no float tolerance).
+    {"kind": "stdio", "cases": [{"input": str, "output": str}, ...], "prelude": str, "compare": "exact"|"lcb"}
+        each case runs the program as __main__ in a fresh sandbox (after `prelude`, trusted code placed before
+        the program's text: LiveCodeBench's imports); it passes when the program exits with status 0 and its
+        stdout equals the expected output up to trailing whitespace on each line and blank lines at the end (no
+        float tolerance; compare "lcb": LiveCodeBench's comparison, same_output_lcb).
+    Either kind may carry "time_limit_s", a limit per test as LiveCodeBench sets one (its 6 s per test case or
+    call, wall clock, measured here by the trusted side): each stdio case's sandbox, and each call of a
+    functional test (the program's loading too), must finish within it; the item's whole limit is then
+    LiveCodeBench's global (limit + 1) x tests + 5 s, or timeout_s if larger (item_timeout_s).
 
     score_code_batch(responses, tests_list, workers=2)  the one scoring entry point (reward.score_problems uses it)
     require_sandbox(allow_fallback)                      once per run, before grading: the mode, or a refusal
@@ -1084,6 +1089,9 @@ def _names(code):
 def _check_functional(sandbox, program, tests, partial):
     """Returns (passed, detail)."""
     asserts = tests["asserts"]
+    item_deadline, limit = sandbox.deadline, tests.get("time_limit_s")
+    if limit:   # LiveCodeBench's protocol: loading the program, then each call, within the limit
+        sandbox.deadline = min(item_deadline, time.monotonic() + limit)
     sandbox.send({"prelude": tests.get("prelude", ""), "program": program, "setup": tests.get("setup", "")})
     try:
         ready = sandbox.recv()
@@ -1104,6 +1112,8 @@ def _check_functional(sandbox, program, tests, partial):
         checker[tests["entry_point"]] = ProgramName(tests["entry_point"], sandbox)
     passed, detail = 0, ""
     for k, statement in enumerate(asserts):
+        if limit:
+            sandbox.deadline = min(item_deadline, time.monotonic() + limit)
         try:
             exec(compile(statement, f"test_{k}.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
             ok = sandbox.failure is None   # a bare `except:` in a test cannot hide a dead or late sandbox
@@ -1173,17 +1183,22 @@ def _run_tests(program, tests, timeout_s, mode, partial):
     sandboxes = []
     try:
         with _alarm(deadline + 0.05):
+            limit = tests.get("time_limit_s") if tests["kind"] == "stdio" else None
             for k in range(1 if tests["kind"] == "functional" else len(cases)):
-                sandbox = _Sandbox(tests["kind"], mode, timeout_s, deadline, sandboxes)
+                sandbox = _Sandbox(tests["kind"], mode, limit or timeout_s, deadline, sandboxes)
                 try:
                     if sandbox.failure:
                         raise _SandboxGone()
                     if tests["kind"] == "functional":
                         result["passed"], result["detail"] = _check_functional(sandbox, program, tests, partial)
                     else:
-                        code = sandbox.run_stdio(program, cases[k]["input"])
+                        if limit:   # this case's run, once its sandbox has started
+                            sandbox.deadline = min(deadline, time.monotonic() + limit)
+                        code = sandbox.run_stdio(tests["prelude"] + "\n" + program if tests.get("prelude") else program,
+                                                 cases[k]["input"])
                         output = bytes(sandbox.stdout).decode(errors="replace")
-                        if code == 0 and sandbox.failure is None and same_output(output, cases[k]["output"]):
+                        same = same_output_lcb if tests.get("compare") == "lcb" else same_output
+                        if code == 0 and sandbox.failure is None and same(output, cases[k]["output"]):
                             result["passed"] += 1
                         else:
                             result["detail"] = f"case {k}: exit {code}" + (", wrong output" if code == 0 else "") + \
@@ -1212,6 +1227,37 @@ def _run_tests(program, tests, timeout_s, mode, partial):
         result["score"] = result["passed"] / len(cases) if partial else 1.0
     result["seconds"] = time.monotonic() - start
     return result
+
+
+def same_output_lcb(got, expected):
+    """LiveCodeBench's stdout comparison (lcb_runner/evaluation/testing_util.py grade_stdio): both stripped and
+    split into lines, each line stripped; the same number of lines, each equal as text or, token by token, as
+    decimal numbers (`0.50` equals `0.5`, `1e2` equals `100`; no tolerance: `0.3333` is not `0.33333`)."""
+    from decimal import Decimal, InvalidOperation
+
+    def lines(text):
+        return [line.strip() for line in text.strip().split("\n")]
+    got_lines, expected_lines = lines(got), lines(expected)
+    if len(got_lines) != len(expected_lines):
+        return False
+    for a, b in zip(got_lines, expected_lines):
+        if a == b:
+            continue
+        try:
+            if [Decimal(x) for x in a.split()] != [Decimal(x) for x in b.split()]:
+                return False
+        except (InvalidOperation, ValueError):
+            return False
+    return True
+
+
+def item_timeout_s(tests, timeout_s):
+    """An item's wall-clock limit: timeout_s, or for tests with a per-test limit LiveCodeBench's global limit
+    (limit + 1) x tests + 5 s (lcb_runner compute_code_generation_metrics.check_correctness) when larger."""
+    limit = tests.get("time_limit_s")
+    if not limit:
+        return timeout_s
+    return max(timeout_s, (limit + 1) * len(tests["asserts" if tests["kind"] == "functional" else "cases"]) + 5)
 
 
 def same_output(got, expected):
@@ -1252,12 +1298,14 @@ def _clean_up_after_kill(notes):
 
 def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial):
     """_run_tests for each item in grading workers; a worker still busy at timeout + WORKER_GRACE_S is killed
-    (and its sandbox cleaned up from here)."""
+    (and its sandbox cleaned up from here). timeout_s: one for all, or a list (one per item)."""
     pool = workers.get_pool("code_reward", WORKER_MEMORY_GB * 2**30)
     todo = [k for k, program in enumerate(programs) if program is not None]   # nothing to run: no worker
     results = [{"status": "no_program", "score": 0.0, "detail": "no program", "sandbox": mode}] * len(programs)
-    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeout_s, mode, partial) for k in todo],
-                        workers_n, timeout_s + WORKER_GRACE_S, on_kill=_clean_up_after_kill)
+    timeouts = timeout_s if isinstance(timeout_s, list) else [timeout_s] * len(programs)
+    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeouts[k], mode, partial) for k in todo],
+                        workers_n, max((timeouts[k] for k in todo), default=0) + WORKER_GRACE_S,
+                        on_kill=_clean_up_after_kill)
     for k, (kind, value) in zip(todo, outcomes):
         if kind == "ok":
             results[k] = value
@@ -1274,7 +1322,8 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
     """The code reward: for each (response, tests), 1.0 if the program in the response passes every test (with
     partial=True the fraction passed), else 0.0; graded in parallel workers, each item with a hard timeout.
 
-    Returns a list of len(responses) floats. sandbox: None uses SANDBOX (set by require_sandbox). `stats`, when
+    Returns a list of len(responses) floats; timeout_s is each item's limit (item_timeout_s: more for tests with
+    a per-test limit). sandbox: None uses SANDBOX (set by require_sandbox). `stats`, when
     a dict, receives counts (STAT_KEYS): timeouts (the item's wall clock ran out, or the program used its whole
     CPU allowance), crashes (the program's process died mid-protocol: a signal, the memory limit, os._exit),
     sandbox refusals (it could not start), responses without a program, and grader errors. `results`, when a
@@ -1288,7 +1337,8 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
             raise ValueError(f"item {k}: {error}")
         checked.append(tests)
     mode = sandbox_mode(sandbox)
-    outcome = _grade_in_workers([extract_program(r) for r in responses], checked, workers, timeout_s, mode, partial)
+    outcome = _grade_in_workers([extract_program(r) for r in responses], checked, workers,
+                                [item_timeout_s(t, timeout_s) for t in checked], mode, partial)
     if stats is not None:
         for key in STAT_KEYS:
             stats.setdefault(key, 0)

@@ -8,6 +8,9 @@ Sample: what both engines return (rollout.py, hf_engine.py) and what the trainer
     load_dataset("path/to/file.jsonl")            .jsonl, .jsonl.gz, .json, .parquet
     load_dataset("hub:org/name:train")            a Hugging Face hub dataset (needs `pip install datasets`)
     load_dataset("math_train12k,gsm8k_train")     several, concatenated (ids prefixed with their set's name)
+    load_dataset("gpqa_diamond")                  a set the seed tables need from the hub, converted with its
+                                                  protocol: gpqa_diamond, livecodebench[:window], deepcoder[:config]
+                                                  (hub_sets.py; a file in their column layouts loads the same way)
 
 render_prompt(problem, tokenizer, template) -> prompt token ids, for each template in TEMPLATES.
 PromptBatcher: seeded per-epoch shuffling, a cursor that is saved with checkpoints, sharding by rank.
@@ -76,14 +79,16 @@ TEMPLATES = {
     "code": "the tokenizer's chat template, user turn = problem + '" + CODE_INSTRUCTION + "' (code problems)",
     "think_answer": "plain text, <think>/<answer> tags (R1-Zero style training prompt): " + THINK_ANSWER_TEMPLATE[:60] + "...",
     "boxed": "plain text: problem + '" + BOXED_INSTRUCTION + "' (evaluation prompt for base models)",
+    "chat_raw": "the tokenizer's chat template, user turn = the problem as given (sets whose loader writes the "
+                "instruction into it: gpqa_diamond, livecodebench, deepcoder; hub_sets.py)",
 }
 
 
 def render_prompt(problem, tokenizer, template="chat"):
     """Problem text -> prompt token ids (list[int]) for `tokenizer` under a template from TEMPLATES."""
-    if template in ("chat", "code"):
-        instruction = BOXED_INSTRUCTION if template == "chat" else CODE_INSTRUCTION
-        messages = [{"role": "user", "content": f"{problem}\n{instruction}"}]
+    if template in ("chat", "code", "chat_raw"):
+        instruction = {"chat": BOXED_INSTRUCTION, "code": CODE_INSTRUCTION}.get(template)
+        messages = [{"role": "user", "content": f"{problem}\n{instruction}" if instruction else problem}]
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # some versions return a BatchEncoding
             ids = ids["input_ids"]
@@ -122,14 +127,17 @@ def _answer_text(value):
     return value
 
 
-_TESTS_KEYS = {"functional": {"kind", "asserts", "prelude", "setup", "entry_point"}, "stdio": {"kind", "cases"}}
+_TESTS_KEYS = {"functional": {"kind", "asserts", "prelude", "setup", "entry_point", "time_limit_s"},
+               "stdio": {"kind", "cases", "prelude", "compare", "time_limit_s"}}
+STDIO_COMPARE = ("exact", "lcb")   # code_reward.same_output, code_reward.same_output_lcb (LiveCodeBench's)
 
 
 def validate_tests(tests, field="tests"):
     """The `tests` of a code problem -> (tests as a dict, None) or (None, "field '<field>...': what is wrong").
     A JSON string is parsed (hub datasets often store tests that way). Test code must compile.
         {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
-        {"kind": "stdio", "cases": [{"input": str, "output": str}, ...]}"""
+        {"kind": "stdio", "cases": [{"input": str, "output": str}, ...], "prelude": str, "compare": "exact"|"lcb"}
+    Either kind may carry "time_limit_s": a limit per test (per call, per case), as LiveCodeBench runs them."""
     if isinstance(tests, str):
         try:
             tests = json.loads(tests)
@@ -143,6 +151,9 @@ def validate_tests(tests, field="tests"):
     unknown = sorted(set(tests) - _TESTS_KEYS[kind])
     if unknown:
         return None, f"field '{field}.{unknown[0]}': not a field of {kind} tests ({sorted(_TESTS_KEYS[kind])})"
+    limit = tests.get("time_limit_s")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit < 3600):
+        return None, f"field '{field}.time_limit_s': expected seconds per test (0 < s < 3600), got {limit!r}"
     if kind == "functional":
         asserts = tests.get("asserts")
         if not isinstance(asserts, list) or not asserts:
@@ -160,6 +171,15 @@ def validate_tests(tests, field="tests"):
         if entry is not None and not (isinstance(entry, str) and entry.isidentifier()):
             return None, f"field '{field}.entry_point': expected a function name, got {entry!r}"
     else:
+        if tests.get("compare", "exact") not in STDIO_COMPARE:
+            return None, f"field '{field}.compare': expected one of {STDIO_COMPARE}, got {tests['compare']!r}"
+        if "prelude" in tests:
+            if not isinstance(tests["prelude"], str):
+                return None, f"field '{field}.prelude': expected a string, got {type(tests['prelude']).__name__}"
+            try:
+                compile(tests["prelude"], "prelude", "exec")
+            except (SyntaxError, ValueError) as exc:
+                return None, f"field '{field}.prelude': not valid Python ({exc.msg if hasattr(exc, 'msg') else exc})"
         cases = tests.get("cases")
         if not isinstance(cases, list) or not cases:
             return None, f"field '{field}.cases': expected a non-empty list of {{input, output}}"
@@ -176,6 +196,9 @@ def _validate(rows, where, source, fields):
     """rows: list of (location, raw dict). Returns problems in our schema or raises DatasetError. A row needs a
     problem and either a gold answer (math) or tests (code)."""
     id_field, problem_field, answer_field, tests_field = fields
+    if fields == ("id", "problem", "answer", "tests"):  # LiveCodeBench's, DeepCoder's or GPQA's layout: converted
+        import hub_sets
+        rows = hub_sets.convert_rows(rows, where, source)
     problems, seen = [], {}
     for location, row in rows:
         if not isinstance(row, dict):
@@ -249,6 +272,12 @@ def _read_file(path):
 
 
 def _load_one(spec, fields, validate=_validate):
+    import hub_sets
+    if hub_sets.is_named(spec):  # gpqa_diamond, livecodebench[:window], deepcoder[:config]
+        if validate is not _validate:
+            raise DatasetError(f"{spec}: a hub evaluation / RL set, not worked examples for SFT")
+        where, rows = hub_sets.named_rows(spec)
+        return validate(rows, where, hub_sets.base_name(spec), fields)
     if spec.startswith("hub:"):
         name, _, split = spec[4:].partition(":")
         try:
@@ -281,13 +310,23 @@ def _load_specs(spec, fields, validate):
     return rows
 
 
+def is_hub_set(spec):
+    """Is spec one of the named hub sets (gpqa_diamond, livecodebench[:window], deepcoder[:config]; hub_sets.py)?"""
+    import hub_sets
+    return hub_sets.is_named(spec)
+
+
 def unknown_specs(specs):
     """For each data spec that is not a shipped set, an existing file or hub:org/name: (message, looks like a
     path). A path may be one an earlier recipe stage creates, so a dry run only notes it."""
+    import hub_sets
     shipped = SHIPPED_TRAIN + SHIPPED_EVAL
-    return [(f"data {spec!r}: not a shipped set ({', '.join(shipped)}), an existing file, or hub:org/name",
-             "/" in spec or "." in spec)
-            for spec in specs if spec and not (spec in shipped or spec.startswith("hub:") or Path(spec).exists())]
+    return [(f"data {spec!r}: not a shipped set ({', '.join(shipped)}), a hub set ({', '.join(hub_sets.NAMES)}), "
+             f"an existing file, or hub:org/name", "/" in spec or "." in spec)
+            for spec in specs if spec and not (spec in shipped or spec.startswith("hub:") or Path(spec).exists()
+                                               or hub_sets.is_named(spec))] + \
+        [(f"data {hub_sets.spec_error(spec)}", False) for spec in specs if hub_sets.is_named(spec)
+         and hub_sets.spec_error(spec)]
 
 
 def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests"):
@@ -355,12 +394,18 @@ def normalize_problem_text(text):
 def find_contamination(train_problems, eval_specs=SHIPPED_EVAL):
     """Training problems whose normalized text also appears in an evaluation set.
     Returns a list of (train_id, eval_set, eval_id)."""
+    import hub_sets
     train_keys = {}
     for p in train_problems:
         train_keys.setdefault(normalize_problem_text(p["problem"]), []).append(p["id"])
     hits = []
     for spec in eval_specs:
-        for e in load_dataset(spec):
+        try:
+            evaluation = load_dataset(spec)
+        except hub_sets.HubUnavailable as exc:   # not checked against a hub set that cannot be loaded here
+            print(f"data.py: contamination not checked against {spec}: {exc}")
+            continue
+        for e in evaluation:
             for train_id in train_keys.get(normalize_problem_text(e["problem"]), ()):
                 hits.append((train_id, spec, e["id"]))
     return hits

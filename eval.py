@@ -3,6 +3,14 @@
     python eval.py --model deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --preset seed --out out/eval
     python eval.py --model out/run/ckpt-000100/model --benchmarks math500,aime2024 --k 4 --out out/eval
     python eval.py --model M --benchmarks math_train12k --k 16 --pass_rates out/pass_rates.jsonl   (AceMath-RL filtering)
+    python eval.py --model M --preset seed --dry_run       the seed table's columns, each with its k and protocol
+
+The seed table (`--preset seed`): the math sets (shipped) and, from the Hugging Face hub, GPQA-Diamond (gated: a
+token) and LiveCodeBench (AceReason's v5 window), each with its own prompt (hub_sets.py states both protocols and
+their sources). A hub set that cannot be loaded here is skipped with one line saying why; the rest still runs.
+GPQA's options are shuffled per question AND per sample: each of a problem's k samples gets its own prompt
+(hub_sets.multiple_choice_sample), sampled once with seed (seed + i * k + s), and there is no maj@k for it
+(the letters mean other options in each sample).
 
 Numbers a reader can trust: every sample is written (problem id, prompt, response, extracted answer, verdict,
 finish reason, token count) so any figure can be recomputed; a truncated fraction is reported beside every score;
@@ -24,13 +32,16 @@ from collections import Counter
 from pathlib import Path
 
 import data
+import hub_sets
 from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import all_gather_objects, distributed, get_rank
 from reward import extract_answer, is_equiv, score_problems
 
 # The seed table: AIME 2024/2025 avg@64, MATH-500 avg@4, AMC23 avg@5, the rest avg@1 (temperature 0.6, top-p 0.95)
+# (AceMath-RL-Nemotron-7B's model card), GPQA-Diamond avg@8 (its main table; its stage table: avg@4, --k 4) and
+# LiveCodeBench avg@8 (AceMath-RL and AceReason: the v5 window), both from the hub (hub_sets.py)
 DEFAULT_K = {"aime2024": 64, "aime2025": 64, "math500": 4, "amc2023": 5, "gsm8k_test": 1, "minerva_math": 1,
-             "gaokao2023en": 1, "olympiadbench": 1, "college_math": 1}
+             "gaokao2023en": 1, "olympiadbench": 1, "college_math": 1, "gpqa_diamond": 8, "livecodebench": 8}
 PRESETS = {"seed": ",".join(DEFAULT_K)}
 TEMPERATURE, TOP_P, MAX_TOKENS, TEMPLATE = 0.6, 0.95, 32768, "chat"
 
@@ -95,7 +106,8 @@ def summarize(records, k):
     for j in sorted({2 ** e for e in range(k.bit_length()) if 2 ** e <= k} | {k}):
         summary[f"pass@{j}"] = sum(pass_at_k(len(rs), sum(r["correct"] for r in rs), j)
                                    for rs in by_problem.values()) / n
-    if k > 1 and not all(r.get("gold", "") is None for r in records):  # code problems: no majority vote
+    # no majority vote for code problems, nor over letters whose options change from sample to sample (GPQA)
+    if k > 1 and not all(r.get("gold", "") is None for r in records) and not any("options_order" in r for r in records):
         summary[f"maj@{k}"] = sum(majority_correct([r["extracted"] for r in rs], [r["correct"] for r in rs])
                                   for rs in by_problem.values()) / n
     return summary
@@ -109,6 +121,29 @@ def split_long_prompts(problems, prompts, max_model_len):
     return [problems[i] for i in kept], [prompts[i] for i in kept], skipped
 
 
+def default_k(name):
+    """A benchmark's k in the seed table (DEFAULT_K; `livecodebench:v6` is livecodebench's), else 1."""
+    return DEFAULT_K.get(name, DEFAULT_K.get(hub_sets.base_name(name), 1) if hub_sets.is_named(name) else 1)
+
+
+def benchmark_template(name, template=None):
+    """The template a benchmark is prompted with: the one asked for, else the hub set's own (its loader writes the
+    whole user turn: hub_sets.TEMPLATE), else TEMPLATE."""
+    return template or (hub_sets.TEMPLATE if hub_sets.is_named(name) else TEMPLATE)
+
+
+def describe_benchmark(name, k, template):
+    """One line of the dry run's table: the benchmark, its k, template, and how it is loaded and graded."""
+    if hub_sets.is_named(name):
+        how = hub_sets.describe(name)
+    elif name in data.SHIPPED_EVAL + data.SHIPPED_TRAIN:
+        code = name in ("mbpp_test", "humaneval", "mbpp_train", "mbpp_valid", "stdio_demo")
+        how = "shipped (data/README.md); " + ("tests run in the sandbox" if code else "math grader")
+    else:
+        how = "a local file"
+    return f"  {name:<15} avg@{k:<3} {template:<9} {how}"
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Sampling and grading
 # ------------------------------------------------------------------------------------------------------------
@@ -117,28 +152,42 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
     """k graded samples for each problem. Problem i (counting from first_index) is sampled with seed + i * k
     (engine.generate seeds prompt j of a call with seed + j * k), so results do not depend on how problems are
     batched or on where an interrupted run resumed. prompts: the rendered prompts, if already at hand.
-    strict: reward.py's strict extraction (explicit answers only). Returns (records, grading stats)."""
-    if prompts is None:
-        prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
-    samples = engine.generate(prompts, n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-                              seed=seed + first_index * k)
-    golds = [p.get("answer") for p in problems for _ in range(k)]   # None for code problems (graded by tests)
-    ids = [p["id"] for p in problems for _ in range(k)]
+    strict: reward.py's strict extraction (explicit answers only). Returns (records, grading stats).
+    Multiple-choice rows (`choices`: GPQA) get one prompt per sample, the options in that sample's order
+    (hub_sets.multiple_choice_sample), each sampled once: sample s of problem i with seed + i * k + s."""
+    if any(p.get("choices") for p in problems):   # one row per (problem, sample), in that order
+        rows = [hub_sets.multiple_choice_sample(p, s) if p.get("choices") else p for p in problems for s in range(k)]
+        samples = engine.generate([data.render_prompt(r["problem"], tokenizer, template) for r in rows], n=1,
+                                  temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                                  seed=seed + first_index * k)
+    else:
+        if prompts is None:
+            prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
+        samples = engine.generate(prompts, n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                                  seed=seed + first_index * k)
+        rows = [p for p in problems for _ in range(k)]
+    golds = [r.get("answer") for r in rows]   # None for code problems (graded by tests)
+    ids = [r["id"] for r in rows]
     stats = {}
     think = data.prompt_opens_think(tokenizer, template)  # a response that never closes it has no answer
-    scores = score_problems([s.text for s in samples], [p for p in problems for _ in range(k)], workers=workers,
+    scores = score_problems([s.text for s in samples], rows, workers=workers,
                             timeout_s=timeout_s, stats=stats, strict=strict, think_prefilled=think)
     records = [{"id": pid, "gold": gold, "prompt": tokenizer.decode(s.prompt_ids), "response": s.text,
                 "extracted": extract_answer(s.text, strict, think) if gold is not None else None, "correct": score == 1.0,
                 "finish_reason": s.finish_reason, "tokens": len(s.response_ids)}
                for s, score, pid, gold in zip(samples, scores, ids, golds)]
+    for record, row in zip(records, rows):
+        if "options_order" in row:   # which option sat under each letter in this sample
+            record["options_order"] = row["options_order"]
     return records, stats
 
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
-             max_tokens=MAX_TOKENS, template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, log=print,
+             max_tokens=MAX_TOKENS, template=None, seed=0, workers=2, timeout_s=5.0, log=print,
              shard=(0, 1), gather=None, strict=False, resume=True):
-    """Evaluate on each benchmark (shipped name or file). k: int for all, or None for DEFAULT_K (1 if unknown).
+    """Evaluate on each benchmark (shipped name, hub set or file). k: int for all, or None for DEFAULT_K (1 if
+    unknown). template: one for all, or None for each benchmark's own (benchmark_template). A hub set that cannot
+    be loaded here (hub_sets.HubUnavailable) is skipped with one line, and named in results.md.
     With out_dir, samples go to out_dir/<benchmark>/samples.jsonl and summary.json + results.md are written; with
     resume, samples found there are reused (an interrupted eval of the same weights continues), else replaced.
     Returns {benchmark: summary}.
@@ -152,10 +201,16 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
     equals a one-rank evaluation. Pass out_dir on one rank only; sharded runs do not resume from disk.
     """
     dp_rank, dp_world = shard
-    results = {}
+    results, unavailable, requested_template = {}, {}, template
     for name in benchmarks:
-        bench_k = k or DEFAULT_K.get(name, 1)
-        problems = data.load_dataset(name)[:limit]
+        bench_k = k or default_k(name)
+        template = benchmark_template(name, requested_template)
+        try:
+            problems = data.load_dataset(name)[:limit]
+        except hub_sets.HubUnavailable as exc:
+            log(f"{name}: SKIPPED: {exc}")
+            unavailable[name] = str(exc)
+            continue
         prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
         problems, prompts, skipped = split_long_prompts(problems, prompts, engine.max_model_len)
         if skipped:
@@ -206,22 +261,33 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         summary = summarize(done, bench_k)
         summary["skipped_long_prompts"] = len(skipped)
         summary["skipped_ids"] = skipped
+        summary["template"] = template
         summary["seconds"] = round(time.time() - start, 1)
         results[name] = summary
         runs = f", ± {summary['run_stderr']:.4f} between re-runs" if summary["run_stderr"] is not None else ""
         log(f"{name}: avg@{bench_k} {summary[f'avg@{bench_k}']:.4f} ± {summary['stderr']:.4f} (s.e. over "
             f"{summary['problems']} problems{runs}), truncated {summary['truncated_frac']:.3f}")
     if out_dir:
-        settings = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "template": template,
-                    "seed": seed}
-        Path(out_dir, "summary.json").write_text(json.dumps({"settings": settings, "results": results}, indent=2))
-        Path(out_dir, "results.md").write_text(markdown_table(results, settings))
+        settings = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
+                    "template": requested_template or "per benchmark", "seed": seed}
+        Path(out_dir, "summary.json").write_text(json.dumps(
+            {"settings": settings, "results": results, **({"unavailable": unavailable} if unavailable else {})},
+            indent=2))
+        Path(out_dir, "results.md").write_text(markdown_table(results, settings) + "".join(
+            f"\nNot evaluated: {name} ({why})\n" for name, why in unavailable.items()))
     return results
 
 
 def load_benchmarks(specs):
-    """The problems of every benchmark in a comma-separated spec ('' -> [])."""
-    return [p for spec in specs.split(",") if spec for p in data.load_dataset(spec)]
+    """The problems of every benchmark in a comma-separated spec ('' -> []); a hub set that cannot be loaded
+    here gives none (evaluate skips it, saying why)."""
+    problems = []
+    for spec in (s for s in specs.split(",") if s):
+        try:
+            problems += data.load_dataset(spec)
+        except hub_sets.HubUnavailable:
+            continue
+    return problems
 
 
 def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, tp):
@@ -247,7 +313,13 @@ def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, t
     for name in benchmarks:
         stem = Path(name).name.split(".")[0]  # a file's stem (as evaluate names its folder): eval/heldout
         summary = results.get(name)
-        skipped = summary["skipped_long_prompts"] if summary else len(data.load_dataset(name)[:args.eval_limit])
+        if summary:
+            skipped = summary["skipped_long_prompts"]
+        else:   # nothing fitted the context, or a hub set that cannot be loaded here (evaluate said which)
+            try:
+                skipped = len(data.load_dataset(name)[:args.eval_limit])
+            except hub_sets.HubUnavailable:
+                skipped = 0
         if summary:
             metrics[f"eval/{stem}"] = summary[f"avg@{summary['k']}"]
             metrics[f"eval/{stem}_truncated"] = summary["truncated_frac"]
@@ -283,8 +355,10 @@ def _read_complete_samples(path, k):
 
 
 def markdown_table(results, settings):
+    per = ", ".join(f"{n}: `{s['template']}`" for n, s in results.items() if "template" in s)
     lines = [f"Sampling: temperature {settings['temperature']}, top-p {settings['top_p']}, "
-             f"max {settings['max_tokens']} tokens, template `{settings['template']}`.",
+             f"max {settings['max_tokens']} tokens, template `{settings['template']}`"
+             + (f" ({per})" if settings["template"] == "per benchmark" and per else "") + ".",
              "± problems: standard error over problems (another draw of problems like these); ± re-runs: standard "
              "error between evaluations of the same problems with fresh samples (needs k >= 2).", "",
              "| benchmark | metric | score | ± problems | ± re-runs | pass@k | maj@k | truncated | mean tokens | skipped |",
@@ -320,13 +394,16 @@ def write_pass_rates(out_dir, benchmarks, path):
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="hub id, local HF directory, or a train.py checkpoint's model/")
-    p.add_argument("--benchmarks", default="math500", help="comma-separated shipped names or files")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="'seed': the whole seed table with its k per benchmark")
+    p.add_argument("--benchmarks", default="math500", help="comma-separated shipped names, hub sets ("
+                   + ", ".join(hub_sets.NAMES) + ") or files")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="'seed': the whole seed table with its k per benchmark "
+                   "(--dry_run lists it)")
     p.add_argument("--k", type=int, default=None, help="samples per problem (default: per benchmark, see DEFAULT_K)")
     p.add_argument("--temperature", type=float, default=TEMPERATURE, help="sampling temperature")
     p.add_argument("--top_p", type=float, default=TOP_P, help="nucleus sampling")
     p.add_argument("--max_tokens", type=int, default=MAX_TOKENS, help="response length limit")
-    p.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES), help="prompt template")
+    p.add_argument("--template", default=None, choices=sorted(data.TEMPLATES), help="prompt template for every "
+                   f"benchmark (default: each benchmark's own: {TEMPLATE}, hub sets {hub_sets.TEMPLATE})")
     p.add_argument("--out", default="out/eval", help="output directory (samples, summary.json, results.md)")
     p.add_argument("--limit", type=int, default=None, help="only the first N problems of each benchmark")
     p.add_argument("--pass_rates", default=None, help="also write per-problem pass rates (JSONL) to this file")
@@ -348,8 +425,11 @@ def main(argv=None, engine=None):
     args = build_parser().parse_args(argv)
     benchmarks = PRESETS[args.preset].split(",") if args.preset else [b for b in args.benchmarks.split(",") if b]
     for name in benchmarks:
-        if name not in data.SHIPPED_EVAL + data.SHIPPED_TRAIN and not os.path.exists(name):
-            sys.exit(f"eval.py: unknown benchmark {name!r} (shipped: {', '.join(data.SHIPPED_EVAL)})")
+        if hub_sets.is_named(name) and hub_sets.spec_error(name):
+            sys.exit(f"eval.py: {hub_sets.spec_error(name)}")
+        if name not in data.SHIPPED_EVAL + data.SHIPPED_TRAIN and not os.path.exists(name) and not hub_sets.is_named(name):
+            sys.exit(f"eval.py: unknown benchmark {name!r} (shipped: {', '.join(data.SHIPPED_EVAL)}; hub: "
+                     f"{', '.join(hub_sets.NAMES)})")
     if args.k is not None and args.k < 1:
         sys.exit("eval.py: --k must be >= 1")
     from preflight import check_context  # --max_model_len must fit the model's context (preflight.py)
@@ -358,10 +438,20 @@ def main(argv=None, engine=None):
         sys.exit(f"eval.py: {error}")
     print(note)
     if args.dry_run:
-        print(f"eval.py: dry run ok: {benchmarks}")
+        print(f"eval.py: dry run ok: {len(benchmarks)} benchmarks" + (" (the seed table)" if args.preset == "seed"
+              else "") + f"; temperature {args.temperature}, top-p {args.top_p}, max {args.max_tokens} tokens, "
+              f"seed {args.seed}")
+        print(f"  {'benchmark':<15} {'k':<7} {'template':<9} protocol")
+        for name in benchmarks:
+            print(describe_benchmark(name, args.k or default_k(name), benchmark_template(name, args.template)))
+        for name in (n for n in benchmarks if hub_sets.is_named(n)):
+            why = hub_sets.availability(name)
+            print(f"eval.py: {name}: " + (f"would be SKIPPED here: {why}" if why else
+                                          "needs the Hugging Face hub (or its local cache); nothing fetched in a dry run"))
         return None
-    if any("tests" in p for p in load_benchmarks(",".join(benchmarks))):  # code runs: the full sandbox, or refuse
-        require_sandbox(bool(args.allow_unsafe_code_sandbox))
+    code = [n for n in benchmarks if hub_sets.is_named(n) and hub_sets.is_code(n) and not hub_sets.availability(n)]
+    if code or any("tests" in p for p in load_benchmarks(",".join(n for n in benchmarks if not hub_sets.is_named(n)))):
+        require_sandbox(bool(args.allow_unsafe_code_sandbox))   # code runs: the full sandbox, or refuse
     if engine is None:
         from rollout import make_engine
         kwargs = {} if args.engine == "hf" else {"gpu_memory_utilization": args.gpu_memory_utilization}

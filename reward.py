@@ -69,6 +69,29 @@ def _is_equiv_unbounded(pred, gold):
         return False
 
 
+def _plain_text(text):
+    return " ".join(text.strip().rstrip(".").split()).lower()
+
+
+def _choice_reward_unbounded(response, gold, options, strict=False, think_prefilled=False):
+    """A multiple-choice question (a row with `options`: letter -> option text; gold: the right letter, as
+    hub_sets.multiple_choice_sample writes it): 1.0 if the response commits to the right letter by the grader's
+    choice rules (`C`, `(C)`, `C) text`; two letters are a hedge, 0), or, committing to no letter, to the text of
+    the right option and of no other (the text alike, or an equal value)."""
+    span = find_span(final_text(response, think_prefilled), strict)
+    candidates = [a for a in (extract_answer(response, strict, think_prefilled), span and span.text.strip()) if a]
+    for answer in candidates:   # the reduced answer, then the span as written (`B) carbon dioxide` reduces to none)
+        letters = [letter for letter in options if _is_equiv_unbounded(answer, letter)]
+        if letters:
+            return 1.0 if letters == [gold] else 0.0
+    for answer in candidates:
+        texts = [letter for letter, text in options.items()
+                 if _plain_text(answer) == _plain_text(text) or _is_equiv_unbounded(answer, text)]
+        if texts:
+            return 1.0 if texts == [gold] else 0.0
+    return 0.0
+
+
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
     answer = extract_answer(response, strict=strict, think_prefilled=think_prefilled)
     if answer is None or (question and restates_question(answer, question, gold)):
@@ -145,7 +168,8 @@ def _hang_or(op):
 
 
 WORKER_OPS = {"_math_reward_unbounded": _hang_or(_math_reward_unbounded),
-              "_is_equiv_unbounded": _hang_or(_is_equiv_unbounded)}
+              "_is_equiv_unbounded": _hang_or(_is_equiv_unbounded),
+              "_choice_reward_unbounded": _hang_or(_choice_reward_unbounded)}
 
 
 def _run_pool(op, arg_lists, workers, timeout_s, memory_limit_gb, counts):
@@ -207,6 +231,23 @@ def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=No
     return scores
 
 
+def score_choice_batch(responses, golds, options, workers=2, timeout_s=DEFAULT_TIMEOUT_S, stats=None,
+                       memory_limit_gb=4.0, strict=False, think_prefilled=False):
+    """_choice_reward_unbounded for each (response, gold letter, options) in worker processes (score_batch's
+    pool and deadline; workers=0 grades here under the alarm). Returns a list of floats."""
+    counts = {"timeouts": 0, "errors": 0}
+    items = [(r, g, o, strict, think_prefilled) for r, g, o in zip(responses, golds, options)]
+    if workers <= 0:
+        scores = [_bounded(_choice_reward_unbounded, item, timeout_s) or 0.0 for item in items]
+    else:
+        scores = [float(r or 0.0) for r in _run_pool("_choice_reward_unbounded", items, workers, timeout_s,
+                                                     memory_limit_gb, counts)]
+    if stats is not None:
+        for key, value in counts.items():
+            stats[key] = stats.get(key, 0) + value
+    return scores
+
+
 # ------------------------------------------------------------------------------------------------------------
 # CLI
 # ------------------------------------------------------------------------------------------------------------
@@ -261,15 +302,23 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
                    strict=False, think_prefilled=False):
     """Grade responses[i] against problems[i] by the problem's data: a row with `tests` gets the code reward (its
     program run against the tests in a sandbox, hard limit code_timeout_s seconds per item, default
-    code_reward.DEFAULT_TIMEOUT_S), a row with `answer` the math grader (score_batch, timeout_s). Returns floats in
+    code_reward.DEFAULT_TIMEOUT_S), a row with `answer` the math grader (score_batch, timeout_s), a row with `options`
+    too the multiple-choice rules (score_choice_batch: GPQA, hub_sets.py). Returns floats in
     [0, 1]; `stats` receives both graders' counts (timeouts, invalid_gold, code_timeouts, sandbox_refusals, ...).
     strict, think_prefilled: see extract_answer (math rows only)."""
     if len(responses) != len(problems):
         raise ValueError(f"{len(responses)} responses but {len(problems)} problems")
     scores = [0.0] * len(responses)
     is_code = [p.get("tests") is not None for p in problems]
-    math_rows = [i for i, c in enumerate(is_code) if not c]
+    choice_rows = [i for i, c in enumerate(is_code) if not c and problems[i].get("options")]  # multiple choice
+    math_rows = [i for i, c in enumerate(is_code) if not c and not problems[i].get("options")]
     code_rows = [i for i, c in enumerate(is_code) if c]
+    if choice_rows:
+        part = score_choice_batch([responses[i] for i in choice_rows], [problems[i]["answer"] for i in choice_rows],
+                                  [problems[i]["options"] for i in choice_rows], workers=workers, timeout_s=timeout_s,
+                                  stats=stats, strict=strict, think_prefilled=think_prefilled)
+        for i, s in zip(choice_rows, part):
+            scores[i] = s
     if math_rows:
         part = score_batch([responses[i] for i in math_rows], [problems[i]["answer"] for i in math_rows], workers=workers,
                            timeout_s=timeout_s, ids=[problems[i]["id"] for i in math_rows], stats=stats,

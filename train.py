@@ -84,7 +84,8 @@ def build_parser():
                    "optimizer, these weights as KL reference, a new data order)")
     g.add_argument("--resume", default=None, help="continue the run in this out_dir exactly (its flags, data order "
                    "and KL reference come from its latest checkpoint; only run-control flags may change)")
-    g.add_argument("--train_data", default=TRAIN_DATA, help="shipped name(s), file(s) or hub:org/name[:split], comma-separated")
+    g.add_argument("--train_data", default=TRAIN_DATA, help="shipped name(s), hub set(s) (deepcoder[:config], livecodebench[:window]: hub_sets.py), "
+                   "file(s) or hub:org/name[:split], comma-separated")
     g.add_argument("--problem_field", default="problem", help="column holding the problem (files / hub sets)")
     g.add_argument("--answer_field", default="answer", help="column holding the gold answer")
     g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
@@ -95,7 +96,8 @@ def build_parser():
     g.add_argument("--config_overrides", default="", help="JSON object of model config fields, applied to the "
                    "trainer's model and to vLLM alike, e.g. '{\"max_position_embeddings\": 32768}' (DAPO's context "
                    "extension for Qwen2.5-Math-7B; preflight.py); saved with the checkpoints")
-    g.add_argument("--contamination_check", type=int, default=1, help="1: warn about training problems found in eval sets")
+    g.add_argument("--contamination_check", type=int, default=1, help="1: warn about training problems found in eval sets "
+                   "(the shipped ones, and the hub sets of --eval_data)")
     g.add_argument("--data_seed", type=int, default=None, help="seed of this stage's data order and sampling "
                    "(default --seed + stage - 1: a new stage does not replay the last one's order)")
     g = p.add_argument_group("GRPO")
@@ -586,7 +588,8 @@ def main(argv=None, engine=None):
     # ---- data --------------------------------------------------------------------------------------------
     problems = data.load_dataset(args.train_data, problem_field=args.problem_field, answer_field=args.answer_field)
     if args.contamination_check and is_main:
-        hits = data.find_contamination(problems)
+        hits = data.find_contamination(problems, data.SHIPPED_EVAL + tuple(   # and the hub eval sets it evaluates on
+            spec for spec in args.eval_data.split(",") if data.is_hub_set(spec)))
         if hits:
             print(f"train.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
     batcher = data.PromptBatcher(problems, args.batch_size, seed=args.data_seed, rank=dp_rank, world_size=dp_world)

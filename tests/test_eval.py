@@ -67,7 +67,8 @@ def test_cli_on_two_benchmarks_outputs_agree_and_resume(vllm_engine, tmp_path):
         assert len(rows) == 12 and {len([r for r in rows if r["id"] == pid]) for pid in {r["id"] for r in rows}} == {3}
         assert set(rows[0]) >= {"id", "prompt", "response", "extracted", "correct", "finish_reason", "tokens"}
         assert evaluation.summarize(rows, 3) == {k: v for k, v in results[name].items()
-                                                 if k not in ("seconds", "skipped_long_prompts", "skipped_ids")}
+                                                 if k not in ("seconds", "skipped_long_prompts", "skipped_ids",
+                                                              "template")}
         gold = {p["id"]: p["answer"] for p in data.load_dataset(name)}
         assert all(r["gold"] == gold[r["id"]] for r in rows)
 

@@ -1,0 +1,689 @@
+"""The seed tables' sets that live on the Hugging Face hub: GPQA-Diamond and LiveCodeBench (evaluation) and
+DeepCoder's competitive-programming problems (code RL). None is shipped; each is loaded from the hub and turned
+into our problem schema (data.py), with the protocol of the study that reported it:
+
+    data.load_dataset("gpqa_diamond")               198 questions (gated: an HF token whose owner accepted the terms)
+    data.load_dataset("livecodebench")              LiveCodeBench problems of AceReason's "v5" window (below)
+    data.load_dataset("livecodebench:v6")           another window: v5, v6, pre_v5, or START..END (YYYY-MM-DD)
+    data.load_dataset("deepcoder")                  DeepCoder's training problems (configs lcbv5, primeintellect, taco)
+    data.load_dataset("deepcoder:lcbv5")            one config
+    data.load_dataset("rows.jsonl")                 a local file in LiveCodeBench's, DeepCoder's or GPQA's column
+                                                    layout is recognised and converted the same way (convert_rows)
+
+Hub access (hub_rows, hub_file) fails with one line naming the set and what is missing (the `datasets` package,
+a token, the network), as HubUnavailable: eval.py skips such a benchmark with that line and goes on.
+
+GPQA-Diamond (Rein et al. 2023; hub Idavidrein/gpqa, config gpqa_diamond, split train: columns `Question`,
+`Correct Answer`, `Incorrect Answer 1..3`, `Record ID`, ...). Its authors ask that examples never appear in plain
+text on the web: this repository ships none, and its tests use invented rows. Protocol: simple-evals'
+(openai/simple-evals gpqa_eval.py + common.py QUERY_TEMPLATE_MULTICHOICE: the DeepSeek-R1 paper, arXiv 2501.12948,
+"Evaluation Prompts", evaluates GPQA Diamond with simple-evals' prompts, and its R1-Distill-Qwen-7B figure 49.1 is
+the seed's baseline): the four options are shuffled for
+each sample of each question (simple-evals draws a permutation per question and repeat), the prompt asks for a
+last line `Answer: $LETTER`. Ours is seeded per (question id, sample) so a resumed or sharded run sees the same
+order, and with GPQA_BALANCED the right option's position rotates over the letters with the sample index from
+a seeded offset: every sample's order is still uniform over the 24 permutations, and over k = 4, 8, ... samples
+each question's right answer sits under every letter equally often (no letter bias left in avg@k). Graded by
+reward.py's multiple-choice rules (a letter, `(C)`, `C) text`; two letters are a hedge), or, when the response
+commits to no letter, the text of exactly one option.
+
+LiveCodeBench (Jain et al. 2024; hub livecodebench/code_generation_lite: JSONL files test.jsonl ... test6.jsonl,
+columns question_title, question_content, platform, question_id, contest_id, contest_date, starter_code,
+difficulty, public_test_cases (JSON), private_test_cases (JSON, or base64 of zlib of a pickle of that JSON),
+metadata (JSON, `func_name` for LeetCode problems); lcb_runner/benchmarks/code_generation.py). The hub repository
+is a loading script over those files, which `datasets` 4+ no longer runs, so the files are read directly
+(huggingface_hub.hf_hub_download). Private tests are decoded with an unpickler that refuses every global (no
+class, function or module can be named: only strings, numbers, lists, dicts, tuples, bytes), so a hostile pickle
+cannot run code. Window: AceReason-Nemotron's "LiveCodeBench v5 (2024/08/01 - 2025/02/01)" and "v6 (2025/02/01 -
+2025/05/01)" (nvidia/AceReason-Nemotron-14B model card, "Results"; avg@8), read as contest_date in [start,
+end): the two windows share 2025/02/01, which can belong to only one of them, and DeepCoder's split of the same
+problems uses start <= date < end (rllm data/preprocess/code/livecodebench.ipynb). (lcb_runner's own
+--start_date/--end_date filter keeps both ends, which would count a contest dated 2025-02-01T00:00 in both.) AceMath-RL's LiveCodeBench column is the same window: its base model
+scores 37.6, the figure AceReason reports for DeepSeek-R1-Distill-Qwen-7B on v5. Prompt: AceReason's code
+instruction (model card, "Usage Recommendations" 3; paper appendix A.10), the question and, for LeetCode
+problems, the function header, in the user turn of the chat template (template `chat_raw`). Tests, as
+lcb_runner/evaluation/testing_util.py runs them: public then private; LeetCode ("functional") problems call
+`Solution().<func_name>(*args)` on ONE instance, each input line a JSON argument, the result (a tuple as a list)
+== the JSON output; stdin problems compare stdout line by line after stripping, a line also matching when its
+tokens are equal as decimals (code_reward.same_output_lcb); LCB's imports (`from typing import *`, ...) run
+before the program, and its recursion limit 50,000; LCB_TIME_LIMIT_S (6 s, lcb_runner's --timeout) per test,
+and the item's whole limit LCB's global (limit + 1) x tests + 5 s. Differences that remain: the program runs as
+a script in our sandbox (LCB wraps it in a function, which breaks `global` at module level, and swallows
+SystemExit; we need exit status 0), and memory is limited (code_reward.MEMORY_MB per process; LCB sets none).
+
+DeepCoder-Preview-Dataset (Agentica, hub agentica-org/DeepCoder-Preview-Dataset, split train; columns `problem`,
+`tests` (JSON), `starter_code`, `metadata` (JSON: `func_name`)): the training set of DeepCoder-14B, the kind of
+data AceReason's code stage trains on (competitive programming with stdin and LeetCode-style tests). Configs:
+lcbv5 (LiveCodeBench problems dated 2023-05-01 to 2024-07-31: DeepCoder's split puts 2024-08-01 onward in its
+test split, so it holds no problem of the v5/v6 evaluation windows), primeintellect (verified SYNTHETIC-1
+problems) and taco (TACO-verified). `tests` comes in three layouts (rllm cookbooks/deepcoder/
+prepare_deepcoder_data.py): LiveCodeBench's list of {input, output, testtype}; a list of {input, output, type:
+"stdin_stdout" | "function_call", fn_name}; TACO's {inputs, outputs, fn_name}. Stdin tests are graded as
+LiveCodeBench's; LiveCodeBench-layout functional tests too; TACO's and PrimeIntellect's function-call tests (whose
+argument and output wrapping differ per source) are not supported: those rows are skipped and counted
+(DEEPCODER_SKIP_UNSUPPORTED) or refused. At most TRAIN_MAX_TESTS tests per problem, the ones with the longest
+inputs (DeepCoder's max_tests = 15 in rllm rewards/code_reward.py): a training reward need not run 100 tests.
+"""
+import base64
+import binascii
+import contextlib
+import io
+import json
+import logging
+import os
+import pickle
+import random
+import zlib
+from datetime import datetime
+
+import data
+from data import DatasetError
+
+DATASETS_REQUIREMENT = "datasets==5.2.0"   # requirements-common.txt
+
+
+class HubUnavailable(DatasetError):
+    """A hub set that cannot be loaded here (no `datasets`/`huggingface_hub`, no token for a gated set, no network
+    or not in the offline cache): one line, naming the set and what is missing."""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Hub access
+# ------------------------------------------------------------------------------------------------------------
+def hf_token():
+    """The Hugging Face token this process would use (HF_TOKEN, or the one `hf auth login` saved), or None."""
+    try:
+        from huggingface_hub import get_token
+    except ImportError:
+        return os.environ.get("HF_TOKEN") or None
+    return get_token()
+
+
+def _one_line(exc):
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0].split('. ')[0][:200] if text else ''}"
+
+
+@contextlib.contextmanager
+def _quiet_hub():
+    """The hub clients' own retry warnings off: a failure is reported once, as HubUnavailable's line."""
+    loggers = [logging.getLogger(name) for name in ("huggingface_hub", "datasets", "fsspec")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def hub_rows(spec, path, config=None, split="train", gated=False):
+    """Rows (dicts) of a hub dataset through datasets.load_dataset, or HubUnavailable in one line."""
+    try:
+        import datasets
+    except ImportError:
+        raise HubUnavailable(f"{spec}: loading {path} needs the `datasets` package (pip install "
+                             f"{DATASETS_REQUIREMENT})") from None
+    if gated and not hf_token() and os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):
+        raise HubUnavailable(f"{spec}: {path} is gated: accept its terms on huggingface.co/datasets/{path} and set "
+                             f"HF_TOKEN (or run `hf auth login`)")
+    try:
+        with _quiet_hub():
+            table = datasets.load_dataset(path, config, split=split)
+    except Exception as exc:  # noqa: BLE001 -- network, auth, offline cache miss, a renamed config: all one line
+        raise HubUnavailable(f"{spec}: could not load {path}" + (f" ({config})" if config else "") +
+                             f" from the hub: {_one_line(exc)}") from None
+    return [dict(row) for row in table]
+
+
+def hub_file(spec, repo, filename):
+    """Local path of one file of a hub dataset repository (downloaded once, then cached), or HubUnavailable."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise HubUnavailable(f"{spec}: loading {repo} needs the `huggingface_hub` package (pip install "
+                             f"{DATASETS_REQUIREMENT})") from None
+    try:
+        with _quiet_hub():
+            return hf_hub_download(repo, filename, repo_type="dataset")
+    except Exception as exc:  # noqa: BLE001
+        raise HubUnavailable(f"{spec}: could not fetch {repo}/{filename} from the hub: {_one_line(exc)}") from None
+
+
+def _json_field(value, where, field):
+    """A column that is JSON text (or already parsed) -> its value; DatasetError naming the row and field."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: field '{field}': not JSON ({exc.msg} at column {exc.colno})") from None
+    return value
+
+
+def _text_field(row, where, field):
+    value = row.get(field)
+    if not isinstance(value, str) or not value.strip():
+        raise DatasetError(f"{where}: field '{field}': missing or empty")
+    return value
+
+
+# ------------------------------------------------------------------------------------------------------------
+# GPQA
+# ------------------------------------------------------------------------------------------------------------
+GPQA_HUB = "Idavidrein/gpqa"
+GPQA_CONFIGS = ("gpqa_diamond", "gpqa_main", "gpqa_extended")   # each a name for data.load_dataset
+GPQA_SPLIT = "train"                                            # the hub set's only split
+GPQA_COLUMNS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+GPQA_ID_COLUMN = "Record ID"
+GPQA_SEED = 0                 # the shuffles' seed (with the question id and the sample index)
+GPQA_BALANCED = True          # False: an independent uniform permutation per sample, as simple-evals draws
+LETTERS = "ABCD"
+# openai/simple-evals common.py QUERY_TEMPLATE_MULTICHOICE, verbatim
+GPQA_PROMPT = ("Answer the following multiple choice question. The last line of your response should be of the "
+               "following format: 'Answer: $LETTER' (without quotes) where LETTER is one of ABCD. Think step by "
+               "step before answering.\n\n{Question}\n\nA) {A}\nB) {B}\nC) {C}\nD) {D}")
+
+
+def choice_order(question_id, sample, seed=GPQA_SEED, balanced=GPQA_BALANCED):
+    """The options' order for one sample of one question: order[position] = index into [right, wrong 1, wrong 2,
+    wrong 3]. Deterministic in (seed, question id, sample) (string seeds: the same in every process). balanced:
+    the right option's position is (offset + sample) mod 4 with a per-question seeded offset, the wrong ones
+    shuffled into the other positions per sample."""
+    rng = random.Random(f"gpqa/{seed}/{question_id}/{sample}")
+    if not balanced:
+        return rng.sample(range(4), 4)
+    right = (random.Random(f"gpqa/{seed}/{question_id}").randrange(4) + sample) % 4
+    wrong = rng.sample([1, 2, 3], 3)
+    return wrong[:right] + [0] + wrong[right:]
+
+
+def multiple_choice_sample(problem, sample):
+    """A multiple-choice row (with `choices` = [right, wrong...], `question`) as sample `sample` sees it: the
+    options in that sample's order (`options`: letter -> text), the prompt, and the right letter (`answer`)."""
+    order = choice_order(problem["id"], sample)
+    options = dict(zip(LETTERS, (problem["choices"][i] for i in order)))
+    return {**problem, "problem": GPQA_PROMPT.format(Question=problem["question"], **options),
+            "answer": LETTERS[order.index(0)], "options": options, "options_order": order}
+
+
+def gpqa_problems(rows, where, source="gpqa_diamond"):
+    """rows: (location, dict) in GPQA's hub layout -> multiple-choice problems (sample 0's order in `problem` and
+    `answer`; eval.py re-draws the order per sample: multiple_choice_sample)."""
+    problems = []
+    for location, row in rows:
+        at = f"{where}:{location}"
+        texts = [_text_field(row, at, column).strip() for column in GPQA_COLUMNS]
+        if len(set(texts[1:])) < 4:
+            raise DatasetError(f"{at}: two options have the same text (fields {', '.join(GPQA_COLUMNS[1:])}): the "
+                               f"right letter would be ambiguous")
+        pid = row.get(GPQA_ID_COLUMN)
+        problem = {"id": str(pid) if pid not in (None, "") else f"{source}-{location}", "question": texts[0],
+                   "choices": texts[1:], "source": source}
+        for column, key in (("Subdomain", "subdomain"), ("High-level domain", "domain")):
+            if isinstance(row.get(column), str):
+                problem[key] = row[column]
+        problems.append((location, multiple_choice_sample(problem, 0)))
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------------------
+# LiveCodeBench
+# ------------------------------------------------------------------------------------------------------------
+LCB_HUB = "livecodebench/code_generation_lite"
+LCB_RELEASE_FILES = {f"release_v{n}": ["test.jsonl"] + [f"test{k}.jsonl" for k in range(2, n + 1)] for n in range(1, 7)}
+LCB_RELEASE = "release_v6"    # the files read (then filtered by contest date): v6 holds problems up to 2025-04
+LCB_WINDOWS = {"v5": ("2024-08-01", "2025-02-01"),       # AceReason's LCB v5 (and AceMath-RL's LiveCodeBench)
+               "v6": ("2025-02-01", "2025-05-01"),       # AceReason's LCB v6
+               "pre_v5": ("2023-05-01", "2024-08-01")}   # everything before v5: DeepCoder's training range
+LCB_DEFAULT_WINDOW = "v5"
+LCB_TIME_LIMIT_S = 6          # per test (lcb_runner/runner/parser.py --timeout, default 6)
+LCB_COLUMNS = ("question_content", "public_test_cases", "private_test_cases", "metadata")
+MAX_PRIVATE_TESTS_BYTES = 1 << 30   # a private-tests field inflating beyond this is refused (a zip bomb)
+# lcb_runner/evaluation/testing_util.py import_string, less its last line (sys.setrecursionlimit(50000)), which
+# LCB_SETUP / the stdin prelude apply in the sandbox only: a functional prelude also runs in the checker
+LCB_IMPORTS = "".join(f"from {m} import *\n" for m in (
+    "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
+    "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing")) + "".join(
+    f"import {m}\n" for m in ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+                              "statistics", "itertools", "functools", "operator", "io", "sys", "json"))
+LCB_RECURSION_LIMIT = 50000
+# AceReason's code instructions (nvidia/AceReason-Nemotron-14B model card, "Usage Recommendations" 3), verbatim
+CODE_INSTRUCTION_STDIN = ("Write Python code to solve the problem. Please place the solution code in the following "
+                          "format:\n```python\n# Your solution code here\n```")
+CODE_INSTRUCTION_STARTER = "Please place the solution code in the following format:\n```python\n# Your solution code here\n```"
+
+
+def code_prompt(question, starter_code=""):
+    """AceReason's user turn for a code problem: the question, the function header when there is one, the
+    instruction."""
+    text = question.strip()
+    if starter_code:
+        return (text + "\n\nSolve the problem starting with the provided function header.\n\nFunction header:\n```\n"
+                + starter_code + "\n```\n\n" + CODE_INSTRUCTION_STARTER)
+    return text + "\n\n" + CODE_INSTRUCTION_STDIN
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Unpickles plain data only: every opcode that would reach a class, function or module (GLOBAL, STACK_GLOBAL,
+    INST, OBJ, REDUCE's callables, copyreg extensions) goes through find_class, which refuses all of them."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refused to load {module}.{name}: private tests may hold plain data only")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("refused a persistent id: private tests may hold plain data only")
+
+
+_PLAIN = (str, int, float, bool, bytes, type(None))
+
+
+def _check_plain(value, depth=0):
+    if depth > 50:
+        raise pickle.UnpicklingError("nested too deeply")
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_plain(item, depth + 1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_plain(key, depth + 1)
+            _check_plain(item, depth + 1)
+    elif type(value) not in _PLAIN:
+        raise pickle.UnpicklingError(f"a {type(value).__name__} is not plain data")
+
+
+def decode_private_tests(value, where, field="private_test_cases"):
+    """LiveCodeBench's private tests -> list of test dicts. The field is JSON, or (as lcb_runner reads it when
+    json.loads fails) base64 of zlib of a pickle of the JSON text. The pickle is read by _PlainUnpickler: a
+    pickle naming any callable is refused (DatasetError) before anything runs."""
+    if not isinstance(value, str):
+        return _json_field(value, where, field)
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        pass
+    try:
+        packed = base64.b64decode(value.encode("ascii"), validate=True)
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(packed, MAX_PRIVATE_TESTS_BYTES)
+        if inflater.unconsumed_tail:
+            raise DatasetError(f"{where}: field '{field}': inflates beyond {MAX_PRIVATE_TESTS_BYTES} bytes")
+        decoded = _PlainUnpickler(io.BytesIO(raw)).load()
+        _check_plain(decoded)
+    except DatasetError:
+        raise
+    except (binascii.Error, UnicodeEncodeError, ValueError, zlib.error) as exc:
+        raise DatasetError(f"{where}: field '{field}': neither JSON nor base64+zlib+pickle ({_one_line(exc)})") from None
+    except (pickle.UnpicklingError, EOFError, RecursionError, MemoryError) as exc:
+        raise DatasetError(f"{where}: field '{field}': pickle refused ({_one_line(exc)})") from None
+    return _json_field(decoded, where, field) if isinstance(decoded, (str, bytes)) else decoded
+
+
+def _lcb_cases(tests, where, field):
+    """A list of LiveCodeBench tests {input, output, testtype} -> [(input, output, testtype)]."""
+    if not isinstance(tests, list):
+        raise DatasetError(f"{where}: field '{field}': expected a list of tests, got {type(tests).__name__}")
+    cases = []
+    for k, test in enumerate(tests):
+        if not isinstance(test, dict) or not isinstance(test.get("input"), str) or not isinstance(test.get("output"), str):
+            raise DatasetError(f"{where}: field '{field}[{k}]': expected {{input: str, output: str, testtype}}")
+        cases.append((test["input"], test["output"], test.get("testtype"), f"{field}[{k}]"))
+    return cases
+
+
+def functional_tests(cases, func_name, where, time_limit_s=LCB_TIME_LIMIT_S):
+    """LiveCodeBench's call-based tests (grade_call_based) as our functional tests: ONE `Solution()` (or, without
+    that class, the module's function), each input line a JSON argument, the result == the JSON output, a tuple
+    compared as a list. The call goes through `_lcb_call`, defined in the sandbox after the program (setup); the
+    comparison runs in the checker."""
+    if not (isinstance(func_name, str) and func_name.isidentifier()):
+        raise DatasetError(f"{where}: field 'metadata.func_name': expected a method name, got {func_name!r}")
+    asserts = []
+    for text_in, text_out, _, field in cases:
+        try:
+            args = [json.loads(line) for line in text_in.split("\n")]
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: field '{field}.input': a line is not JSON ({exc.msg})") from None
+        try:
+            json.loads(text_out)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: field '{field}.output': not JSON ({exc.msg})") from None
+        asserts.append(f"assert _lcb_call(*json.loads({json.dumps(args)!r})) == json.loads({text_out!r})")
+    setup = (f"import sys as _lcb_sys\n_lcb_sys.setrecursionlimit({LCB_RECURSION_LIMIT})\n"
+             f"_lcb_solution = Solution() if isinstance(globals().get('Solution'), type) else None\n"
+             f"def _lcb_call(*args):\n"
+             f"    f = getattr(_lcb_solution, {func_name!r}) if _lcb_solution is not None else globals()[{func_name!r}]\n"
+             f"    result = f(*args)\n"
+             f"    return list(result) if isinstance(result, tuple) else result\n")
+    return {"kind": "functional", "asserts": asserts, "prelude": LCB_IMPORTS, "setup": setup,
+            "time_limit_s": time_limit_s}
+
+
+def stdin_tests(cases, time_limit_s=LCB_TIME_LIMIT_S):
+    """LiveCodeBench's stdin tests (grade_stdio) as our stdio tests: LCB's imports and recursion limit before the
+    program, LCB's output comparison, a time limit per test."""
+    return {"kind": "stdio", "cases": [{"input": i, "output": o} for i, o, _, _ in cases],
+            "prelude": LCB_IMPORTS + f"sys.setrecursionlimit({LCB_RECURSION_LIMIT})\n", "compare": "lcb",
+            "time_limit_s": time_limit_s}
+
+
+def _lcb_kind(cases, func_name, where):
+    """'functional' when the metadata names a function (as lcb_runner's run_test decides), else 'stdin'; a test
+    whose testtype says otherwise is refused."""
+    kind = "functional" if func_name else "stdin"
+    for _, _, testtype, field in cases:
+        if testtype not in (None, kind):
+            raise DatasetError(f"{where}: field '{field}.testtype': {testtype!r}, but the problem is {kind} "
+                               f"(metadata.func_name {'given' if func_name else 'absent'})")
+    return kind
+
+
+def _longest(cases, max_tests):
+    if max_tests is None or len(cases) <= max_tests:
+        return cases
+    keep = sorted(sorted(range(len(cases)), key=lambda k: len(cases[k][0]), reverse=True)[:max_tests])
+    return [cases[k] for k in keep]
+
+
+def lcb_problem(row, where, max_tests=None):
+    """One row in LiveCodeBench's layout -> a problem (id = question_id, AceReason's prompt, the tests)."""
+    question = _text_field(row, where, "question_content")
+    metadata = _json_field(row.get("metadata") or {}, where, "metadata")
+    if not isinstance(metadata, dict):
+        raise DatasetError(f"{where}: field 'metadata': expected an object")
+    cases = _lcb_cases(_json_field(row.get("public_test_cases") or [], where, "public_test_cases"), where,
+                       "public_test_cases")
+    cases += _lcb_cases(decode_private_tests(row.get("private_test_cases") or [], where), where, "private_test_cases")
+    if not cases:
+        raise DatasetError(f"{where}: no tests (fields 'public_test_cases', 'private_test_cases')")
+    func_name = metadata.get("func_name")
+    kind = _lcb_kind(cases, func_name, where)
+    cases = _longest(cases, max_tests)
+    tests = functional_tests(cases, func_name, where) if kind == "functional" else stdin_tests(cases)
+    starter = row.get("starter_code") or ""
+    problem = {"id": str(row.get("question_id") or ""), "problem": code_prompt(question, starter), "tests": tests,
+               "source": "livecodebench"}
+    for key in ("question_title", "platform", "contest_id", "contest_date", "difficulty"):
+        if row.get(key) not in (None, ""):
+            problem[key] = row[key]
+    if starter:
+        problem["starter_code"] = starter
+    return problem
+
+
+def lcb_window(name):
+    """A window name (LCB_WINDOWS) or 'YYYY-MM-DD..YYYY-MM-DD' -> (start, end) datetimes (end excluded), or
+    ValueError saying what is accepted."""
+    start, end = LCB_WINDOWS.get(name, (name.partition("..")[0], name.partition("..")[2]))
+    try:
+        window = datetime.strptime(start, "%Y-%m-%d"), datetime.strptime(end, "%Y-%m-%d")
+    except ValueError:
+        raise ValueError(f"livecodebench:{name}: the window must be one of {', '.join(LCB_WINDOWS)} or "
+                         f"START..END (YYYY-MM-DD, END excluded)") from None
+    if window[0] >= window[1]:
+        raise ValueError(f"livecodebench:{name}: the window's start must come before its end")
+    return window
+
+
+def _contest_date(row, where):
+    try:
+        return datetime.fromisoformat(str(row["contest_date"]))
+    except (KeyError, ValueError):
+        raise DatasetError(f"{where}: field 'contest_date': missing or not an ISO date "
+                           f"({str(row.get('contest_date'))[:40]!r})") from None
+
+
+def livecodebench_rows(spec, window):
+    """(location, row) of the LCB_RELEASE files whose contest_date lies in the window (read line by line: the
+    private tests of other problems are never decoded)."""
+    start, end = lcb_window(window)
+    rows = []
+    for filename in LCB_RELEASE_FILES[LCB_RELEASE]:
+        path = hub_file(spec, LCB_HUB, filename)
+        with open(path, encoding="utf-8") as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{LCB_HUB}/{filename}:{line_no}: unreadable JSON ({exc.msg})") from None
+                if start <= _contest_date(row, f"{LCB_HUB}/{filename}:{line_no}") < end:
+                    rows.append((f"{filename}:{line_no}", row))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------------------
+# DeepCoder's training set
+# ------------------------------------------------------------------------------------------------------------
+DEEPCODER_HUB = "agentica-org/DeepCoder-Preview-Dataset"
+DEEPCODER_CONFIGS = ("lcbv5", "primeintellect", "taco")   # `deepcoder` alone: all three (their train splits)
+DEEPCODER_SPLIT = "train"
+TRAIN_MAX_TESTS = 15          # tests kept per training problem, the longest inputs (DeepCoder's max_tests)
+DEEPCODER_SKIP_UNSUPPORTED = True   # rows with TACO/PrimeIntellect function-call tests: skip and count (else refuse)
+
+
+class Unsupported(DatasetError):
+    """A row whose tests we cannot grade faithfully (TACO's and PrimeIntellect's function-call layouts)."""
+
+
+def _io_text(value, where, field):
+    """A stdin test's input or output: a string, or (TACO) a list of lines."""
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return "\n".join(value)
+    if not isinstance(value, str):
+        raise DatasetError(f"{where}: field '{field}': expected a string, got {type(value).__name__}")
+    return value
+
+
+def deepcoder_problem(row, where, max_tests=TRAIN_MAX_TESTS):
+    """One row in DeepCoder's layout -> a problem; Unsupported for function-call tests outside LCB's layout."""
+    question = _text_field(row, where, "problem")
+    tests = _json_field(row.get("tests"), where, "tests")
+    metadata = _json_field(row.get("metadata") or {}, where, "metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    if isinstance(tests, dict) and "inputs" in tests and "outputs" in tests:   # TACO
+        if tests.get("fn_name"):
+            raise Unsupported(f"{where}: TACO function-call tests (fn_name {tests['fn_name']!r}) are not supported")
+        if not isinstance(tests["inputs"], list) or len(tests["inputs"]) != len(tests.get("outputs") or []):
+            raise DatasetError(f"{where}: field 'tests': inputs and outputs must be lists of the same length")
+        cases = [(_io_text(i, where, f"tests.inputs[{k}]"), _io_text(o, where, f"tests.outputs[{k}]"), None,
+                  f"tests[{k}]") for k, (i, o) in enumerate(zip(tests["inputs"], tests["outputs"]))]
+        kind = "stdin"
+    elif isinstance(tests, list) and tests and all(isinstance(t, dict) for t in tests):
+        if any(t.get("type") == "function_call" or t.get("fn_name") for t in tests):   # PrimeIntellect
+            raise Unsupported(f"{where}: PrimeIntellect function-call tests are not supported")
+        if any("testtype" in t for t in tests):   # LiveCodeBench's layout (config lcbv5)
+            cases = _lcb_cases(tests, where, "tests")
+            func_name = metadata.get("func_name") or next(
+                (t["metadata"].get("func_name") for t in tests if isinstance(t.get("metadata"), dict)), None)
+            kind = _lcb_kind(cases, func_name, where)
+        else:
+            cases = [(_io_text(t.get("input"), where, f"tests[{k}].input"),
+                      _io_text(t.get("output"), where, f"tests[{k}].output"), None, f"tests[{k}]")
+                     for k, t in enumerate(tests)]
+            kind, func_name = "stdin", None
+    else:
+        raise DatasetError(f"{where}: field 'tests': expected a list of tests or {{inputs, outputs}}")
+    if not cases:
+        raise DatasetError(f"{where}: field 'tests': no tests")
+    cases = _longest(cases, max_tests)
+    starter = row.get("starter_code") or ""
+    problem = {"problem": code_prompt(question, starter), "source": "deepcoder",
+               "tests": functional_tests(cases, func_name, where) if kind == "functional" else stdin_tests(cases)}
+    if starter:
+        problem["starter_code"] = starter
+    return problem
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Layouts: recognised in any file or hub set, converted to our schema
+# ------------------------------------------------------------------------------------------------------------
+def layout(row):
+    """'livecodebench', 'deepcoder', 'gpqa' or None (our own schema, or unknown) for one raw row."""
+    if not isinstance(row, dict):
+        return None
+    if all(column in row for column in LCB_COLUMNS):
+        return "livecodebench"
+    if all(column in row for column in GPQA_COLUMNS):
+        return "gpqa"
+    tests = row.get("tests")
+    if "problem" in row and tests is not None:
+        if isinstance(tests, str):
+            try:
+                tests = json.loads(tests)
+            except json.JSONDecodeError:
+                return None   # data.validate_tests says what is wrong with it
+        if isinstance(tests, list) or (isinstance(tests, dict) and "kind" not in tests):
+            return "deepcoder"
+    return None
+
+
+_LAYOUT_COLUMNS = {"livecodebench": LCB_COLUMNS, "gpqa": GPQA_COLUMNS, "deepcoder": ("problem", "tests")}
+
+
+def convert_rows(rows, where, source=None, log=print, max_tests=None):
+    """(location, row) -> (location, row in our schema) when the first row is in a known hub layout (every row
+    must then have that layout's columns); other rows are returned unchanged for data.py to validate. Rows with
+    unsupported tests are skipped and counted (DEEPCODER_SKIP_UNSUPPORTED) or refused."""
+    kind = layout(rows[0][1]) if rows else None
+    if kind is None:
+        return rows
+    for location, row in rows:
+        missing = [c for c in _LAYOUT_COLUMNS[kind] if not isinstance(row, dict) or c not in row]
+        if missing:
+            raise DatasetError(f"{where}:{location}: field '{missing[0]}' missing (the first row is in {kind}'s "
+                               f"column layout)")
+    if kind == "gpqa":
+        return gpqa_problems(rows, where, source=source or "gpqa")
+    converted, skipped = [], []
+    for location, row in rows:
+        at = f"{where}:{location}"
+        try:
+            converted.append((location, lcb_problem(row, at, max_tests) if kind == "livecodebench" else
+                              deepcoder_problem(row, at, TRAIN_MAX_TESTS if max_tests is None else max_tests)))
+        except Unsupported as exc:
+            if not DEEPCODER_SKIP_UNSUPPORTED:
+                raise
+            skipped.append(str(exc))
+    if skipped:
+        log(f"{where}: skipped {len(skipped)} of {len(rows)} rows whose tests are not supported "
+            f"(e.g. {skipped[0][len(where) + 1:]})")
+    if not converted:
+        raise DatasetError(f"{where}: no row with supported tests")
+    return converted
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The names data.load_dataset knows
+# ------------------------------------------------------------------------------------------------------------
+NAMES = GPQA_CONFIGS + ("livecodebench", "deepcoder")
+CODE_NAMES = ("livecodebench", "deepcoder")
+TEMPLATE = "chat_raw"         # the loaders write the whole user turn (instruction included): data.TEMPLATES
+_CACHE = {}                   # spec -> (where, rows), or the HubUnavailable it raised: eval and training try a hub
+                              # set once per process (periodic evals do not wait on the network again)
+
+
+def base_name(spec):
+    return spec.split(":", 1)[0]
+
+
+def is_named(spec):
+    return base_name(spec) in NAMES
+
+
+def spec_error(spec):
+    """None for a well-formed named spec, else what is wrong (no hub access: a dry run checks specs with it)."""
+    name, _, arg = spec.partition(":")
+    if name in GPQA_CONFIGS:
+        return f"{spec}: {name} takes no argument" if arg else None
+    if name == "livecodebench":
+        try:
+            lcb_window(arg or LCB_DEFAULT_WINDOW)
+        except ValueError as exc:
+            return str(exc)
+        return None
+    if name == "deepcoder":
+        bad = [c for c in arg.split("+") if c not in DEEPCODER_CONFIGS] if arg else []
+        return f"{spec}: unknown DeepCoder config {bad[0]!r} (choose from {', '.join(DEEPCODER_CONFIGS)}, joined " \
+               f"with +)" if bad else None
+    return f"{spec}: not a hub set ({', '.join(NAMES)})"
+
+
+def describe(spec):
+    """One line: where a named set comes from and how it is prompted and graded (eval.py --dry_run)."""
+    name, _, arg = spec.partition(":")
+    if name in GPQA_CONFIGS:
+        return (f"hub {GPQA_HUB} ({name}, gated: HF token); simple-evals prompt ('Answer: $LETTER'), options "
+                f"shuffled per question and sample ({'balanced over letters' if GPQA_BALANCED else 'uniform'}, "
+                f"seed {GPQA_SEED}); graded by letter or option text")
+    if name == "livecodebench":
+        window = arg or LCB_DEFAULT_WINDOW
+        start, end = lcb_window(window)
+        return (f"hub {LCB_HUB} ({LCB_RELEASE}), contest dates {start:%Y-%m-%d} <= d < {end:%Y-%m-%d} ({window}); "
+                f"AceReason's code prompt; public + private tests in the sandbox, {LCB_TIME_LIMIT_S} s per test, "
+                f"LCB's output comparison")
+    if name == "deepcoder":
+        return (f"hub {DEEPCODER_HUB} ({arg or '+'.join(DEEPCODER_CONFIGS)}, {DEEPCODER_SPLIT}); AceReason's code "
+                f"prompt; at most {TRAIN_MAX_TESTS} tests per problem, {LCB_TIME_LIMIT_S} s per test")
+    return spec
+
+
+def availability(spec):
+    """Why a named set would be skipped here, judged without the network (None: it may load; a dry run says
+    so without fetching anything)."""
+    name = base_name(spec)
+    module = "huggingface_hub" if name == "livecodebench" else "datasets"
+    try:
+        __import__(module)
+    except ImportError:
+        return f"needs the `{module}` package (pip install {DATASETS_REQUIREMENT})"
+    if name in GPQA_CONFIGS and not hf_token():
+        return (f"{GPQA_HUB} is gated: no Hugging Face token here (accept its terms on huggingface.co, then set "
+                f"HF_TOKEN or run `hf auth login`)")
+    return None
+
+
+def named_rows(spec, log=print):
+    """(where, [(location, row in our schema)]) of a named hub set; DatasetError (HubUnavailable when the hub,
+    a package or a token is missing)."""
+    error = spec_error(spec)
+    if error:
+        raise DatasetError(error)
+    if isinstance(_CACHE.get(spec), HubUnavailable):
+        raise _CACHE[spec]
+    if spec not in _CACHE:
+        try:
+            _CACHE[spec] = _load_named(spec, log)
+        except HubUnavailable as exc:
+            _CACHE[spec] = exc
+            raise
+    where, rows = _CACHE[spec]
+    return where, [(location, dict(row)) for location, row in rows]
+
+
+def _load_named(spec, log):
+    """A named set from the hub: (where, [(location, row in our schema)])."""
+    name, _, arg = spec.partition(":")
+    if name in GPQA_CONFIGS:
+        where = f"{GPQA_HUB}:{name}"
+        raw = hub_rows(spec, GPQA_HUB, name, GPQA_SPLIT, gated=True)
+        rows = gpqa_problems([(f"row {k}", r) for k, r in enumerate(raw)], where, source=name)
+    elif name == "livecodebench":
+        where = f"{LCB_HUB}:{arg or LCB_DEFAULT_WINDOW}"
+        rows = convert_rows(livecodebench_rows(spec, arg or LCB_DEFAULT_WINDOW), LCB_HUB, "livecodebench", log)
+    else:
+        where, rows = f"{DEEPCODER_HUB}:{arg or '+'.join(DEEPCODER_CONFIGS)}", []
+        for config in (arg.split("+") if arg else DEEPCODER_CONFIGS):
+            raw = hub_rows(spec, DEEPCODER_HUB, config, DEEPCODER_SPLIT)
+            for location, row in convert_rows([(f"row {k}", r) for k, r in enumerate(raw)],
+                                              f"{DEEPCODER_HUB}:{config}", "deepcoder", log):
+                rows.append((location, {**row, "id": f"{config}-{location.split()[-1]}"}))
+    if not rows:
+        raise DatasetError(f"{spec}: no problems (window or config empty?)")
+    return where, rows
+
+
+def is_code(spec):
+    return base_name(spec) in CODE_NAMES
+
