@@ -22,14 +22,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import hub_sets  # below this file: it imports nothing of ours
+from hub_sets import DatasetError  # re-exported: data.DatasetError is what callers catch
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SHIPPED_EVAL = ("math500", "aime2024", "aime2025", "amc2023", "gsm8k_test", "minerva_math", "olympiadbench",
                 "gaokao2023en", "college_math", "mbpp_test", "humaneval")
 SHIPPED_TRAIN = ("math_train12k", "gsm8k_train", "aime_1983_2023", "mbpp_train", "mbpp_valid", "stdio_demo")
 
-
-class DatasetError(ValueError):
-    """Bad input data; the message names the file and line (or hub dataset and row)."""
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -197,7 +197,6 @@ def _validate(rows, where, source, fields):
     problem and either a gold answer (math) or tests (code)."""
     id_field, problem_field, answer_field, tests_field = fields
     if fields == ("id", "problem", "answer", "tests"):  # LiveCodeBench's, DeepCoder's or GPQA's layout: converted
-        import hub_sets
         rows = hub_sets.convert_rows(rows, where, source)
     problems, seen = [], {}
     for location, row in rows:
@@ -272,7 +271,6 @@ def _read_file(path):
 
 
 def _load_one(spec, fields, validate=_validate):
-    import hub_sets
     if hub_sets.is_named(spec):  # gpqa_diamond, livecodebench[:window], deepcoder[:config]
         if validate is not _validate:
             raise DatasetError(f"{spec}: a hub evaluation / RL set, not worked examples for SFT")
@@ -312,14 +310,12 @@ def _load_specs(spec, fields, validate):
 
 def is_hub_set(spec):
     """Is spec one of the named hub sets (gpqa_diamond, livecodebench[:window], deepcoder[:config]; hub_sets.py)?"""
-    import hub_sets
     return hub_sets.is_named(spec)
 
 
 def unknown_specs(specs):
     """For each data spec that is not a shipped set, an existing file or hub:org/name: (message, looks like a
     path). A path may be one an earlier recipe stage creates, so a dry run only notes it."""
-    import hub_sets
     shipped = SHIPPED_TRAIN + SHIPPED_EVAL
     return [(f"data {spec!r}: not a shipped set ({', '.join(shipped)}), a hub set ({', '.join(hub_sets.NAMES)}), "
              f"an existing file, or hub:org/name", "/" in spec or "." in spec)
@@ -394,7 +390,6 @@ def normalize_problem_text(text):
 def find_contamination(train_problems, eval_specs=SHIPPED_EVAL):
     """Training problems whose normalized text also appears in an evaluation set.
     Returns a list of (train_id, eval_set, eval_id)."""
-    import hub_sets
     train_keys = {}
     for p in train_problems:
         train_keys.setdefault(normalize_problem_text(p["problem"]), []).append(p["id"])

@@ -76,10 +76,13 @@ import random
 import zlib
 from datetime import datetime
 
-import data
-from data import DatasetError
 
 DATASETS_REQUIREMENT = "datasets==5.2.0"   # requirements-common.txt
+
+
+class DatasetError(ValueError):
+    """Bad input data; the message names the file and line (or hub dataset and row). data.py re-exports it: this
+    file is below data.py and imports nothing of the project's."""
 
 
 class HubUnavailable(DatasetError):

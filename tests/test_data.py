@@ -1,6 +1,7 @@
 """data.py: shipped sets, file formats, validation errors, contamination, templates, batching, filtering."""
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -252,3 +253,24 @@ def test_filter_by_pass_rate(tmp_path):
     write_rows(bad, [{"id": "0", "correct": 1}])
     with pytest.raises(DatasetError, match="bad_rates.jsonl:1"):
         filter_by_pass_rate(problems, str(bad))
+
+
+def test_no_import_cycle_among_the_project_files():
+    """Data flows one way (README): no root file imports, even inside a function, one that imports it back."""
+    import ast
+    root = Path(__file__).resolve().parents[1]
+    files = {p.stem: p for p in root.glob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                deps.add(node.module.split(".")[0])
+        graph[name] = deps & files.keys() - {name}
+
+    def reaches(start, target, seen):
+        return any(d == target or (d not in seen and reaches(d, target, seen | {d})) for d in graph[start])
+    cycles = [name for name in graph if reaches(name, name, {name})]
+    assert not cycles, f"import cycles through {cycles}"
