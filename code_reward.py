@@ -83,6 +83,7 @@ import errno
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import select
@@ -102,8 +103,11 @@ CPU_MARGIN_S = 1              # RLIMIT_CPU = ceil(timeout) + this: a busy loop d
 MEMORY_MB = 512               # address space per sandboxed process (RLIMIT_AS); at most MAX_PROCESSES x this
 MAX_PROCESSES = 8             # processes + threads per sandbox (RLIMIT_NPROC; binds in bwrap mode and as root)
 MAX_FILE_MB = 16              # largest file a program may write (RLIMIT_FSIZE)
-SANDBOX_DIR_MB = 64           # size of the program's tmpfs working directory (bwrap mode)
+SANDBOX_DIR_MB = 64           # size of the program's tmpfs working directory (bwrap mode, with a memory cgroup)
+SANDBOX_MEMORY_MB = 1024      # all memory of one sandbox, the kernel's for it included (memory cgroup, where offered)
 MAX_OPEN_FILES = 64           # RLIMIT_NOFILE
+MAX_PENDING_SIGNALS = 64      # RLIMIT_SIGPENDING: queued signals and POSIX timers (kernel memory) of the program's uid
+MAX_DETAIL_CHARS = 300        # a result's detail (and each piece of it that came from the program)
 MAX_PROGRAM_CHARS = 200_000   # longer "programs" are not graded
 MAX_OUTPUT_BYTES = 8 << 20    # stdout kept from a stdio program (more fails the case)
 MAX_REPLY_BYTES = 8 << 20     # one value sent back by a program's function (more fails the test)
@@ -116,6 +120,9 @@ SANDBOX_SITE_PACKAGES = False # False: programs get the standard library only (p
 SANDBOX_PYTHON = None         # the programs' interpreter; None: this one, or /usr/bin/python3 (see sandbox_python)
 WORKER_MEMORY_GB = 4.0        # address space of a grading worker (it runs the tests on the values it receives)
 WORKDIR_IN_SANDBOX = "/sandbox"
+# mounts of the kernel's own that hold no file a program could make: the fallback's sweep does not walk them
+KERNEL_FILESYSTEMS = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "debugfs", "tracefs", "securityfs", "bpf",
+                      "pstore", "configfs", "fusectl", "binfmt_misc", "efivarfs", "nsfs", "autofs", "selinuxfs"}
 UNSAFE_FLAG = "--allow_unsafe_code_sandbox"   # the flag train.py / eval.py pass to require_sandbox(allow_fallback)
 
 FENCE_LANGUAGES = ("python", "py", "python3")
@@ -129,10 +136,14 @@ PROGRAM_ERRORS = (ArithmeticError, AssertionError, AttributeError, EOFError, Imp
 
 # The system calls a sandboxed Python program may make (seccomp allowlist; names resolved by libseccomp for this
 # architecture, unknown names skipped). Anything else fails with ENOSYS ("not implemented": library fallbacks
-# such as glibc's clone3 -> clone work); socket/socketpair only for the families below (else EAFNOSUPPORT);
-# clone only without namespace flags (else EPERM). Left out on purpose: ptrace, process_vm_*, keyctl & co, bpf,
-# userfaultfd, perf_event_open, io_uring_*, memfd_create, SysV IPC, mq_*, mount & co, unshare, setns, chroot,
-# set*id, kexec, modules, swap, reboot, time setting, mknod, open_by_handle_at, kcmp, pidfd_getfd, vmsplice, ...
+# such as glibc's clone3 -> clone work). Some only with the arguments listed (each compared as a whole 64-bit
+# value, so high bits the kernel would ignore never pass): socket/socketpair only for the families below (else
+# EAFNOSUPPORT); clone only without namespace flags (else EPERM); fcntl and ioctl only for FCNTL_COMMANDS and
+# IOCTL_REQUESTS; prlimit64 only on itself (pid 0: another process's limits, its grading worker's included, are
+# not its to change). Left out on purpose: ptrace, process_vm_*, keyctl & co, bpf, userfaultfd, perf_event_open,
+# io_uring_*, memfd_create, SysV IPC, mq_*, mount & co, unshare, setns, chroot, set*id, kexec, modules, swap,
+# reboot, time setting, mknod, open_by_handle_at, kcmp, pidfd_getfd, vmsplice, setsockopt (socket buffers stay
+# at the system default size), ...
 ALLOWED_SYSCALLS = """
 read write readv writev pread64 pwrite64 preadv preadv2 pwritev pwritev2 lseek close close_range dup dup2 dup3
 open openat creat stat fstat lstat newfstatat statx fstatfs statfs access faccessat faccessat2 readlink
@@ -152,9 +163,15 @@ setitimer getitimer timer_create timer_settime timer_gettime timer_getoverrun ti
 timerfd_settime timerfd_gettime signalfd signalfd4 eventfd eventfd2 poll ppoll select pselect6 epoll_create
 epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 ioctl pidfd_open pidfd_send_signal
 socket socketpair bind connect listen accept accept4 getsockname getpeername sendto recvfrom sendmsg recvmsg
-sendmmsg recvmmsg shutdown setsockopt getsockopt
+sendmmsg recvmmsg shutdown getsockopt
 """.split()
-SOCKET_FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
+SOCKET_FAMILIES = {"AF_UNIX": 1}
+# fcntl commands and ioctl requests a program may use (by name, resolved from the fcntl / termios modules): file
+# descriptor flags and duplication, terminal queries. Left out: locks and leases (kernel memory per byte range),
+# F_SETPIPE_SZ (pipe buffers outside RLIMIT_AS), F_NOTIFY, F_SETOWN/F_SETSIG, and every device's own ioctls
+# (a GPU, /dev/fuse, a terminal's TIOCSTI can only be driven through them).
+FCNTL_COMMANDS = ("F_DUPFD", "F_DUPFD_CLOEXEC", "F_GETFD", "F_SETFD", "F_GETFL", "F_SETFL")
+IOCTL_REQUESTS = ("TCGETS", "TIOCGWINSZ", "TIOCGPGRP", "FIONREAD", "FIONBIO", "FIOCLEX", "FIONCLEX")
 CLONE_NAMESPACE_FLAGS = 0x7E020080   # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 
 
@@ -370,14 +387,13 @@ def _runner_main(argv):
         os.close(read_fd)
         os.close(write_fd)
         sys.argv = ["solution.py"]
-        code = compile(job["program"], "solution.py", "exec")
-        exec(code, {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102 -- this is the sandbox
+        exec(_compile(job["program"], "solution.py"), {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102
         return
     try:
         for part, filename in ((job.get("prelude"), "prelude.py"), (job["program"], "solution.py"),
                                (job.get("setup"), "setup.py")):
             if part:
-                exec(compile(part, filename, "exec"), namespace)  # noqa: S102
+                exec(_compile(part, filename), namespace)  # noqa: S102 -- this is the sandbox
     except BaseException as exc:  # noqa: BLE001 -- SystemExit included: exiting while loading is a failure
         _write_line(write_fd, to_literal({"ready": False, "error": _describe(exc)}))
         os._exit(0)
@@ -403,8 +419,14 @@ def _runner_main(argv):
 def _describe(exc):
     try:
         return f"{type(exc).__name__}: {exc}"[:300]
-    except BaseException:  # noqa: BLE001 -- a hostile __str__
+    except BaseException:  # noqa: BLE001 -- a hostile __str__, or an int past the int-to-str limit
         return type(exc).__name__
+
+
+def _compile(source, filename):
+    """Every program, prelude and test is compiled here: with asserts (optimize=0) and no inherited __future__
+    flags, whatever the interpreter's -O or PYTHONOPTIMIZE say."""
+    return compile(source, filename, "exec", dont_inherit=True, optimize=0)
 # RUNNER END
 
 
@@ -424,6 +446,26 @@ RUNNER_SOURCE = _runner_source()
 # ------------------------------------------------------------------------------------------------------------
 class ProgramError(Exception):
     """An exception the program raised that is not one of PROGRAM_ERRORS (a plain failure for the tests)."""
+
+
+# The trusted side's one boundary for what came from a program: every message is decoded by _Sandbox.recv (any
+# failure there -- a complex() of a 4000-digit int, a set of unhashable members, nesting, memory -- is "not plain
+# data": the test fails) and every piece of text or value that reaches a result, a log or a terminal goes through
+# _printable, which cannot fail. Nothing a program sends can raise in the checker's own code, so grader_error
+# stays the count of our bugs.
+_CONTROL_CHARACTERS = {c: f"\\x{c:02x}" for c in (*range(32), 127) if c != 10}
+
+
+def _printable(value, limit=MAX_DETAIL_CHARS):
+    """Any value -> ASCII text of at most `limit` characters that prints anywhere and moves no cursor: non-ASCII
+    characters (lone surrogates included) and control characters but newlines are written as escapes; a value
+    whose str() fails (an int past the int-to-str limit, a hostile __str__) is named by its type."""
+    try:
+        text = value if type(value) is str else str(value)
+    except BaseException:  # noqa: BLE001 -- anything str() may raise: then the type says enough
+        text = f"<{type(value).__name__}>"
+    text = text[:limit].encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL_CHARACTERS)
+    return text[:limit]
 
 
 class ProgramName:
@@ -455,7 +497,7 @@ class ProgramName:
         error = getattr(builtins, raised, None) if isinstance(raised, str) else None
         if not (isinstance(error, type) and issubclass(error, PROGRAM_ERRORS)):
             error = ProgramError
-        raise error(f"raised in the program: {str(reply.get('message'))[:300]}")
+        raise error(f"raised in the program: {_printable(reply.get('message'))}")
 
 
 class ProgramObject:
@@ -523,8 +565,16 @@ def _seccomp_program():
         array = (_ArgCmp * max(1, len(conditions)))(*[_ArgCmp(*c) for c in conditions])
         return lib.seccomp_rule_add_array(ctx, action, nr, len(conditions), array) == 0
 
+    import fcntl
+    import termios
+    conditional = {"fcntl": [getattr(fcntl, name) for name in FCNTL_COMMANDS],
+                   "ioctl": [getattr(termios, name) for name in IOCTL_REQUESTS], "prlimit64": [0]}
     try:
-        ok = all(rule(_SCMP_ALLOW, name) for name in ALLOWED_SYSCALLS if name not in ("socket", "socketpair", "clone"))
+        ok = all(rule(_SCMP_ALLOW, name) for name in ALLOWED_SYSCALLS
+                 if name not in ("socket", "socketpair", "clone", *conditional))
+        for name, values in conditional.items():   # argument 1 (the command), or 0 for prlimit64 (the pid)
+            arg = 0 if name == "prlimit64" else 1
+            ok &= all(rule(_SCMP_ALLOW, name, (arg, _SCMP_EQ, value, 0)) for value in values)
         for name in ("socket", "socketpair"):   # arg 0: the family; anything but the three is refused
             ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0)) for family in SOCKET_FAMILIES.values())
             refused = [f for f in range(max(SOCKET_FAMILIES.values())) if f not in SOCKET_FAMILIES.values()]
@@ -550,17 +600,32 @@ class _SockFprog(ctypes.Structure):   # struct sock_fprog
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _fallback_lock_down(program):
-    """preexec_fn of the fallback's sandboxed process (between fork and exec, after the uid change): set
-    no_new_privs (a setuid binary it execs gains nothing) and load the seccomp allowlist; exit 127 if either
-    fails, so the item is refused, never run weaker. The grading worker is single-threaded (fork-safe)."""
+def _join_cgroup(cgroup):
+    """preexec_fn of a bwrap sandbox: join the memory cgroup (before exec, so that every process it makes is in
+    it; `cgroup` is the (path, cgroup.procs descriptor) of _memory_cgroup); exit 127 if that fails (refused)."""
+    def join():
+        if cgroup is not None:
+            try:
+                os.write(cgroup[1], b"0")   # "0": the writing process; the descriptor's opener's rights count
+            except OSError:
+                os._exit(127)
+    return join
+
+
+def _fallback_lock_down(program, cgroup):
+    """preexec_fn of the fallback's sandboxed process (between fork and exec, after the uid change): join the
+    memory cgroup, set no_new_privs (a setuid binary it execs gains nothing) and load the seccomp allowlist; exit
+    127 if any fails, so the item is refused, never run weaker. The grading worker is single-threaded (fork-safe)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
 
+    join = _join_cgroup(cgroup)
+
     def lock_down():
+        join()
         if libc.prctl(pr_set_no_new_privs, 1, None, 0, 0) != 0 or \
                 libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.addressof(fprog), 0, 0) != 0:
             os._exit(127)
@@ -574,9 +639,11 @@ def _fallback_lock_down(program):
 _PROBED = {}   # per process: probe results, the seccomp program, whether this worker reaps orphans
 
 
-def bwrap_argv(runner_args, seccomp_fd=None):
-    """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, a size-limited
-    tmpfs as the working directory, no other host path, and the seccomp allowlist (read from seccomp_fd). bwrap
+def bwrap_argv(runner_args, seccomp_fd=None, writable=True):
+    """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, as the working
+    directory a size-limited tmpfs (writable: where a memory cgroup counts its inodes; else an empty read-only
+    directory), no other host path, no device but bwrap's own /dev (null, zero, full, random, urandom, tty: no GPU,
+    whatever its mode on the host), and the seccomp allowlist (read from seccomp_fd). bwrap
     always runs as an unprivileged user (as root we start it as an unused uid), so the program is in a user
     namespace in which it cannot create another one (--disable-userns, and seccomp), RLIMIT_NPROC counts only its
     own processes, and it holds no capability outside its namespaces."""
@@ -610,10 +677,14 @@ def bwrap_argv(runner_args, seccomp_fd=None):
                 made.add(parent)
         argv += ["--ro-bind", os.path.realpath(target), target]
     # the root and /dev are tmpfs that bwrap builds, owned by the sandbox user: read-only, so that the
-    # size-limited working directory is the only place a program can write
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(SANDBOX_DIR_MB << 20), "--tmpfs", WORKDIR_IN_SANDBOX,
+    # size-limited working directory is the only place a program can write. A tmpfs's size bounds its data, not
+    # its inodes (empty files and directories: ~1 KB of kernel memory each, millions per second), and bwrap
+    # cannot set nr_inodes: without a memory cgroup to count them the working directory is read-only.
+    workdir = ["--perms", "1777", "--size", str(SANDBOX_DIR_MB << 20), "--tmpfs", WORKDIR_IN_SANDBOX] if writable \
+        else ["--dir", WORKDIR_IN_SANDBOX]
+    argv += ["--proc", "/proc", "--dev", "/dev", *workdir,
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKDIR_IN_SANDBOX]
+    assert not any(a.startswith("--dev-bind") for a in argv)   # no host device, a GPU least of all
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     return argv + _runner_command() + runner_args
@@ -626,8 +697,9 @@ def _runner_command():
     return [sandbox_python()] + flags + ["-c", RUNNER_SOURCE]
 
 
-def _reachable_by_others(path):
-    """True if a user with no relation to the owner can read `path` (every parent directory searchable)."""
+def _reachable_by_others(path, need=stat.S_IROTH):
+    """True if a user with no relation to the owner can reach `path` (every parent directory searchable) and has
+    the `need` permission on it (read, by default)."""
     path = os.path.realpath(path)
     parts = path.split("/")
     for k in range(2, len(parts) + 1):
@@ -637,7 +709,7 @@ def _reachable_by_others(path):
             return False
         if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
             return False
-    return bool(os.stat(path).st_mode & stat.S_IROTH)
+    return bool(os.stat(path).st_mode & need)
 
 
 def sandbox_python():
@@ -687,8 +759,8 @@ class _Sandbox:
         self.from_child, from_child_w = os.pipe()
         inherited = [to_child_r, from_child_w]
         limits = {"RLIMIT_CPU": self.cpu_limit_s, "RLIMIT_AS": MEMORY_MB << 20, "RLIMIT_FSIZE": MAX_FILE_MB << 20,
-                  "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0}
-        user, lock_down = {}, None
+                  "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0, "RLIMIT_SIGPENDING": MAX_PENDING_SIGNALS}
+        user, cgroup = {}, _memory_cgroup()
         if os.geteuid() == 0:  # a program never runs as root: an unused uid of its own, no groups
             self.uid = SANDBOX_UID_BASE + os.getpid()
             user = {"user": self.uid, "group": self.uid, "extra_groups": []}
@@ -700,12 +772,13 @@ class _Sandbox:
             os.write(seccomp_w, program)
             os.close(seccomp_w)
             inherited.append(seccomp_r)
-            argv, cwd = bwrap_argv(runner_args, seccomp_r), "/"
+            argv, cwd = bwrap_argv(runner_args, seccomp_r, writable=cgroup is not None), "/"
+            lock_down = _join_cgroup(cgroup) if cgroup is not None else None
         else:
             self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
             if self.uid is not None:
                 os.chown(cwd, self.uid, self.uid)
-            argv, lock_down = _runner_command() + runner_args, _fallback_lock_down(program)
+            argv, lock_down = _runner_command() + runner_args, _fallback_lock_down(program, cgroup)
         stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
         try:
             with _alarm_held():   # no _Late between the fork and self.proc
@@ -800,8 +873,9 @@ class _Sandbox:
         self.buffer[:] = rest
         try:
             reply = from_literal(line.decode(), CHECKER_HANDLES)
-        except (ValueError, TypeError, RecursionError, MemoryError, UnicodeDecodeError) as exc:
-            raise TypeError(f"the program sent something that is not plain data ({_describe(exc)})") from None
+        except Exception as exc:  # noqa: BLE001 -- the boundary: whatever decoding raised, it is not plain data
+            raise TypeError(f"the program sent something that is not plain data ({_printable(_describe(exc))})") \
+                from None
         if not isinstance(reply, dict):
             raise TypeError("the program sent something that is not a message")
         return reply
@@ -884,27 +958,85 @@ class _Sandbox:
 
 
 def _clean_up(child):
-    """Kill and remove what one sandbox left: its process group; the fallback's uid (its processes, and its files
-    at the top of the world-writable directories); its working directory. In a grading worker, which is a child
-    subreaper, every process a sandbox started that outlived it (setsid, double fork, a setuid binary) became
-    the worker's child: those are killed and reaped (cheap). Elsewhere the fallback's processes are found by
-    their real uid in /proc."""
+    """Kill and remove what one sandbox left: its process group; the fallback's uid (its processes, and every
+    file it owns: _remove_owned); its working directory. In a grading worker, which is a child subreaper, every
+    process a sandbox started that outlived it (setsid, double fork, a setuid binary) became the worker's child:
+    those are killed and reaped (cheap). Elsewhere the fallback's processes are found by their real uid in /proc."""
     if child.get("pgid"):
         _kill_group(child["pgid"])
     if not _kill_orphans() and child.get("uid") is not None:
         _kill_user(child["uid"])
-    if child.get("uid") is not None:
-        for shared in ("/tmp", "/var/tmp", "/dev/shm"):
-            with contextlib.suppress(OSError):
-                for entry in os.scandir(shared):
-                    with contextlib.suppress(OSError):
-                        if entry.stat(follow_symlinks=False).st_uid == child["uid"]:
-                            if entry.is_dir(follow_symlinks=False):
-                                shutil.rmtree(entry.path, ignore_errors=True)
-                            else:
-                                os.unlink(entry.path)
+    if child.get("uid") is not None:   # its processes are gone: nothing can make a file behind the sweep
+        _remove_owned(child["uid"])
     if child.get("workdir"):
         shutil.rmtree(child["workdir"], ignore_errors=True)
+
+
+def _writable_dirs():
+    """Every directory where a uid that owns nothing and has no group can create an entry: world-writable (o+w)
+    and reachable by others (o+x all the way down), on every writable mount except the kernel's own
+    (KERNEL_FILESYSTEMS). Found by walking those mounts once per process (a grading worker does it before it is
+    ready: a second or more on a big disk); cached."""
+    if "writable" in _PROBED:
+        return _PROBED["writable"]
+    found, seen = set(), set()
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        mounts = []
+    for fields in mounts:
+        sep = fields.index("-") if "-" in fields else -1
+        if sep < 0 or fields[sep + 1] in KERNEL_FILESYSTEMS or "ro" in fields[5].split(","):
+            continue
+        top = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])   # \040 is a space
+        try:
+            device = os.stat(top).st_dev
+            if not _reachable_by_others(top, need=stat.S_IXOTH):
+                continue
+        except OSError:
+            continue
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            with contextlib.suppress(OSError):
+                st = os.stat(folder, follow_symlinks=False)
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                if st.st_mode & stat.S_IWOTH:
+                    found.add(folder)
+                for entry in os.scandir(folder):
+                    with contextlib.suppress(OSError):
+                        if entry.is_dir(follow_symlinks=False):
+                            sub = entry.stat(follow_symlinks=False)
+                            if sub.st_dev == device and sub.st_mode & stat.S_IXOTH:   # other mounts: their own walk
+                                stack.append(entry.path)
+    _PROBED["writable"] = sorted(found)
+    return _PROBED["writable"]
+
+
+def _remove_owned(uid):
+    """Remove everything `uid` (a fallback sandbox's own, after its item) owns wherever it could have written:
+    every entry it owns in the world-writable directories (_writable_dirs), and, recursively, in world-writable
+    directories of others below them (made after the walk). A file it made can be nowhere else: it owns nothing,
+    has no group, and creating or linking a name needs write access to the directory."""
+    stack, seen = list(_writable_dirs()), set()
+    while stack:
+        folder = stack.pop()
+        if folder in seen:
+            continue
+        seen.add(folder)
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if st.st_uid == uid and stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(entry.path, ignore_errors=True)   # by descriptor: no symlink is followed
+                    elif st.st_uid == uid:
+                        os.unlink(entry.path)
+                    elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IXOTH:
+                        stack.append(entry.path)
 
 
 def _kill_orphans():
@@ -973,6 +1105,79 @@ def _kill_user(uid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.002)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Memory the kernel holds for a program: one memory cgroup per grading worker, where the kernel offers one
+# ------------------------------------------------------------------------------------------------------------
+def _memory_cgroup_parent():
+    """This process's own memory cgroup directory, when this uid can make child groups with a memory limit there:
+    cgroup v2 with the memory controller enabled (or enableable) for children -- root's top group, a delegated
+    subtree -- or cgroup v1's memory hierarchy. None otherwise."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            own = [line.rstrip("\n").split(":", 2) for line in f]
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    for number, controllers, path in own:
+        v2 = number == "0" and controllers == ""
+        if not v2 and "memory" not in controllers.split(","):
+            continue
+        for fields in mounts:
+            fstype, options = fields[fields.index("-") + 1], fields[fields.index("-") + 3].split(",")
+            if not ((fstype == "cgroup2") if v2 else (fstype == "cgroup" and "memory" in options)):
+                continue
+            root, point = fields[3], fields[4]   # the mount shows the hierarchy from `root` down
+            if not (path + "/").startswith(root.rstrip("/") + "/"):
+                continue
+            folder = point + path[len(root.rstrip("/")):]
+            if not os.access(folder, os.W_OK):
+                return None
+            if v2:
+                with contextlib.suppress(OSError), open(folder + "/cgroup.subtree_control", "r+") as f:
+                    if "memory" not in f.read().split():
+                        f.write("+memory")   # refused (EBUSY) where the group holds processes and is not the top
+                with contextlib.suppress(OSError), open(folder + "/cgroup.subtree_control") as f:
+                    return folder if "memory" in f.read().split() else None
+                return None
+            return folder
+    return None
+
+
+def _memory_cgroup():
+    """This grading worker's memory cgroup for its sandboxes, made once: (path, descriptor of its cgroup.procs),
+    or None where the kernel offers none to this uid. Limit SANDBOX_MEMORY_MB, no swap (v2: the whole group is
+    killed at the limit). The descriptor is opened here, by the worker, because a sandbox joins in its preexec
+    hook, after its uid changed: the kernel checks the rights of whoever opened the file. Groups of workers that
+    are gone (killed) are removed when a new worker makes its own."""
+    if "cgroup" in _PROBED:
+        return _PROBED["cgroup"]
+    _PROBED["cgroup"] = None
+    parent = _memory_cgroup_parent()
+    if parent is None:
+        return None
+    for name in os.listdir(parent):
+        if name.startswith("nano-code-") and name[10:].isdigit() and not os.path.exists(f"/proc/{name[10:]}"):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(parent, name))
+    path = os.path.join(parent, f"nano-code-{os.getpid()}")
+    limit = str(SANDBOX_MEMORY_MB << 20)
+    try:
+        os.makedirs(path, exist_ok=True)
+        v1 = os.path.exists(path + "/memory.limit_in_bytes")
+        settings = [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)] if v1 else \
+            [("memory.max", limit), ("memory.swap.max", "0"), ("memory.oom.group", "1")]
+        for name, value in settings:
+            if os.path.exists(os.path.join(path, name)) or name in ("memory.limit_in_bytes", "memory.max"):
+                with open(os.path.join(path, name), "w") as f:
+                    f.write(value)
+        _PROBED["cgroup"] = (path, os.open(path + "/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+    return _PROBED["cgroup"]
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -1090,10 +1295,10 @@ def _check_functional(sandbox, program, tests, partial):
     except TypeError as exc:
         return 0, f"program failed to load: {exc}"
     if ready.get("ready") is not True:
-        return 0, f"program failed to load: {str(ready.get('error'))[:300]}"
+        return 0, f"program failed to load: {_printable(ready.get('error'))}"
     checker = {"__name__": "__checker__", "__builtins__": builtins}
     if tests.get("prelude"):
-        exec(compile(tests["prelude"], "prelude.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
+        exec(_compile(tests["prelude"], "prelude.py"), checker)  # noqa: S102 -- trusted (dataset) code
     loaded, bound, attr_bases = _names("\n".join(asserts))
     for name in sorted(loaded - bound - set(checker) - set(dir(builtins))):
         if name in sys.stdlib_module_names and name in attr_bases:
@@ -1105,7 +1310,7 @@ def _check_functional(sandbox, program, tests, partial):
     passed, detail = 0, ""
     for k, statement in enumerate(asserts):
         try:
-            exec(compile(statement, f"test_{k}.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
+            exec(_compile(statement, f"test_{k}.py"), checker)  # noqa: S102 -- trusted (dataset) code
             ok = sandbox.failure is None   # a bare `except:` in a test cannot hide a dead or late sandbox
         except (_SandboxGone, _Late):
             raise
@@ -1187,7 +1392,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                             result["passed"] += 1
                         else:
                             result["detail"] = f"case {k}: exit {code}" + (", wrong output" if code == 0 else "") + \
-                                (f"; stderr: {bytes(sandbox.tail[-300:]).decode(errors='replace')}"
+                                (f"; stderr: {bytes(sandbox.tail).decode(errors='replace')[-MAX_DETAIL_CHARS:]}"
                                  if sandbox.tail else "")
                 except _SandboxGone:
                     pass
@@ -1196,7 +1401,8 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                     result["status"] = sandbox.failure if sandbox.failure != "too_large" else "failed"
                     where = f"case {k}: " if tests["kind"] == "stdio" else ""
                     result["detail"] = f"{where}sandbox {sandbox.failure}" + \
-                        (f"; output: {bytes(sandbox.tail[-300:]).decode(errors='replace')}" if sandbox.tail else "")
+                        (f"; output: {bytes(sandbox.tail).decode(errors='replace')[-MAX_DETAIL_CHARS:]}"
+                         if sandbox.tail else "")
                     if sandbox.failure in ("timeout", "refused"):
                         break
                 if tests["kind"] == "stdio" and result["passed"] < k + 1 and not partial:
@@ -1211,6 +1417,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
     if result["status"] == "passed" or (partial and result["status"] not in ("refused", "no_program")):
         result["score"] = result["passed"] / len(cases) if partial else 1.0
     result["seconds"] = time.monotonic() - start
+    result["detail"] = _printable(result["detail"], 2 * MAX_DETAIL_CHARS)   # pieces came from the program
     return result
 
 
@@ -1227,12 +1434,36 @@ def same_output(got, expected):
 # ------------------------------------------------------------------------------------------------------------
 # Scoring: grading workers (workers.py) with a hard per-item timeout
 # ------------------------------------------------------------------------------------------------------------
+def worker_start():
+    """Run once in each grading worker before it says it is ready (workers.py), so that no item's clock pays
+    for it: adopt the sandboxes' orphans so that they can be reaped (zombies would otherwise pile up under an init
+    that does not reap, and count against RLIMIT_NPROC); as root, find the directories a sandbox's uid could write
+    (swept after each item of the fallback)."""
+    with contextlib.suppress(OSError, AttributeError):
+        _PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+    if os.geteuid() == 0:
+        _writable_dirs()
+
+
+def _self_check():
+    """None when, compiled and run as the tests are, a passing assert passes and a failing one fails; else why
+    not. Asserts are the tests: a checker where they are stripped (PYTHONOPTIMIZE, -O, a patched compile) would
+    pay an empty program, so it grades nothing."""
+    try:
+        exec(_compile("assert 1 + 1 == 2", "self_check.py"), {})   # noqa: S102
+        exec(_compile("assert 1 + 1 == 3", "self_check.py"), {})   # noqa: S102
+    except AssertionError:
+        return None
+    except BaseException as exc:  # noqa: BLE001
+        return f"the checker's self-check failed ({_printable(_describe(exc))}): refusing to grade"
+    return "the checker's self-check failed (a failing assert did not fail): refusing to grade"
+
+
 def _grade(program, tests, timeout_s, mode, partial):
-    """The grading worker's op: one item (a worker adopts its sandboxes' orphans so that it can reap them:
-    zombies would otherwise pile up under an init that does not reap, and count against RLIMIT_NPROC)."""
-    if "subreaper" not in _PROBED:
-        with contextlib.suppress(OSError, AttributeError):
-            _PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+    """The grading worker's op: one item, unless the self-check fails (then every item is refused)."""
+    why = _self_check()
+    if why:
+        return {"status": "refused", "passed": 0, "score": 0.0, "detail": why, "sandbox": mode}
     return _run_tests(program, tests, timeout_s, mode, partial)
 
 
@@ -1263,8 +1494,10 @@ def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial)
             results[k] = value
         elif kind == "timeout":
             results[k] = {"status": "timeout", "score": 0.0, "detail": "grading worker killed at the deadline"}
+        elif kind == "forged":   # only a program could have tampered with the channel: its item fails
+            results[k] = {"status": "failed", "score": 0.0, "detail": f"grading worker replaced: {value}"}
         else:
-            results[k] = {"status": "grader_error", "score": 0.0, "detail": value}
+            results[k] = {"status": "grader_error", "score": 0.0, "detail": _printable(value)}
         results[k].setdefault("sandbox", mode)
     return results
 

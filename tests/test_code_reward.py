@@ -611,8 +611,9 @@ def f():
 def test_only_an_allowlist_of_system_calls_and_socket_families(mode):
     """The network namespace does not cover every socket family (AF_VSOCK reaches the hypervisor), and a
     program needs none of the kernel's debugging, key, BPF, io_uring or namespace interfaces: refused (EPERM,
-    ENOSYS or EAFNOSUPPORT), whatever their number, while what programs use keeps working."""
-    allowed = {"AF_UNIX", "AF_INET", "AF_INET6", "AF_UNIX pair"}
+    ENOSYS or EAFNOSUPPORT), whatever their number, while what programs use keeps working. AF_INET(6) too since
+    issue 31: TCP buffers grow to megabytes per socket by themselves, and in bwrap there is nothing to reach."""
+    allowed = {"AF_UNIX", "AF_UNIX pair"}
     score, result, _ = grade(SYSCALL_ATTEMPTS, functional(
         "got = f()\n"
         f"assert {{k for k, v in got.items() if v != 'refused'}} == {allowed!r}, got"), mode)
