@@ -1241,24 +1241,34 @@ def require_sandbox(allow_fallback=False, log=print):
 
 
 def sandbox_guarantees(mode):
-    """What holds in each mode (the table in the module docstring; tests check each claim in the modes that make
+    """What holds in each mode (the tables in the module docstring; tests check each claim in the modes that make
     it). The fallback run by root still gives each program an unused uid of its own (so RLIMIT_NPROC binds, its
-    processes can be found and killed, and other users' processes are out of reach); run by a user, the
-    program is you."""
+    processes can be found and killed, its files swept, and other users' processes are out of reach); run by a
+    user, the program is you. Where this uid may make a memory cgroup, every sandbox is in one."""
     isolated = mode == "bwrap"
     own_uid = isolated or os.geteuid() == 0
+    cgroup = _memory_cgroup_parent() is not None
     return {"own process group, killed at the deadline": True, "fresh empty working directory": True,
             "empty environment": True, "CPU time, address space, file size, open files limited": True,
-            "system calls limited to an allowlist; sockets AF_UNIX/AF_INET/AF_INET6 only": True,
+            "system calls and their arguments limited to an allowlist; sockets AF_UNIX only": True,
             "no memory outside the address space limit (memfd, SysV shared memory refused)": True,
             "no SysV IPC or message queue outlives it (refused)": True,
             "cannot gain privileges (no_new_privs: setuid binaries run as the program's uid)": True,
+            "verdict channel out of its reach; replies keyed to the item": True,
+            "what it sends is decoded and printed by one boundary that cannot fail": True,
+            "the checker ignores the host's Python environment; asserts self-checked": True,
+            "devices cannot be driven (ioctl allowlist: no GPU use)": True,
             "runs as an unprivileged uid of its own; process count limited; every process reaped": own_uid,
             "cannot signal other users' processes or read their environment": own_uid,
+            "cannot change the grader (its files, processes or memory)": own_uid,
+            "nothing it wrote outlives the item": own_uid,
+            "kernel memory for it bounded (a memory cgroup, or each kind refused or limited)": isolated or cgroup,
             "no network": isolated,
-            "nothing writable outside its directory; working directory size-limited": isolated,
+            "nothing writable outside its directory; working directory size-limited": isolated and cgroup,
+            "nothing writable at all but its working directory (read-only without a memory cgroup)": isolated,
             "whole memory bounded, files it writes included": isolated,
             "host files invisible (tests, datasets, home)": isolated,
+            "no host device visible (no GPU)": isolated,
             "cannot see or signal any process outside the sandbox": isolated}
 
 
