@@ -16,41 +16,113 @@ Model-written code is hostile by default, so this file is built to fail closed:
 - Statuses are measured by the trusted side: "timeout" means the item's wall clock ran out or the program's
   processes used their whole CPU allowance (wait4 rusage), never what the program's exit status says.
 
-The sandbox, per mode (sandbox_guarantees() returns this table; tests check every claim in each mode that makes
+The sandbox, per mode (sandbox_guarantees() returns these claims; tests check every claim in each mode that makes
 it). "bwrap" is the full sandbox: training and eval refuse to grade code without it (require_sandbox) unless the
-user passes the flag that accepts the fallback.
+user passes the flag that accepts the fallback. "cgroup" below: each grading worker makes one memory cgroup for
+its sandboxes where the kernel lets this uid (cgroup v2 with the memory controller enabled or enableable for
+children: root's top group, a delegated subtree; cgroup v1's memory hierarchy: as root); "none": elsewhere.
 
-    what a program may do                          bwrap (full)                  rlimits fallback
-    -------------------------------------------    ---------------------------   ------------------------------
-    run at most timeout_s wall clock, CPU limit    yes: killed at the deadline   yes
-    use memory: RLIMIT_AS per process              512 MB x 8 processes          as root 512 MB x 8; as a user
-                                                                                 512 MB per process, processes
-                                                                                 unlimited (NOT bounded)
-    memory beyond the address space (memfd,        refused (seccomp); files:     memfd, SysV refused; FILES it
-      SysV shm, files on tmpfs)                    64 MB tmpfs, / and /dev r/o   writes are each <= 16 MB but
-                                                                                 unbounded in number (NOT bounded)
-    system calls                                   allowlist (seccomp)           same allowlist
-    sockets                                        AF_UNIX, AF_INET(6) only,     AF_UNIX, AF_INET(6) only; the
-                                                   empty network namespace       host's network (NOT isolated)
-    ptrace, keyctl, bpf, userfaultfd, perf,        refused (seccomp)             refused (seccomp)
+    what a program may do                          bwrap (full)                    rlimits fallback
+    ---------------------------------------------  ------------------------------  ---------------------------------
+    write, read or reorder the verdicts its        no (Verdicts, below)            no (Verdicts, below)
+      grading worker sends back
+    change the grader itself (this checkout's      no                              as root: no (own uid); as a user:
+      files, the trainer's processes)                                              yes, it is you (NOT isolated)
+    crash or fool the checker with what it sends   no (Decoding, below)            no (Decoding, below)
+    have the checker's semantics changed by the    no (Environment, below)         no (Environment, below)
+      host's environment (PYTHONOPTIMIZE, ...)
+    run at most timeout_s wall clock, CPU limit    yes: killed at the deadline     yes
+    hold memory, the kernel's for it included      bounded (Memory, below)         cgroup: bounded; none: NOT bounded
+    system calls                                   allowlist (seccomp), some with  same allowlist
+                                                   their arguments (fcntl, ioctl,
+                                                   prlimit64, socket, clone)
+    sockets                                        AF_UNIX only, empty network     AF_UNIX only; the host's unix
+                                                   namespace                       sockets (NOT isolated)
+    use a device (a GPU: /dev/nvidia* is mostly    none there: bwrap's own /dev    open it, but drive it no: no
+      mode 0666)                                   (null, zero, full, random,      device ioctl passes the allowlist
+                                                   urandom, tty); no device ioctl  (no GPU memory, context, kernel)
+    ptrace, keyctl, bpf, userfaultfd, perf,        refused (seccomp)               refused (seccomp)
       io_uring, mount, unshare/setns, namespaces
-    gain privileges (setuid binaries)              no (no_new_privs, userns)     no (no_new_privs)
-    SysV IPC / POSIX message queues                refused (seccomp), own ns     refused (seccomp)
-    signal other processes                         no (own PID namespace; it is  as root: no (own uid); as a
-                                                   its init: signals it sends    user: yes, it is you (NOT isolated)
-                                                   itself are ignored)
-    see other processes (/proc)                    no                            yes (NOT isolated)
-    read host files (tests, datasets, home)        no (only /usr, Python)        yes (NOT isolated)
-    write outside its working directory            no                            where its uid may (NOT isolated)
-    outlive the item (processes, IPC, files)       no (PID ns, tmpfs)            as root: no processes (real-uid
-                                                                                 sweep), its files at the top of
-                                                                                 /tmp, /var/tmp, /dev/shm removed;
-                                                                                 as a user: its process group only
+    gain privileges (setuid binaries)              no (no_new_privs, userns)       no (no_new_privs)
+    SysV IPC / POSIX message queues                refused (seccomp), own ns       refused (seccomp)
+    signal other processes                         no (own PID namespace; it is    as root: no (own uid); as a
+                                                   its init: signals it sends      user: yes, it is you (NOT
+                                                   itself are ignored)             isolated)
+    see other processes (/proc)                    no                              yes (NOT isolated)
+    read host files (tests, datasets, home)        no (only /usr, Python)          yes (NOT isolated)
+    write files                                    in its working directory only:  there, and where its uid may
+                                                   cgroup: a 64 MB tmpfs; none:    (world-writable directories; as
+                                                   read-only (Memory, below)       a user: yours) (NOT isolated)
+    outlive the item (processes, IPC, files)       no (PID namespace, its tmpfs)   as root: no: its uid's processes
+                                                                                   killed, every file its uid owns
+                                                                                   removed (Leftovers, below); as a
+                                                                                   user: its process group only,
+                                                                                   files stay (NOT isolated)
+
+Verdicts (workers.py has the details). In no mode can a program write, read or reorder what its grading worker
+sends back. The worker-scorer channel is a socketpair: a pipe can be reopened through /proc/PID/fd/N by any process
+of the same uid (the fallback run by a user shares the worker's), a socket cannot. The worker is not dumpable, so
+no process of its uid can open its /proc/PID/fd or read its memory. Every request carries a random per-item key
+that the program never sees, and every reply carries it back: a reply that is not the current item's fails that
+item ("failed", never paid) and its worker is replaced, so verdicts cannot shift. What no channel can give: a
+program run as the trainer's own uid (the fallback as a user) can rewrite this checkout's files -- the grader
+included -- and signal the trainer. Run the fallback as root, or use bwrap.
+
+Memory: every kind a program can make the kernel hold, and its bound. With a cgroup the kernel also counts all of
+them together (slab: inodes, dentries, socket buffers, locks; pipe buffers; tmpfs pages; page tables) against
+SANDBOX_MEMORY_MB per sandbox, swap included, and kills the sandbox past it. The per-kind bounds hold either way:
+
+    kind                                   bwrap                           rlimits fallback
+    -------------------------------------  ------------------------------  ------------------------------------
+    all of it together                     cgroup: SANDBOX_MEMORY_MB;      cgroup: SANDBOX_MEMORY_MB; none: NOT
+                                           none: the rows below, summed    bounded (the rows marked NOT)
+    process memory (heap, stacks, maps)    RLIMIT_AS 512 MB x 8 processes  root: the same; user: 512 MB per
+                                                                           process, processes unlimited (NOT)
+    page tables, kernel stacks, VMAs       with its processes (<= 8)       root: the same; user: NOT bounded
+    file data                              cgroup: 64 MB tmpfs; none:      <= 16 MB per file (RLIMIT_FSIZE);
+                                           read-only, none                 cgroup: counted; none: NOT bounded
+                                                                           (/dev/shm, /tmp on a tmpfs)
+    inodes and dentries (empty files and   cgroup: counted; none: none     cgroup: counted; none: NOT bounded
+      directories: ~1 KB each, no data)    (the directory is read-only:
+                                           bwrap cannot set nr_inodes)
+    pipe buffers                           64 KB per pipe (F_SETPIPE_SZ refused), pipes <= descriptors
+    socket buffers                         AF_UNIX only, net.core.wmem_default per socket (setsockopt refused),
+                                           sockets <= descriptors; TCP/UDP buffers: none (AF_INET(6) refused)
+    descriptors (files, pipes, sockets,    RLIMIT_NOFILE 64 per process; in flight in SCM_RIGHTS messages: <=
+      epoll, timers, pidfds)               RLIMIT_NOFILE per uid (the kernel's own limit). Fallback as a user:
+                                           processes unlimited, so descriptors too (NOT bounded)
+    file locks and leases                  flock: one per open file; byte-range (POSIX, OFD) locks and leases
+                                           refused (FCNTL_COMMANDS)
+    pending signals, POSIX timers          RLIMIT_SIGPENDING MAX_PENDING_SIGNALS
+    memfd, SysV shm/sem/msg, mqueues,      refused (seccomp)
+      io_uring, BPF maps, keys,
+      userfaultfd, perf buffers
+    negative dentries (missing names)      reclaimed by the kernel under pressure; cgroup: counted
+    GPU memory                             no device                       no device ioctl (IOCTL_REQUESTS)
+
+Leftovers (the fallback as root). After each item every process of its uid is killed and every entry its uid
+owns wherever it could have written is removed: in each world-writable directory (o+w, reachable by others) on
+every writable mount but the kernel's own (KERNEL_FILESYSTEMS), found when the worker starts, and in
+world-writable directories made below those since. A file of its uid can be nowhere else: the uid is fresh, has
+no group, and creating or linking a name needs write access to the directory. Not covered: bytes it writes into
+other users' world-writable FILES (mode 0666), and state it leaves in host services over AF_UNIX (NOT isolated).
+
+Decoding. Every message from a program is decoded at one boundary (_Sandbox.recv: whatever decoding raises --
+OverflowError, RecursionError, MemoryError, ... -- makes it "not plain data", and the test fails), and every
+value or text from it that reaches a result, a log or a terminal goes through _printable (ASCII: other characters,
+lone surrogates and control characters but newlines escaped; at most MAX_DETAIL_CHARS a piece, twice that a
+detail; it cannot raise). So grader_error counts our own bugs only.
+
+Environment. Grading workers run `python -I -S` with the scorer's sys.path passed explicitly: no PYTHON* variable
+(PYTHONOPTIMIZE, PYTHONPATH, ...), user site, sitecustomize, usercustomize or .pth code. Programs, preludes and
+tests are compiled with optimize=0 and no inherited flags, and before each item the worker checks that a failing
+assert fails, else it refuses the item. Sandboxed programs run `python -I -S` with an empty environment.
 
 Kernel features relied on: user, PID, network, IPC, UTS namespaces (bwrap, unprivileged user namespaces or
 root), seccomp filters (CONFIG_SECCOMP_FILTER, through libseccomp.so.2: the allowlist is built with it in the
 grading worker and handed to bwrap with `--seccomp FD`, or loaded with prctl in the fallback), no_new_privs,
-tmpfs size limits, rlimits, /proc (the fallback's uid sweep), PR_SET_CHILD_SUBREAPER (reaping). Without a
+tmpfs size limits, rlimits, /proc (the fallback's uid sweep), PR_SET_CHILD_SUBREAPER (reaping),
+PR_SET_DUMPABLE (workers), memory cgroups where offered (else the read-only working directory). Without a
 feature the mode that needs it does not run weaker: its probe fails, and every item is refused (score 0,
 counted as a sandbox refusal), or require_sandbox() stops the run. The allowlist names system calls, resolved
 by libseccomp for the machine; a call through another ABI (i386's int 0x80, x32) kills the process
