@@ -36,8 +36,9 @@ children: root's top group, a delegated subtree; cgroup v1's memory hierarchy: a
     system calls                                   allowlist (seccomp), some with  same allowlist
                                                    their arguments (fcntl, ioctl,
                                                    prlimit64, socket, clone)
-    sockets                                        AF_UNIX only, empty network     AF_UNIX only; the host's unix
-                                                   namespace                       sockets (NOT isolated)
+    sockets                                        AF_UNIX streams only, empty     AF_UNIX streams only: it can
+                                                   network namespace               connect to the host's unix
+                                                                                   sockets (NOT isolated)
     use a device (a GPU: /dev/nvidia* is mostly    none there: bwrap's own /dev    open it, but drive it no: no
       mode 0666)                                   (null, zero, full, random,      device ioctl passes the allowlist
                                                    urandom, tty); no device ioctl  (no GPU memory, context, kernel)
@@ -86,8 +87,10 @@ SANDBOX_MEMORY_MB per sandbox, swap included, and kills the sandbox past it. The
       directories: ~1 KB each, no data)    (the directory is read-only:
                                            bwrap cannot set nr_inodes)
     pipe buffers                           64 KB per pipe (F_SETPIPE_SZ refused), pipes <= descriptors
-    socket buffers                         AF_UNIX only, net.core.wmem_default per socket (setsockopt refused),
-                                           sockets <= descriptors; TCP/UDP buffers: none (AF_INET(6) refused)
+    socket buffers                         AF_UNIX stream sockets only: net.core.wmem_default queued per socket
+                                           (setsockopt refused), sockets <= descriptors; no datagram or pending
+                                           connection queued without one (SOCK_DGRAM, listen, accept refused);
+                                           TCP/UDP buffers: none (AF_INET(6) refused)
     descriptors (files, pipes, sockets,    RLIMIT_NOFILE 64 per process; in flight in SCM_RIGHTS messages: <=
       epoll, timers, pidfds)               RLIMIT_NOFILE per uid (the kernel's own limit). Fallback as a user:
                                            processes unlimited, so descriptors too (NOT bounded)
@@ -208,14 +211,15 @@ PROGRAM_ERRORS = (ArithmeticError, AssertionError, AttributeError, EOFError, Imp
 
 # The system calls a sandboxed Python program may make (seccomp allowlist; names resolved by libseccomp for this
 # architecture, unknown names skipped). Anything else fails with ENOSYS ("not implemented": library fallbacks
-# such as glibc's clone3 -> clone work). Some only with the arguments listed (each compared as a whole 64-bit
-# value, so high bits the kernel would ignore never pass): socket/socketpair only for the families below (else
-# EAFNOSUPPORT); clone only without namespace flags (else EPERM); fcntl and ioctl only for FCNTL_COMMANDS and
-# IOCTL_REQUESTS; prlimit64 only on itself (pid 0: another process's limits, its grading worker's included, are
-# not its to change). Left out on purpose: ptrace, process_vm_*, keyctl & co, bpf, userfaultfd, perf_event_open,
-# io_uring_*, memfd_create, SysV IPC, mq_*, mount & co, unshare, setns, chroot, set*id, kexec, modules, swap,
-# reboot, time setting, mknod, open_by_handle_at, kcmp, pidfd_getfd, vmsplice, setsockopt (socket buffers stay
-# at the system default size), ...
+# such as glibc's clone3 -> clone work). Some only with the arguments listed, each compared as a whole 64-bit
+# value (high bits the kernel would ignore never pass): socket/socketpair only for the families (else
+# EAFNOSUPPORT) and types below; clone only without namespace flags (else EPERM); fcntl and ioctl only for
+# FCNTL_COMMANDS and IOCTL_REQUESTS; prlimit64 only on itself (pid 0: another process's limits, its grading
+# worker's included, are not its to change). Left out on purpose: ptrace, process_vm_*, keyctl & co, bpf,
+# userfaultfd, perf_event_open, io_uring_*, memfd_create, SysV IPC, mq_*, mount & co, unshare, setns, chroot,
+# set*id, kexec, modules, swap, reboot, time setting, mknod, open_by_handle_at, kcmp, pidfd_getfd, vmsplice,
+# setsockopt (socket buffers stay at the system's default size), bind/listen/accept (no connection can wait in a
+# queue without a descriptor), ...
 ALLOWED_SYSCALLS = """
 read write readv writev pread64 pwrite64 preadv preadv2 pwritev pwritev2 lseek close close_range dup dup2 dup3
 open openat creat stat fstat lstat newfstatat statx fstatfs statfs access faccessat faccessat2 readlink
@@ -234,10 +238,11 @@ rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimed
 setitimer getitimer timer_create timer_settime timer_gettime timer_getoverrun timer_delete timerfd_create
 timerfd_settime timerfd_gettime signalfd signalfd4 eventfd eventfd2 poll ppoll select pselect6 epoll_create
 epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 ioctl pidfd_open pidfd_send_signal
-socket socketpair bind connect listen accept accept4 getsockname getpeername sendto recvfrom sendmsg recvmsg
+socket socketpair connect getsockname getpeername sendto recvfrom sendmsg recvmsg
 sendmmsg recvmmsg shutdown getsockopt
 """.split()
 SOCKET_FAMILIES = {"AF_UNIX": 1}
+SOCKET_TYPES = {"SOCK_STREAM": 1}   # (flags such as SOCK_CLOEXEC aside): no datagram queues that outlive the sender
 # fcntl commands and ioctl requests a program may use (by name, resolved from the fcntl / termios modules): file
 # descriptor flags and duplication, terminal queries. Left out: locks and leases (kernel memory per byte range),
 # F_SETPIPE_SZ (pipe buffers outside RLIMIT_AS), F_NOTIFY, F_SETOWN/F_SETSIG, and every device's own ioctls
@@ -647,8 +652,9 @@ def _seccomp_program():
         for name, values in conditional.items():   # argument 1 (the command), or 0 for prlimit64 (the pid)
             arg = 0 if name == "prlimit64" else 1
             ok &= all(rule(_SCMP_ALLOW, name, (arg, _SCMP_EQ, value, 0)) for value in values)
-        for name in ("socket", "socketpair"):   # arg 0: the family; anything but the three is refused
-            ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0)) for family in SOCKET_FAMILIES.values())
+        for name in ("socket", "socketpair"):   # arg 0: the family, arg 1: the type (low 4 bits; the rest: flags)
+            ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0), (1, _SCMP_MASKED_EQ, 0xF, kind))
+                      for family in SOCKET_FAMILIES.values() for kind in SOCKET_TYPES.values())
             refused = [f for f in range(max(SOCKET_FAMILIES.values())) if f not in SOCKET_FAMILIES.values()]
             ok &= all(rule(_scmp_errno(errno.EAFNOSUPPORT), name, (0, _SCMP_EQ, f, 0)) for f in refused)
             ok &= rule(_scmp_errno(errno.EAFNOSUPPORT), name, (0, _SCMP_GT, max(SOCKET_FAMILIES.values()), 0))
@@ -1322,7 +1328,7 @@ def sandbox_guarantees(mode):
     cgroup = _memory_cgroup_parent() is not None
     return {"own process group, killed at the deadline": True, "fresh empty working directory": True,
             "empty environment": True, "CPU time, address space, file size, open files limited": True,
-            "system calls and their arguments limited to an allowlist; sockets AF_UNIX only": True,
+            "system calls and their arguments limited to an allowlist; sockets AF_UNIX streams only": True,
             "no memory outside the address space limit (memfd, SysV shared memory refused)": True,
             "no SysV IPC or message queue outlives it (refused)": True,
             "cannot gain privileges (no_new_privs: setuid binaries run as the program's uid)": True,

@@ -298,6 +298,8 @@ def f():
     a, b = socket.socketpair()
     out["SO_SNDBUF"] = attempt(lambda: a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 20))
     out["AF_INET socket"] = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close())
+    out["datagram socket"] = attempt(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM))
+    out["listen"] = attempt(lambda: socket.socket(socket.AF_UNIX).listen(4096))
     out["ioctl TIOCSTI"] = attempt(lambda: fcntl.ioctl(r, termios.TIOCSTI, b"x"))
     out["ioctl of a GPU driver"] = attempt(lambda: fcntl.ioctl(r, 0xC020462A, bytes(32)))  # NV_ESC_RM_ALLOC's shape
     other = os.getppid() or 2 ** 22 - 1   # under bwrap the runner is its namespace's init: no parent to name
@@ -313,10 +315,11 @@ def f():
 def test_kernel_memory_without_a_bound_is_refused(mode):
     """Issue 31's find: pipe buffers enlarged with F_SETPIPE_SZ held 65 MB outside RLIMIT_AS. The same family:
     byte-range locks and leases (kernel memory per range), socket buffers raised with SO_SNDBUF, TCP buffers that
-    grow by themselves, pending signals. Each is refused by the allowlist or bounded by a limit, in every mode;
+    grow by themselves, datagrams and pending connections queued after their sender closed, pending signals. Each is refused by the allowlist or bounded by a limit, in every mode;
     what Python itself needs (descriptor flags, its own limits) still works."""
     expected = {"F_SETPIPE_SZ 1 MB": "refused", "POSIX byte-range lock": "refused", "OFD lock": "refused",
-                "lease": "refused", "SO_SNDBUF": "refused", "AF_INET socket": "refused", "ioctl TIOCSTI": "refused",
+                "lease": "refused", "SO_SNDBUF": "refused", "AF_INET socket": "refused", "datagram socket": "refused",
+                "listen": "refused", "ioctl TIOCSTI": "refused",
                 "ioctl of a GPU driver": "refused", "prlimit of its parent": "refused", "own limits": "allowed",
                 "descriptor flags": "allowed", "pending signals": getattr(code_reward, "MAX_PENDING_SIGNALS", 64)}
     scores, results, _ = grade_all([KERNEL_MEMORY_KINDS], functional(f"got = f()\nassert got == {expected!r}, got"),
@@ -503,7 +506,8 @@ def test_decoding_and_kernel_memory_as_an_ordinary_user():
     """Classes 4 and 2 with the scorer run by uid 65534: crafted messages are plain failures with printable
     details, and the refused kinds of kernel memory stay refused."""
     expected = {"F_SETPIPE_SZ 1 MB": "refused", "POSIX byte-range lock": "refused", "OFD lock": "refused",
-                "lease": "refused", "SO_SNDBUF": "refused", "AF_INET socket": "refused", "ioctl TIOCSTI": "refused",
+                "lease": "refused", "SO_SNDBUF": "refused", "AF_INET socket": "refused", "datagram socket": "refused",
+                "listen": "refused", "ioctl TIOCSTI": "refused",
                 "ioctl of a GPU driver": "refused", "prlimit of its parent": "refused", "own limits": "allowed",
                 "descriptor flags": "allowed", "pending signals": getattr(code_reward, "MAX_PENDING_SIGNALS", 64)}
     out = as_nobody(AS_NOBODY, json.dumps(CRAFTED), json.dumps(KERNEL_MEMORY_KINDS), json.dumps(expected))
