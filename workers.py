@@ -106,7 +106,10 @@ def serve(module_name, memory_limit_bytes):
         try:
             reply = {"result": ops[request["op"]](*request["args"])}
         except Exception as exc:  # noqa: BLE001 -- a grader bug fails its item, never the batch
-            reply = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            try:
+                reply = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            except Exception:  # noqa: BLE001 -- its message cannot be made (an int past the int-to-str limit)
+                reply = {"error": type(exc).__name__}
         reply["key"], _WORKER["key"] = _WORKER["key"], None
         try:
             _reply(reply)
@@ -184,11 +187,12 @@ class Pool:
         self.workers[w] = _Worker(self.module_name, self.memory_limit_bytes)
 
     def run(self, op, arg_lists, workers, kill_after_s, on_kill=None):
-        """op(*args) for each args in arg_lists, `workers` processes at a time. An item still running
-        kill_after_s seconds after it was sent (or answering later) is ("timeout", None); a message that is not
-        about the item in progress (its key) makes it ("forged", why); either way its worker is SIGKILLed and
-        replaced, after which on_kill(notes) cleans up what the item noted. A worker that dies or an op that
-        raises gives ("error", why). Returns [("ok", result) | ("timeout", None) | ("error", why) | ("forged", why)]."""
+        """op(*args) for each args in arg_lists, `workers` processes at a time. An item answered more than
+        kill_after_s seconds after it was sent is ("timeout", None); one still running then is too, and a message
+        that is not about the item in progress (not its key) makes it ("forged", why): in both cases its worker is
+        SIGKILLed and replaced, after which on_kill(notes) cleans up what the item noted (its authentic notes
+        only). A worker that dies or an op that raises gives ("error", why).
+        Returns [("ok", result) | ("timeout", None) | ("error", why) | ("forged", why)]."""
         outcomes = [None] * len(arg_lists)
         workers = max(1, workers)
         with self.lock:
