@@ -1344,6 +1344,7 @@ def sandbox_guarantees(mode):
             "no network": isolated,
             "nothing writable outside its directory; working directory size-limited": isolated and cgroup,
             "nothing writable at all but its working directory (read-only without a memory cgroup)": isolated,
+            "working directory writable": cgroup or not isolated,
             "whole memory bounded, files it writes included": isolated,
             "host files invisible (tests, datasets, home)": isolated,
             "no host device visible (no GPU)": isolated,
