@@ -70,8 +70,9 @@ program run as the trainer's own uid (the fallback as a user) can rewrite this c
 included -- and signal the trainer. Run the fallback as root, or use bwrap.
 
 Memory: every kind a program can make the kernel hold, and its bound. With a cgroup the kernel also counts all of
-them together (slab: inodes, dentries, socket buffers, locks; pipe buffers; tmpfs pages; page tables) against
-SANDBOX_MEMORY_MB per sandbox, swap included, and kills the sandbox past it. The per-kind bounds hold either way:
+them together (slab: inodes, dentries, socket buffers; pipe buffers; tmpfs pages; page tables) against
+SANDBOX_MEMORY_MB per sandbox, swap included, and stops it there (ENOMEM, or the OOM killer: a "crash"). The
+per-kind bounds hold either way:
 
     kind                                   bwrap                           rlimits fallback
     -------------------------------------  ------------------------------  ------------------------------------
@@ -106,8 +107,8 @@ SANDBOX_MEMORY_MB per sandbox, swap included, and kills the sandbox past it. The
 Leftovers (the fallback as root). After each item every process of its uid is killed and every entry its uid
 owns wherever it could have written is removed: in each world-writable directory (o+w, reachable by others) on
 every writable mount but the kernel's own (KERNEL_FILESYSTEMS), found when the worker starts, and in
-world-writable directories made below those since. A file of its uid can be nowhere else: the uid is fresh, has
-no group, and creating or linking a name needs write access to the directory. Not covered: bytes it writes into
+world-writable directories made below those since. A file of its uid can be nowhere else: the uid is an unused
+one of its own, has no group, and creating or linking a name needs write access to the directory. Not covered: bytes it writes into
 other users' world-writable FILES (mode 0666), and state it leaves in host services over AF_UNIX (NOT isolated).
 
 Decoding. Every message from a program is decoded at one boundary (_Sandbox.recv: whatever decoding raises --
