@@ -106,8 +106,8 @@ per-kind bounds hold either way:
 
 Leftovers (the fallback as root). After each item every process of its uid is killed and every entry its uid
 owns wherever it could have written is removed: in each world-writable directory (o+w, reachable by others) on
-every writable mount but the kernel's own (KERNEL_FILESYSTEMS), found when the worker starts, and in
-world-writable directories made below those since. A file of its uid can be nowhere else: the uid is an unused
+every writable mount but the kernel's own (KERNEL_FILESYSTEMS), found by one walk of those mounts per scoring
+process (seconds on a big disk, once), and in world-writable directories made below those since. A file of its uid can be nowhere else: the uid is an unused
 one of its own, has no group, and creating or linking a name needs write access to the directory. Not covered: bytes it writes into
 other users' world-writable FILES (mode 0666), and state it leaves in host services over AF_UNIX (NOT isolated).
 
@@ -1054,8 +1054,8 @@ def _clean_up(child):
 def _writable_dirs():
     """Every directory where a uid that owns nothing and has no group can create an entry: world-writable (o+w)
     and reachable by others (o+x all the way down), on every writable mount except the kernel's own
-    (KERNEL_FILESYSTEMS). Found by walking those mounts once per process (a grading worker does it before it is
-    ready: a second or more on a big disk); cached."""
+    (KERNEL_FILESYSTEMS). Found by walking those mounts once per scoring process, the first time the fallback
+    grades as root (a second or more on a big disk; the workers get the list with each item); cached."""
     if "writable" in _PROBED:
         return _PROBED["writable"]
     found, seen = set(), set()
@@ -1230,17 +1230,14 @@ def _memory_cgroup():
     writes "0" to to join it), or None where the kernel offers none to this uid. Limit SANDBOX_MEMORY_MB, no swap (v2: the whole group is
     killed at the limit). The descriptor is opened here, by the worker, because a sandbox joins in its preexec
     hook, after its uid changed: the kernel checks the rights of whoever opened the file. Groups of workers that
-    are gone (killed) are removed when a new worker makes its own."""
+    are gone are removed when a new worker makes its own, and by close_pool."""
     if "cgroup" in _PROBED:
         return _PROBED["cgroup"]
     _PROBED["cgroup"] = None
     parent = _memory_cgroup_parent()
     if parent is None:
         return None
-    for name in os.listdir(parent):
-        if name.startswith("nano-code-") and name[10:].isdigit() and not os.path.exists(f"/proc/{name[10:]}"):
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(parent, name))
+    _remove_stale_cgroups(parent)
     path = os.path.join(parent, f"nano-code-{os.getpid()}")
     limit = str(SANDBOX_MEMORY_MB << 20)
     try:
@@ -1260,6 +1257,15 @@ def _memory_cgroup():
         with contextlib.suppress(OSError):
             os.rmdir(path)
     return _PROBED["cgroup"]
+
+
+def _remove_stale_cgroups(parent):
+    """Remove the (empty) memory cgroups of grading workers that are gone."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(parent):
+            if name.startswith("nano-code-") and name[10:].isdigit() and not os.path.exists(f"/proc/{name[10:]}"):
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(parent, name))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -1528,14 +1534,11 @@ def same_output(got, expected):
 # Scoring: grading workers (workers.py) with a hard per-item timeout
 # ------------------------------------------------------------------------------------------------------------
 def worker_start():
-    """Run once in each grading worker before it says it is ready (workers.py), so that no item's clock pays
-    for it: adopt the sandboxes' orphans so that they can be reaped (zombies would otherwise pile up under an init
-    that does not reap, and count against RLIMIT_NPROC); as root, find the directories a sandbox's uid could write
-    (swept after each item of the fallback)."""
+    """Run once in each grading worker before it says it is ready (workers.py): adopt the sandboxes' orphans so
+    that they can be reaped (zombies would otherwise pile up under an init that does not reap, and count against
+    RLIMIT_NPROC)."""
     with contextlib.suppress(OSError, AttributeError):
         _PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
-    if os.geteuid() == 0:
-        _writable_dirs()
 
 
 def _self_check():
@@ -1552,8 +1555,12 @@ def _self_check():
     return "the checker's self-check failed (a failing assert did not fail): refusing to grade"
 
 
-def _grade(program, tests, timeout_s, mode, partial):
-    """The grading worker's op: one item, unless the self-check fails (then every item is refused)."""
+def _grade(program, tests, timeout_s, mode, partial, writable_dirs=None):
+    """The grading worker's op: one item, unless the self-check fails (then every item is refused). writable_dirs:
+    the scorer's _writable_dirs() for the fallback as root (walked once per scoring process, outside any item's
+    clock), None otherwise."""
+    if writable_dirs is not None:
+        _PROBED["writable"] = writable_dirs
     why = _self_check()
     if why:
         return {"status": "refused", "passed": 0, "score": 0.0, "detail": why, "sandbox": mode}
@@ -1580,7 +1587,8 @@ def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial)
     pool = workers.get_pool("code_reward", WORKER_MEMORY_GB * 2**30)
     todo = [k for k, program in enumerate(programs) if program is not None]   # nothing to run: no worker
     results = [{"status": "no_program", "score": 0.0, "detail": "no program", "sandbox": mode}] * len(programs)
-    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeout_s, mode, partial) for k in todo],
+    sweep = _writable_dirs() if mode == "rlimits" and os.geteuid() == 0 and todo else None
+    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeout_s, mode, partial, sweep) for k in todo],
                         workers_n, timeout_s + WORKER_GRACE_S, on_kill=_clean_up_after_kill)
     for k, (kind, value) in zip(todo, outcomes):
         if kind == "ok":
@@ -1627,8 +1635,11 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
 
 
 def close_pool():
-    """Stop the grading workers (the next batch starts new ones)."""
+    """Stop the grading workers (the next batch starts new ones) and remove their memory cgroups."""
     workers.close_pools("code_reward")
+    parent = _memory_cgroup_parent()
+    if parent is not None:
+        _remove_stale_cgroups(parent)
 
 
 # ------------------------------------------------------------------------------------------------------------

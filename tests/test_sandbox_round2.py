@@ -358,14 +358,16 @@ def test_nothing_a_program_wrote_outlives_its_item(mode, tmp_path):
     """Issue 31's find: the fallback as root swept /tmp, /var/tmp and /dev/shm, but /run/lock (and /var/lock) are
     world-writable too, and a file left there was read back by the next item of the same worker. Now everything
     the item's uid owns wherever it could write is gone before the next item: here /run/lock, a world-writable
-    directory outside the usual places made before the worker started, and one made after (inside /tmp)."""
+    directory outside the usual places made before the scorer's walk, and one made after it (inside /tmp)."""
     if not claims(mode, "nothing it wrote outlives the item"):
         pytest.skip(f"the {mode} sandbox does not claim it")
     nonce = "nano-left-" + secrets.token_hex(4)
     early = Path(tempfile.mkdtemp(prefix="nano-ww-", dir="/var/cache" if os.path.isdir("/var/cache") else None))
     early.chmod(0o777)
-    code_reward.close_pool()   # a new worker: it finds `early` when it starts
+    code_reward._PROBED.pop("writable", None)   # as in a new scoring process: its walk finds `early`
+    late = None
     try:
+        grade_all(["def f():\n    return 0\n"], functional("assert f() == 0"), mode)   # the walk happens here
         late = Path(tempfile.mkdtemp(prefix="nano-ww-", dir="/tmp"))
         late.chmod(0o777)
         folders = ["/run/lock", "/var/lock", "/var/tmp", "/tmp", "/dev/shm", str(early), str(late)]
@@ -377,8 +379,9 @@ def test_nothing_a_program_wrote_outlives_its_item(mode, tmp_path):
         assert [p for p in candidates if os.path.lexists(p)] == []
     finally:
         shutil.rmtree(early, ignore_errors=True)
-        shutil.rmtree(late, ignore_errors=True)
-        code_reward.close_pool()
+        if late:
+            shutil.rmtree(late, ignore_errors=True)
+        code_reward._PROBED.pop("writable", None)
 
 
 # ------------------------------------------------------------------------------------------------------------
