@@ -19,9 +19,11 @@ children of these workers; in its fallback run by an ordinary user they even sha
   replaced (only its authentic notes are used to clean up). Results can therefore never shift to another item.
 - Workers take no semantics from the environment: `python -I -S` (no PYTHON* variable such as PYTHONOPTIMIZE or
   PYTHONPATH, no user site, no sitecustomize/usercustomize, no .pth code), with the pool's own sys.path passed
-  explicitly. The module may define worker_start() (run once before "ready": self-checks) and its ops may refuse.
+  explicitly. The module may define worker_start(), run once before "ready".
 What this cannot give: a program running as the trainer's own uid (code_reward.py's fallback as an ordinary user)
-can still write that user's files -- the grader's source included -- and signal its processes.
+is that user. It can still write the user's files -- the grader's source included --, signal the trainer and its
+workers, write the trainer's memory through /proc/PID/mem where the kernel lets a process of the same uid
+(kernel.yama.ptrace_scope 0, or no Yama), and a worker's during its first milliseconds, before it is undumpable.
 
 Wire format, one JSON object per line:
     parent -> worker   {"op": name, "args": [...], "key": k}    op: a name in the module's WORKER_OPS
