@@ -66,8 +66,9 @@ of the same uid (the fallback run by a user shares the worker's), a socket canno
 no process of its uid can open its /proc/PID/fd or read its memory. Every request carries a random per-item key
 that the program never sees, and every reply carries it back: a reply that is not the current item's fails that
 item ("failed", never paid) and its worker is replaced, so verdicts cannot shift. What no channel can give: a
-program run as the trainer's own uid (the fallback as a user) can rewrite this checkout's files -- the grader
-included -- and signal the trainer. Run the fallback as root, or use bwrap.
+program run as the trainer's own uid (the fallback as a user) is that user, and can rewrite this checkout's files
+-- the grader included --, signal the trainer, and write its memory where the kernel lets a process of the same
+uid (/proc/PID/mem: kernel.yama.ptrace_scope 0, or no Yama). Run the fallback as root, or use bwrap.
 
 Memory: every kind a program can make the kernel hold, and its bound. With a cgroup the kernel also counts all of
 them together (slab: inodes, dentries, socket buffers; pipe buffers; tmpfs pages; page tables) against
