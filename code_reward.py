@@ -19,8 +19,9 @@ Model-written code is hostile by default, so this file is built to fail closed:
 The sandbox, per mode (sandbox_guarantees() returns these claims; tests check every claim in each mode that makes
 it). "bwrap" is the full sandbox: training and eval refuse to grade code without it (require_sandbox) unless the
 user passes the flag that accepts the fallback. "cgroup" below: each grading worker makes one memory cgroup for
-its sandboxes where the kernel lets this uid (cgroup v2 with the memory controller enabled or enableable for
-children: root's top group, a delegated subtree; cgroup v1's memory hierarchy: as root); "none": elsewhere.
+its sandboxes, as a child of its own, where the kernel lets this uid (cgroup v2: the memory controller enabled,
+or enableable, for children of that group -- the top group as root, a delegated group that holds no process --;
+cgroup v1's memory hierarchy: as root); "none": elsewhere (an ordinary user, mostly; a container).
 
     what a program may do                          bwrap (full)                    rlimits fallback
     ---------------------------------------------  ------------------------------  ---------------------------------
