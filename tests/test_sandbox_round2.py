@@ -13,15 +13,14 @@
 Modes: bwrap (the full sandbox) where it works here; the rlimits fallback as root (this process) and as an
 ordinary user (the whole scorer run as uid 65534 through setpriv, where root is available to do that).
 """
-import errno
 import io
 import json
 import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -262,11 +261,9 @@ def test_sandboxes_are_in_a_memory_cgroup_where_the_kernel_offers_one():
     mode = MODES[0]
     sleeper = "import time\ndef f():\n    time.sleep(3)\n    return 1\n"
     grade_all(["def f():\n    return 1\n"], functional("assert f() == 1"), mode)   # start the worker
-    pid = workers.get_pool("code_reward", code_reward.WORKER_MEMORY_GB * 2**30).workers[0].proc.pid
-    folder = Path(code_reward._memory_cgroup_parent()) / f"nano-code-{pid}"
-    limit = (folder / "memory.max") if (folder / "memory.max").exists() else (folder / "memory.limit_in_bytes")
-    assert int(limit.read_text()) == code_reward.SANDBOX_MEMORY_MB << 20
-    import threading
+    folder = worker_cgroup()
+    assert int(cgroup_file(folder, "memory.max", "memory.limit_in_bytes").read_text()) == \
+        code_reward.SANDBOX_MEMORY_MB << 20
     members = []
     thread = threading.Thread(target=lambda: grade_all([sleeper], functional("assert f() == 1"), mode))
     thread.start()
