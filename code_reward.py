@@ -84,8 +84,10 @@ per-kind bounds hold either way:
                                                                            process, processes unlimited (NOT)
     page tables, kernel stacks, VMAs       with its processes (<= 8)       root: the same; user: NOT bounded
     file data                              cgroup: 64 MB tmpfs; none:      <= 16 MB per file (RLIMIT_FSIZE);
-                                           read-only, none                 cgroup: counted; none: NOT bounded
-                                                                           (/dev/shm, /tmp on a tmpfs)
+                                           read-only, none                 on a tmpfs (/dev/shm): cgroup:
+                                                                           counted, none: NOT bounded; on a
+                                                                           disk: its space, NOT bounded until
+                                                                           the item ends (then removed)
     inodes and dentries (empty files and   cgroup: counted; none: none     cgroup: counted; none: NOT bounded
       directories: ~1 KB each, no data)    (the directory is read-only:
                                            bwrap cannot set nr_inodes)
