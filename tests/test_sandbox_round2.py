@@ -73,7 +73,7 @@ def as_nobody(script, *args, timeout=300):
             (readable / module).chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
                                "/usr/bin/python3", "-c", script, str(readable), *args], capture_output=True,
-                              text=True, timeout=timeout, cwd="/")
+                              text=True, timeout=timeout, cwd="/", stdin=subprocess.DEVNULL)
     finally:
         shutil.rmtree(readable, ignore_errors=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
