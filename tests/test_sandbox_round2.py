@@ -390,7 +390,7 @@ CRAFTED = {
     "ready: complex of a 4000-digit int": FORGE_READY.format(text='{"complex": [' + "9" * 4000 + ", 0]}"),
     "ready: error text is a 20000-digit int": FORGE_READY.format(
         text='{"dict": [["ready", false], ["error", {"int": "%s"}]]}' % HUGE_HEX),
-    "load error: lone surrogates and terminal escapes": "raise ValueError('\\ud800\\udfff \\x1b[2J\\x1b]0;pwned\\x07 "
+    "load error: lone surrogates and terminal escapes": "raise ValueError('\\ud800 \\udfff \\x1b[2J\\x1b]0;pwned\\x07 "
                                                          "\\x9b31m \\r')\ndef f():\n    return 1\n",
     "reply: raised with a 20000-digit int as message":
         "import sys\ndef f():\n    sys.modules['__main__'].to_literal = lambda value, _depth=0: "
