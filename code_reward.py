@@ -16,41 +16,121 @@ Model-written code is hostile by default, so this file is built to fail closed:
 - Statuses are measured by the trusted side: "timeout" means the item's wall clock ran out or the program's
   processes used their whole CPU allowance (wait4 rusage), never what the program's exit status says.
 
-The sandbox, per mode (sandbox_guarantees() returns this table; tests check every claim in each mode that makes
+The sandbox, per mode (sandbox_guarantees() returns these claims; tests check every claim in each mode that makes
 it). "bwrap" is the full sandbox: training and eval refuse to grade code without it (require_sandbox) unless the
-user passes the flag that accepts the fallback.
+user passes the flag that accepts the fallback. "cgroup" below: each grading worker makes one memory cgroup for
+its sandboxes, as a child of its own, where the kernel lets this uid (cgroup v2: the memory controller enabled,
+or enableable, for children of that group -- the top group as root, a delegated group that holds no process --;
+cgroup v1's memory hierarchy: as root); "none": elsewhere (an ordinary user, mostly; a container).
 
-    what a program may do                          bwrap (full)                  rlimits fallback
-    -------------------------------------------    ---------------------------   ------------------------------
-    run at most timeout_s wall clock, CPU limit    yes: killed at the deadline   yes
-    use memory: RLIMIT_AS per process              512 MB x 8 processes          as root 512 MB x 8; as a user
-                                                                                 512 MB per process, processes
-                                                                                 unlimited (NOT bounded)
-    memory beyond the address space (memfd,        refused (seccomp); files:     memfd, SysV refused; FILES it
-      SysV shm, files on tmpfs)                    64 MB tmpfs, / and /dev r/o   writes are each <= 16 MB but
-                                                                                 unbounded in number (NOT bounded)
-    system calls                                   allowlist (seccomp)           same allowlist
-    sockets                                        AF_UNIX, AF_INET(6) only,     AF_UNIX, AF_INET(6) only; the
-                                                   empty network namespace       host's network (NOT isolated)
-    ptrace, keyctl, bpf, userfaultfd, perf,        refused (seccomp)             refused (seccomp)
+    what a program may do                          bwrap (full)                    rlimits fallback
+    ---------------------------------------------  ------------------------------  ---------------------------------
+    write, read or reorder the verdicts its        no (Verdicts, below)            no (Verdicts, below)
+      grading worker sends back
+    change the grader itself (this checkout's      no                              as root: no (own uid); as a user:
+      files, the trainer's processes)                                              yes, it is you (NOT isolated)
+    crash or fool the checker with what it sends   no (Decoding, below)            no (Decoding, below)
+    have the checker's semantics changed by the    no (Environment, below)         no (Environment, below)
+      host's environment (PYTHONOPTIMIZE, ...)
+    run at most timeout_s wall clock, CPU limit    yes: killed at the deadline     yes
+    hold memory, the kernel's for it included      bounded (Memory, below)         cgroup: bounded; none: NOT bounded
+    system calls                                   allowlist (seccomp), some with  same allowlist
+                                                   their arguments (fcntl, ioctl,
+                                                   prlimit64, socket, clone)
+    sockets                                        AF_UNIX streams only, empty     AF_UNIX streams only: it can
+                                                   network namespace               connect to the host's unix
+                                                                                   sockets (NOT isolated)
+    use a device (a GPU: /dev/nvidia* is mostly    none there: bwrap's own /dev    open it, but drive it no: no
+      mode 0666)                                   (null, zero, full, random,      device ioctl passes the allowlist
+                                                   urandom, tty); no device ioctl  (no GPU memory, context, kernel)
+    ptrace, keyctl, bpf, userfaultfd, perf,        refused (seccomp)               refused (seccomp)
       io_uring, mount, unshare/setns, namespaces
-    gain privileges (setuid binaries)              no (no_new_privs, userns)     no (no_new_privs)
-    SysV IPC / POSIX message queues                refused (seccomp), own ns     refused (seccomp)
-    signal other processes                         no (own PID namespace; it is  as root: no (own uid); as a
-                                                   its init: signals it sends    user: yes, it is you (NOT isolated)
-                                                   itself are ignored)
-    see other processes (/proc)                    no                            yes (NOT isolated)
-    read host files (tests, datasets, home)        no (only /usr, Python)        yes (NOT isolated)
-    write outside its working directory            no                            where its uid may (NOT isolated)
-    outlive the item (processes, IPC, files)       no (PID ns, tmpfs)            as root: no processes (real-uid
-                                                                                 sweep), its files at the top of
-                                                                                 /tmp, /var/tmp, /dev/shm removed;
-                                                                                 as a user: its process group only
+    gain privileges (setuid binaries)              no (no_new_privs, userns)       no (no_new_privs)
+    SysV IPC / POSIX message queues                refused (seccomp), own ns       refused (seccomp)
+    signal other processes                         no (own PID namespace; it is    as root: no (own uid); as a
+                                                   its init: signals it sends      user: yes, it is you (NOT
+                                                   itself are ignored)             isolated)
+    see other processes (/proc)                    no                              yes (NOT isolated)
+    read host files (tests, datasets, home)        no (only /usr, Python)          yes (NOT isolated)
+    write files                                    in its working directory only:  there, and where its uid may
+                                                   cgroup: a 64 MB tmpfs; none:    (world-writable directories; as
+                                                   read-only (Memory, below)       a user: yours) (NOT isolated)
+    outlive the item (processes, IPC, files)       no (PID namespace, its tmpfs)   as root: no: its uid's processes
+                                                                                   killed, every file its uid owns
+                                                                                   removed (Leftovers, below); as a
+                                                                                   user: its process group only,
+                                                                                   files stay (NOT isolated)
+
+Verdicts (workers.py has the details). In no mode can a program write, read or reorder what its grading worker
+sends back. The worker-scorer channel is a socketpair: a pipe can be reopened through /proc/PID/fd/N by any process
+of the same uid (the fallback run by a user shares the worker's), a socket cannot. The worker is not dumpable, so
+no process of its uid can open its /proc/PID/fd or read its memory. Every request carries a random per-item key
+that the program never sees, and every reply carries it back: a reply that is not the current item's fails that
+item ("failed", never paid) and its worker is replaced, so verdicts cannot shift. What no channel can give: a
+program run as the trainer's own uid (the fallback as a user) is that user, and can rewrite this checkout's files
+-- the grader included --, signal the trainer, and write its memory where the kernel lets a process of the same
+uid (/proc/PID/mem: kernel.yama.ptrace_scope 0, or no Yama). Run the fallback as root, or use bwrap.
+
+Memory: every kind a program can make the kernel hold, and its bound. With a cgroup the kernel also counts all of
+them together (slab: inodes, dentries, socket buffers; pipe buffers; tmpfs pages; page tables) against
+SANDBOX_MEMORY_MB per sandbox, swap included, and stops it there (ENOMEM, or the OOM killer: a "crash"). The
+per-kind bounds hold either way:
+
+    kind                                   bwrap                           rlimits fallback
+    -------------------------------------  ------------------------------  ------------------------------------
+    all of it together                     cgroup: SANDBOX_MEMORY_MB;      cgroup: SANDBOX_MEMORY_MB; none: NOT
+                                           none: the rows below, summed    bounded (the rows marked NOT)
+    process memory (heap, stacks, maps)    RLIMIT_AS 512 MB x 8 processes  root: the same; user: 512 MB per
+                                                                           process, processes unlimited (NOT)
+    page tables, kernel stacks, VMAs       with its processes (<= 8)       root: the same; user: NOT bounded
+    file data                              cgroup: 64 MB tmpfs; none:      <= 16 MB per file (RLIMIT_FSIZE);
+                                           read-only, none                 on a tmpfs (/dev/shm): cgroup:
+                                                                           counted, none: NOT bounded; on a
+                                                                           disk: its space, NOT bounded until
+                                                                           the item ends (then removed)
+    inodes and dentries (empty files and   cgroup: counted; none: none     cgroup: counted; none: NOT bounded
+      directories: ~1 KB each, no data)    (the directory is read-only:
+                                           bwrap cannot set nr_inodes)
+    pipe buffers                           64 KB per pipe (F_SETPIPE_SZ refused), pipes <= descriptors
+    socket buffers                         AF_UNIX stream sockets only: net.core.wmem_default queued per socket
+                                           (setsockopt refused), sockets <= descriptors; no datagram or pending
+                                           connection queued without one (SOCK_DGRAM, listen, accept refused);
+                                           TCP/UDP buffers: none (AF_INET(6) refused)
+    descriptors (files, pipes, sockets,    RLIMIT_NOFILE 64 per process; in flight in SCM_RIGHTS messages: <=
+      epoll, timers, pidfds)               RLIMIT_NOFILE per uid (the kernel's own limit). Fallback as a user:
+                                           processes unlimited, so descriptors too (NOT bounded)
+    file locks and leases                  flock: one per open file; byte-range (POSIX, OFD) locks and leases
+                                           refused (FCNTL_COMMANDS)
+    pending signals, POSIX timers          RLIMIT_SIGPENDING MAX_PENDING_SIGNALS
+    memfd, SysV shm/sem/msg, mqueues,      refused (seccomp)
+      io_uring, BPF maps, keys,
+      userfaultfd, perf buffers
+    negative dentries (missing names)      reclaimed by the kernel under pressure; cgroup: counted
+    GPU memory                             no device                       no device ioctl (IOCTL_REQUESTS)
+
+Leftovers (the fallback as root). After each item every process of its uid is killed and every entry its uid
+owns wherever it could have written is removed: in each world-writable directory (o+w, reachable by others) on
+every writable mount but the kernel's own (KERNEL_FILESYSTEMS), found by one walk of those mounts per scoring
+process (seconds on a big disk, once), and in world-writable directories made below those since. A file of its uid can be nowhere else: the uid is an unused
+one of its own, has no group, and creating or linking a name needs write access to the directory. Not covered: bytes it writes into
+other users' world-writable FILES (mode 0666), and state it leaves in host services over AF_UNIX (NOT isolated).
+
+Decoding. Every message from a program is decoded at one boundary (_Sandbox.recv: whatever decoding raises --
+OverflowError, RecursionError, MemoryError, ... -- makes it "not plain data", and the test fails), and every
+value or text from it that reaches a result, a log or a terminal goes through _printable (ASCII: other characters,
+lone surrogates and control characters but newlines escaped; at most MAX_DETAIL_CHARS a piece, twice that a
+detail; it cannot raise). So grader_error counts our own bugs only.
+
+Environment. Grading workers run `python -I -S` with the scorer's sys.path passed explicitly: no PYTHON* variable
+(PYTHONOPTIMIZE, PYTHONPATH, ...), user site, sitecustomize, usercustomize or .pth code. Programs, preludes and
+tests are compiled with optimize=0 and no inherited flags, and before each item the worker checks that a failing
+assert fails, else it refuses the item. Sandboxed programs run `python -I -S` with an empty environment.
 
 Kernel features relied on: user, PID, network, IPC, UTS namespaces (bwrap, unprivileged user namespaces or
 root), seccomp filters (CONFIG_SECCOMP_FILTER, through libseccomp.so.2: the allowlist is built with it in the
 grading worker and handed to bwrap with `--seccomp FD`, or loaded with prctl in the fallback), no_new_privs,
-tmpfs size limits, rlimits, /proc (the fallback's uid sweep), PR_SET_CHILD_SUBREAPER (reaping). Without a
+tmpfs size limits, rlimits, /proc (the fallback's uid sweep), PR_SET_CHILD_SUBREAPER (reaping),
+PR_SET_DUMPABLE (workers), memory cgroups where offered (else the read-only working directory). Without a
 feature the mode that needs it does not run weaker: its probe fails, and every item is refused (score 0,
 counted as a sandbox refusal), or require_sandbox() stops the run. The allowlist names system calls, resolved
 by libseccomp for the machine; a call through another ABI (i386's int 0x80, x32) kills the process
@@ -88,6 +168,7 @@ import errno
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import select
@@ -107,8 +188,11 @@ CPU_MARGIN_S = 1              # RLIMIT_CPU = ceil(timeout) + this: a busy loop d
 MEMORY_MB = 512               # address space per sandboxed process (RLIMIT_AS); at most MAX_PROCESSES x this
 MAX_PROCESSES = 8             # processes + threads per sandbox (RLIMIT_NPROC; binds in bwrap mode and as root)
 MAX_FILE_MB = 16              # largest file a program may write (RLIMIT_FSIZE)
-SANDBOX_DIR_MB = 64           # size of the program's tmpfs working directory (bwrap mode)
+SANDBOX_DIR_MB = 64           # size of the program's tmpfs working directory (bwrap mode, with a memory cgroup)
+SANDBOX_MEMORY_MB = 1024      # all memory of one sandbox, the kernel's for it included (memory cgroup, where offered)
 MAX_OPEN_FILES = 64           # RLIMIT_NOFILE
+MAX_PENDING_SIGNALS = 64      # RLIMIT_SIGPENDING: queued signals and POSIX timers (kernel memory) of the program's uid
+MAX_DETAIL_CHARS = 300        # a result's detail (and each piece of it that came from the program)
 MAX_PROGRAM_CHARS = 200_000   # longer "programs" are not graded
 MAX_OUTPUT_BYTES = 8 << 20    # stdout kept from a stdio program (more fails the case)
 MAX_REPLY_BYTES = 8 << 20     # one value sent back by a program's function (more fails the test)
@@ -121,6 +205,9 @@ SANDBOX_SITE_PACKAGES = False # False: programs get the standard library only (p
 SANDBOX_PYTHON = None         # the programs' interpreter; None: this one, or /usr/bin/python3 (see sandbox_python)
 WORKER_MEMORY_GB = 4.0        # address space of a grading worker (it runs the tests on the values it receives)
 WORKDIR_IN_SANDBOX = "/sandbox"
+# mounts of the kernel's own that hold no file a program could make: the fallback's sweep does not walk them
+KERNEL_FILESYSTEMS = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "debugfs", "tracefs", "securityfs", "bpf",
+                      "pstore", "configfs", "fusectl", "binfmt_misc", "efivarfs", "nsfs", "autofs", "selinuxfs"}
 UNSAFE_FLAG = "--allow_unsafe_code_sandbox"   # the flag train.py / eval.py pass to require_sandbox(allow_fallback)
 
 FENCE_LANGUAGES = ("python", "py", "python3")
@@ -134,10 +221,15 @@ PROGRAM_ERRORS = (ArithmeticError, AssertionError, AttributeError, EOFError, Imp
 
 # The system calls a sandboxed Python program may make (seccomp allowlist; names resolved by libseccomp for this
 # architecture, unknown names skipped). Anything else fails with ENOSYS ("not implemented": library fallbacks
-# such as glibc's clone3 -> clone work); socket/socketpair only for the families below (else EAFNOSUPPORT);
-# clone only without namespace flags (else EPERM). Left out on purpose: ptrace, process_vm_*, keyctl & co, bpf,
+# such as glibc's clone3 -> clone work). Some only with the arguments listed, each compared as a whole 64-bit
+# value (high bits the kernel would ignore never pass): socket/socketpair only for the families (else
+# EAFNOSUPPORT) and types below; clone only without namespace flags (else EPERM); fcntl and ioctl only for
+# FCNTL_COMMANDS and IOCTL_REQUESTS; prlimit64 only on itself (pid 0: another process's limits, its grading
+# worker's included, are not its to change). Left out on purpose: ptrace, process_vm_*, keyctl & co, bpf,
 # userfaultfd, perf_event_open, io_uring_*, memfd_create, SysV IPC, mq_*, mount & co, unshare, setns, chroot,
-# set*id, kexec, modules, swap, reboot, time setting, mknod, open_by_handle_at, kcmp, pidfd_getfd, vmsplice, ...
+# set*id, kexec, modules, swap, reboot, time setting, mknod, open_by_handle_at, kcmp, pidfd_getfd, vmsplice,
+# setsockopt (socket buffers stay at the system's default size), bind/listen/accept (no connection can wait in a
+# queue without a descriptor), ...
 ALLOWED_SYSCALLS = """
 read write readv writev pread64 pwrite64 preadv preadv2 pwritev pwritev2 lseek close close_range dup dup2 dup3
 open openat creat stat fstat lstat newfstatat statx fstatfs statfs access faccessat faccessat2 readlink
@@ -156,10 +248,17 @@ rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimed
 setitimer getitimer timer_create timer_settime timer_gettime timer_getoverrun timer_delete timerfd_create
 timerfd_settime timerfd_gettime signalfd signalfd4 eventfd eventfd2 poll ppoll select pselect6 epoll_create
 epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 ioctl pidfd_open pidfd_send_signal
-socket socketpair bind connect listen accept accept4 getsockname getpeername sendto recvfrom sendmsg recvmsg
-sendmmsg recvmmsg shutdown setsockopt getsockopt
+socket socketpair connect getsockname getpeername sendto recvfrom sendmsg recvmsg
+sendmmsg recvmmsg shutdown getsockopt
 """.split()
-SOCKET_FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
+SOCKET_FAMILIES = {"AF_UNIX": 1}
+SOCKET_TYPES = {"SOCK_STREAM": 1}   # (flags such as SOCK_CLOEXEC aside): no datagram queues that outlive the sender
+# fcntl commands and ioctl requests a program may use (by name, resolved from the fcntl / termios modules): file
+# descriptor flags and duplication, terminal queries. Left out: locks and leases (kernel memory per byte range),
+# F_SETPIPE_SZ (pipe buffers outside RLIMIT_AS), F_NOTIFY, F_SETOWN/F_SETSIG, and every device's own ioctls
+# (a GPU, /dev/fuse, a terminal's TIOCSTI can only be driven through them).
+FCNTL_COMMANDS = ("F_DUPFD", "F_DUPFD_CLOEXEC", "F_GETFD", "F_SETFD", "F_GETFL", "F_SETFL")
+IOCTL_REQUESTS = ("TCGETS", "TIOCGWINSZ", "TIOCGPGRP", "FIONREAD", "FIONBIO", "FIOCLEX", "FIONCLEX")
 CLONE_NAMESPACE_FLAGS = 0x7E020080   # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 
 
@@ -375,14 +474,13 @@ def _runner_main(argv):
         os.close(read_fd)
         os.close(write_fd)
         sys.argv = ["solution.py"]
-        code = compile(job["program"], "solution.py", "exec")
-        exec(code, {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102 -- this is the sandbox
+        exec(_compile(job["program"], "solution.py"), {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102
         return
     try:
         for part, filename in ((job.get("prelude"), "prelude.py"), (job["program"], "solution.py"),
                                (job.get("setup"), "setup.py")):
             if part:
-                exec(compile(part, filename, "exec"), namespace)  # noqa: S102
+                exec(_compile(part, filename), namespace)  # noqa: S102 -- this is the sandbox
     except BaseException as exc:  # noqa: BLE001 -- SystemExit included: exiting while loading is a failure
         _write_line(write_fd, to_literal({"ready": False, "error": _describe(exc)}))
         os._exit(0)
@@ -408,8 +506,14 @@ def _runner_main(argv):
 def _describe(exc):
     try:
         return f"{type(exc).__name__}: {exc}"[:300]
-    except BaseException:  # noqa: BLE001 -- a hostile __str__
+    except BaseException:  # noqa: BLE001 -- a hostile __str__, or an int past the int-to-str limit
         return type(exc).__name__
+
+
+def _compile(source, filename):
+    """Every program, prelude and test is compiled here: with asserts (optimize=0) and no inherited __future__
+    flags, whatever the interpreter's -O or PYTHONOPTIMIZE say."""
+    return compile(source, filename, "exec", dont_inherit=True, optimize=0)
 # RUNNER END
 
 
@@ -429,6 +533,26 @@ RUNNER_SOURCE = _runner_source()
 # ------------------------------------------------------------------------------------------------------------
 class ProgramError(Exception):
     """An exception the program raised that is not one of PROGRAM_ERRORS (a plain failure for the tests)."""
+
+
+# The trusted side's one boundary for what came from a program: every message is decoded by _Sandbox.recv (any
+# failure there -- a complex() of a 4000-digit int, a set of unhashable members, nesting, memory -- is "not plain
+# data": the test fails) and every piece of text or value that reaches a result, a log or a terminal goes through
+# _printable, which cannot fail. Nothing a program sends can raise in the checker's own code, so grader_error
+# stays the count of our bugs.
+_CONTROL_CHARACTERS = {c: f"\\x{c:02x}" for c in (*range(32), 127) if c != 10}
+
+
+def _printable(value, limit=MAX_DETAIL_CHARS):
+    """Any value -> ASCII text of at most `limit` characters that prints anywhere and moves no cursor: non-ASCII
+    characters (lone surrogates included) and control characters but newlines are written as escapes; a value
+    whose str() fails (an int past the int-to-str limit, a hostile __str__) is named by its type."""
+    try:
+        text = value if type(value) is str else str(value)
+    except BaseException:  # noqa: BLE001 -- anything str() may raise: then the type says enough
+        text = f"<{type(value).__name__}>"
+    text = text[:limit].encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL_CHARACTERS)
+    return text[:limit]
 
 
 class ProgramName:
@@ -460,7 +584,7 @@ class ProgramName:
         error = getattr(builtins, raised, None) if isinstance(raised, str) else None
         if not (isinstance(error, type) and issubclass(error, PROGRAM_ERRORS)):
             error = ProgramError
-        raise error(f"raised in the program: {str(reply.get('message'))[:300]}")
+        raise error(f"raised in the program: {_printable(reply.get('message'))}")
 
 
 class ProgramObject:
@@ -528,10 +652,19 @@ def _seccomp_program():
         array = (_ArgCmp * max(1, len(conditions)))(*[_ArgCmp(*c) for c in conditions])
         return lib.seccomp_rule_add_array(ctx, action, nr, len(conditions), array) == 0
 
+    import fcntl
+    import termios
+    conditional = {"fcntl": [getattr(fcntl, name) for name in FCNTL_COMMANDS],
+                   "ioctl": [getattr(termios, name) for name in IOCTL_REQUESTS], "prlimit64": [0]}
     try:
-        ok = all(rule(_SCMP_ALLOW, name) for name in ALLOWED_SYSCALLS if name not in ("socket", "socketpair", "clone"))
-        for name in ("socket", "socketpair"):   # arg 0: the family; anything but the three is refused
-            ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0)) for family in SOCKET_FAMILIES.values())
+        ok = all(rule(_SCMP_ALLOW, name) for name in ALLOWED_SYSCALLS
+                 if name not in ("socket", "socketpair", "clone", *conditional))
+        for name, values in conditional.items():   # argument 1 (the command), or 0 for prlimit64 (the pid)
+            arg = 0 if name == "prlimit64" else 1
+            ok &= all(rule(_SCMP_ALLOW, name, (arg, _SCMP_EQ, value, 0)) for value in values)
+        for name in ("socket", "socketpair"):   # arg 0: the family, arg 1: the type (low 4 bits; the rest: flags)
+            ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0), (1, _SCMP_MASKED_EQ, 0xF, kind))
+                      for family in SOCKET_FAMILIES.values() for kind in SOCKET_TYPES.values())
             refused = [f for f in range(max(SOCKET_FAMILIES.values())) if f not in SOCKET_FAMILIES.values()]
             ok &= all(rule(_scmp_errno(errno.EAFNOSUPPORT), name, (0, _SCMP_EQ, f, 0)) for f in refused)
             ok &= rule(_scmp_errno(errno.EAFNOSUPPORT), name, (0, _SCMP_GT, max(SOCKET_FAMILIES.values()), 0))
@@ -555,17 +688,32 @@ class _SockFprog(ctypes.Structure):   # struct sock_fprog
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _fallback_lock_down(program):
-    """preexec_fn of the fallback's sandboxed process (between fork and exec, after the uid change): set
-    no_new_privs (a setuid binary it execs gains nothing) and load the seccomp allowlist; exit 127 if either
-    fails, so the item is refused, never run weaker. The grading worker is single-threaded (fork-safe)."""
+def _join_cgroup(cgroup):
+    """preexec_fn of a bwrap sandbox: join the memory cgroup (before exec, so that every process it makes is in
+    it; `cgroup` is what _memory_cgroup returns); exit 127 if that fails (refused)."""
+    def join():
+        if cgroup is not None:
+            try:
+                os.write(cgroup[1], b"0")   # "0": the writing process; the descriptor's opener's rights count
+            except OSError:
+                os._exit(127)
+    return join
+
+
+def _fallback_lock_down(program, cgroup):
+    """preexec_fn of the fallback's sandboxed process (between fork and exec, after the uid change): join the
+    memory cgroup, set no_new_privs (a setuid binary it execs gains nothing) and load the seccomp allowlist; exit
+    127 if any fails, so the item is refused, never run weaker. The grading worker is single-threaded (fork-safe)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
 
+    join = _join_cgroup(cgroup)
+
     def lock_down():
+        join()
         if libc.prctl(pr_set_no_new_privs, 1, None, 0, 0) != 0 or \
                 libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.addressof(fprog), 0, 0) != 0:
             os._exit(127)
@@ -579,9 +727,11 @@ def _fallback_lock_down(program):
 _PROBED = {}   # per process: probe results, the seccomp program, whether this worker reaps orphans
 
 
-def bwrap_argv(runner_args, seccomp_fd=None):
-    """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, a size-limited
-    tmpfs as the working directory, no other host path, and the seccomp allowlist (read from seccomp_fd). bwrap
+def bwrap_argv(runner_args, seccomp_fd=None, writable=True):
+    """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, as the working
+    directory a size-limited tmpfs (writable: where a memory cgroup counts its inodes; else an empty read-only
+    directory), no other host path, no device but bwrap's own /dev (null, zero, full, random, urandom, tty: no GPU,
+    whatever its mode on the host), and the seccomp allowlist (read from seccomp_fd). bwrap
     always runs as an unprivileged user (as root we start it as an unused uid), so the program is in a user
     namespace in which it cannot create another one (--disable-userns, and seccomp), RLIMIT_NPROC counts only its
     own processes, and it holds no capability outside its namespaces."""
@@ -615,10 +765,14 @@ def bwrap_argv(runner_args, seccomp_fd=None):
                 made.add(parent)
         argv += ["--ro-bind", os.path.realpath(target), target]
     # the root and /dev are tmpfs that bwrap builds, owned by the sandbox user: read-only, so that the
-    # size-limited working directory is the only place a program can write
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(SANDBOX_DIR_MB << 20), "--tmpfs", WORKDIR_IN_SANDBOX,
+    # size-limited working directory is the only place a program can write. A tmpfs's size bounds its data, not
+    # its inodes (empty files and directories: ~1 KB of kernel memory each, millions per second), and bwrap
+    # cannot set nr_inodes: without a memory cgroup to count them the working directory is read-only.
+    workdir = ["--perms", "1777", "--size", str(SANDBOX_DIR_MB << 20), "--tmpfs", WORKDIR_IN_SANDBOX] if writable \
+        else ["--dir", WORKDIR_IN_SANDBOX]
+    argv += ["--proc", "/proc", "--dev", "/dev", *workdir,
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKDIR_IN_SANDBOX]
+    assert not any(a.startswith("--dev-bind") for a in argv)   # no host device, a GPU least of all
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     return argv + _runner_command() + runner_args
@@ -631,8 +785,9 @@ def _runner_command():
     return [sandbox_python()] + flags + ["-c", RUNNER_SOURCE]
 
 
-def _reachable_by_others(path):
-    """True if a user with no relation to the owner can read `path` (every parent directory searchable)."""
+def _reachable_by_others(path, need=stat.S_IROTH):
+    """True if a user with no relation to the owner can reach `path` (every parent directory searchable) and has
+    the `need` permission on it (read, by default)."""
     path = os.path.realpath(path)
     parts = path.split("/")
     for k in range(2, len(parts) + 1):
@@ -642,7 +797,7 @@ def _reachable_by_others(path):
             return False
         if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
             return False
-    return bool(os.stat(path).st_mode & stat.S_IROTH)
+    return bool(os.stat(path).st_mode & need)
 
 
 def sandbox_python():
@@ -692,8 +847,8 @@ class _Sandbox:
         self.from_child, from_child_w = os.pipe()
         inherited = [to_child_r, from_child_w]
         limits = {"RLIMIT_CPU": self.cpu_limit_s, "RLIMIT_AS": MEMORY_MB << 20, "RLIMIT_FSIZE": MAX_FILE_MB << 20,
-                  "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0}
-        user, lock_down = {}, None
+                  "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0, "RLIMIT_SIGPENDING": MAX_PENDING_SIGNALS}
+        user, cgroup = {}, _memory_cgroup()
         if os.geteuid() == 0:  # a program never runs as root: an unused uid of its own, no groups
             self.uid = SANDBOX_UID_BASE + os.getpid()
             user = {"user": self.uid, "group": self.uid, "extra_groups": []}
@@ -705,12 +860,13 @@ class _Sandbox:
             os.write(seccomp_w, program)
             os.close(seccomp_w)
             inherited.append(seccomp_r)
-            argv, cwd = bwrap_argv(runner_args, seccomp_r), "/"
+            argv, cwd = bwrap_argv(runner_args, seccomp_r, writable=cgroup is not None), "/"
+            lock_down = _join_cgroup(cgroup) if cgroup is not None else None
         else:
             self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
             if self.uid is not None:
                 os.chown(cwd, self.uid, self.uid)
-            argv, lock_down = _runner_command() + runner_args, _fallback_lock_down(program)
+            argv, lock_down = _runner_command() + runner_args, _fallback_lock_down(program, cgroup)
         stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
         try:
             with _alarm_held():   # no _Late between the fork and self.proc
@@ -805,8 +961,9 @@ class _Sandbox:
         self.buffer[:] = rest
         try:
             reply = from_literal(line.decode(), CHECKER_HANDLES)
-        except (ValueError, TypeError, RecursionError, MemoryError, UnicodeDecodeError) as exc:
-            raise TypeError(f"the program sent something that is not plain data ({_describe(exc)})") from None
+        except Exception as exc:  # noqa: BLE001 -- the boundary: whatever decoding raised, it is not plain data
+            raise TypeError(f"the program sent something that is not plain data ({_printable(_describe(exc))})") \
+                from None
         if not isinstance(reply, dict):
             raise TypeError("the program sent something that is not a message")
         return reply
@@ -889,27 +1046,85 @@ class _Sandbox:
 
 
 def _clean_up(child):
-    """Kill and remove what one sandbox left: its process group; the fallback's uid (its processes, and its files
-    at the top of the world-writable directories); its working directory. In a grading worker, which is a child
-    subreaper, every process a sandbox started that outlived it (setsid, double fork, a setuid binary) became
-    the worker's child: those are killed and reaped (cheap). Elsewhere the fallback's processes are found by
-    their real uid in /proc."""
+    """Kill and remove what one sandbox left: its process group; the fallback's uid (its processes, and every
+    file it owns: _remove_owned); its working directory. In a grading worker, which is a child subreaper, every
+    process a sandbox started that outlived it (setsid, double fork, a setuid binary) became the worker's child:
+    those are killed and reaped (cheap). Elsewhere the fallback's processes are found by their real uid in /proc."""
     if child.get("pgid"):
         _kill_group(child["pgid"])
     if not _kill_orphans() and child.get("uid") is not None:
         _kill_user(child["uid"])
-    if child.get("uid") is not None:
-        for shared in ("/tmp", "/var/tmp", "/dev/shm"):
-            with contextlib.suppress(OSError):
-                for entry in os.scandir(shared):
-                    with contextlib.suppress(OSError):
-                        if entry.stat(follow_symlinks=False).st_uid == child["uid"]:
-                            if entry.is_dir(follow_symlinks=False):
-                                shutil.rmtree(entry.path, ignore_errors=True)
-                            else:
-                                os.unlink(entry.path)
+    if child.get("uid") is not None:   # its processes are gone: nothing can make a file behind the sweep
+        _remove_owned(child["uid"])
     if child.get("workdir"):
         shutil.rmtree(child["workdir"], ignore_errors=True)
+
+
+def _writable_dirs():
+    """Every directory where a uid that owns nothing and has no group can create an entry: world-writable (o+w)
+    and reachable by others (o+x all the way down), on every writable mount except the kernel's own
+    (KERNEL_FILESYSTEMS). Found by walking those mounts once per scoring process, the first time the fallback
+    grades as root (a second or more on a big disk; the workers get the list with each item); cached."""
+    if "writable" in _PROBED:
+        return _PROBED["writable"]
+    found, seen = set(), set()
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        mounts = []
+    for fields in mounts:
+        sep = fields.index("-") if "-" in fields else -1
+        if sep < 0 or fields[sep + 1] in KERNEL_FILESYSTEMS or "ro" in fields[5].split(","):
+            continue
+        top = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])   # \040 is a space
+        try:
+            device = os.stat(top).st_dev
+            if not _reachable_by_others(top, need=stat.S_IXOTH):
+                continue
+        except OSError:
+            continue
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            with contextlib.suppress(OSError):
+                st = os.stat(folder, follow_symlinks=False)
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                if st.st_mode & stat.S_IWOTH:
+                    found.add(folder)
+                for entry in os.scandir(folder):
+                    with contextlib.suppress(OSError):
+                        if entry.is_dir(follow_symlinks=False):
+                            sub = entry.stat(follow_symlinks=False)
+                            if sub.st_dev == device and sub.st_mode & stat.S_IXOTH:   # other mounts: their own walk
+                                stack.append(entry.path)
+    _PROBED["writable"] = sorted(found)
+    return _PROBED["writable"]
+
+
+def _remove_owned(uid):
+    """Remove everything `uid` (a fallback sandbox's own, after its item) owns wherever it could have written:
+    every entry it owns in the world-writable directories (_writable_dirs), and, recursively, in world-writable
+    directories of others below them (made after the walk). A file it made can be nowhere else: it owns nothing,
+    has no group, and creating or linking a name needs write access to the directory."""
+    stack, seen = list(_writable_dirs()), set()
+    while stack:
+        folder = stack.pop()
+        if folder in seen:
+            continue
+        seen.add(folder)
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if st.st_uid == uid and stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(entry.path, ignore_errors=True)   # by descriptor: no symlink is followed
+                    elif st.st_uid == uid:
+                        os.unlink(entry.path)
+                    elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IXOTH:
+                        stack.append(entry.path)
 
 
 def _kill_orphans():
@@ -981,6 +1196,88 @@ def _kill_user(uid):
 
 
 # ------------------------------------------------------------------------------------------------------------
+# Memory the kernel holds for a program: one memory cgroup per grading worker, where the kernel offers one
+# ------------------------------------------------------------------------------------------------------------
+def _memory_cgroup_parent():
+    """This process's own memory cgroup directory, when this uid can make child groups with a memory limit there:
+    cgroup v2 with the memory controller enabled (or enableable) for children -- root's top group, a delegated
+    subtree -- or cgroup v1's memory hierarchy. None otherwise."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            own = [line.rstrip("\n").split(":", 2) for line in f]
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    for number, controllers, path in own:
+        v2 = number == "0" and controllers == ""
+        if not v2 and "memory" not in controllers.split(","):
+            continue
+        for fields in mounts:
+            fstype, options = fields[fields.index("-") + 1], fields[fields.index("-") + 3].split(",")
+            if not ((fstype == "cgroup2") if v2 else (fstype == "cgroup" and "memory" in options)):
+                continue
+            root, point = fields[3], fields[4]   # the mount shows the hierarchy from `root` down
+            if not (path + "/").startswith(root.rstrip("/") + "/"):
+                continue
+            folder = point + path[len(root.rstrip("/")):]
+            if not os.access(folder, os.W_OK):
+                return None
+            if v2:
+                with contextlib.suppress(OSError), open(folder + "/cgroup.subtree_control", "r+") as f:
+                    if "memory" not in f.read().split():
+                        f.write("+memory")   # refused (EBUSY) where the group holds processes and is not the top
+                with contextlib.suppress(OSError), open(folder + "/cgroup.subtree_control") as f:
+                    return folder if "memory" in f.read().split() else None
+                return None
+            return folder
+    return None
+
+
+def _memory_cgroup():
+    """This grading worker's memory cgroup for its sandboxes, made once: (path, descriptor of the file a process
+    writes "0" to to join it), or None where the kernel offers none to this uid. Limit SANDBOX_MEMORY_MB, no swap (v2: the whole group is
+    killed at the limit). The descriptor is opened here, by the worker, because a sandbox joins in its preexec
+    hook, after its uid changed: the kernel checks the rights of whoever opened the file. Groups of workers that
+    are gone are removed when a new worker makes its own, and by close_pool."""
+    if "cgroup" in _PROBED:
+        return _PROBED["cgroup"]
+    _PROBED["cgroup"] = None
+    parent = _memory_cgroup_parent()
+    if parent is None:
+        return None
+    _remove_stale_cgroups(parent)
+    path = os.path.join(parent, f"nano-code-{os.getpid()}")
+    limit = str(SANDBOX_MEMORY_MB << 20)
+    try:
+        os.makedirs(path, exist_ok=True)
+        v1 = os.path.exists(path + "/memory.limit_in_bytes")
+        settings = [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)] if v1 else \
+            [("memory.max", limit), ("memory.swap.max", "0"), ("memory.oom.group", "1")]
+        for name, value in settings:
+            if os.path.exists(os.path.join(path, name)) or name in ("memory.limit_in_bytes", "memory.max"):
+                with open(os.path.join(path, name), "w") as f:
+                    f.write(value)
+        # v1: "tasks", which moves the writing thread alone -- the whole process between fork and exec -- without
+        # the kernel's process-wide lock and its RCU wait (~5 ms per sandbox under load); v2 has no such file
+        join = path + ("/tasks" if v1 else "/cgroup.procs")
+        _PROBED["cgroup"] = (path, os.open(join, os.O_WRONLY | os.O_CLOEXEC))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+    return _PROBED["cgroup"]
+
+
+def _remove_stale_cgroups(parent):
+    """Remove the (empty) memory cgroups of grading workers that are gone."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(parent):
+            if name.startswith("nano-code-") and name[10:].isdigit() and not os.path.exists(f"/proc/{name[10:]}"):
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(parent, name))
+
+
+# ------------------------------------------------------------------------------------------------------------
 # Modes: probe, refuse, and say what holds
 # ------------------------------------------------------------------------------------------------------------
 def _probe(mode):
@@ -1041,24 +1338,35 @@ def require_sandbox(allow_fallback=False, log=print):
 
 
 def sandbox_guarantees(mode):
-    """What holds in each mode (the table in the module docstring; tests check each claim in the modes that make
+    """What holds in each mode (the tables in the module docstring; tests check each claim in the modes that make
     it). The fallback run by root still gives each program an unused uid of its own (so RLIMIT_NPROC binds, its
-    processes can be found and killed, and other users' processes are out of reach); run by a user, the
-    program is you."""
+    processes can be found and killed, its files swept, and other users' processes are out of reach); run by a
+    user, the program is you. Where this uid may make a memory cgroup, every sandbox is in one."""
     isolated = mode == "bwrap"
     own_uid = isolated or os.geteuid() == 0
+    cgroup = _memory_cgroup_parent() is not None
     return {"own process group, killed at the deadline": True, "fresh empty working directory": True,
             "empty environment": True, "CPU time, address space, file size, open files limited": True,
-            "system calls limited to an allowlist; sockets AF_UNIX/AF_INET/AF_INET6 only": True,
+            "system calls and their arguments limited to an allowlist; sockets AF_UNIX streams only": True,
             "no memory outside the address space limit (memfd, SysV shared memory refused)": True,
             "no SysV IPC or message queue outlives it (refused)": True,
             "cannot gain privileges (no_new_privs: setuid binaries run as the program's uid)": True,
+            "verdict channel out of its reach; replies keyed to the item": True,
+            "what it sends is decoded and printed by one boundary that cannot fail": True,
+            "the checker ignores the host's Python environment; asserts self-checked": True,
+            "devices cannot be driven (ioctl allowlist: no GPU use)": True,
             "runs as an unprivileged uid of its own; process count limited; every process reaped": own_uid,
             "cannot signal other users' processes or read their environment": own_uid,
+            "cannot change the grader (its files, processes or memory)": own_uid,
+            "nothing it wrote outlives the item": own_uid,
+            "kernel memory for it bounded (a memory cgroup, or each kind refused or limited)": isolated or cgroup,
             "no network": isolated,
-            "nothing writable outside its directory; working directory size-limited": isolated,
+            "nothing writable outside its directory; working directory size-limited": isolated and cgroup,
+            "nothing writable at all but its working directory (read-only without a memory cgroup)": isolated,
+            "working directory writable": cgroup or not isolated,
             "whole memory bounded, files it writes included": isolated,
             "host files invisible (tests, datasets, home)": isolated,
+            "no host device visible (no GPU)": isolated,
             "cannot see or signal any process outside the sandbox": isolated}
 
 
@@ -1098,10 +1406,10 @@ def _check_functional(sandbox, program, tests, partial):
     except TypeError as exc:
         return 0, f"program failed to load: {exc}"
     if ready.get("ready") is not True:
-        return 0, f"program failed to load: {str(ready.get('error'))[:300]}"
+        return 0, f"program failed to load: {_printable(ready.get('error'))}"
     checker = {"__name__": "__checker__", "__builtins__": builtins}
     if tests.get("prelude"):
-        exec(compile(tests["prelude"], "prelude.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
+        exec(_compile(tests["prelude"], "prelude.py"), checker)  # noqa: S102 -- trusted (dataset) code
     loaded, bound, attr_bases = _names("\n".join(asserts))
     for name in sorted(loaded - bound - set(checker) - set(dir(builtins))):
         if name in sys.stdlib_module_names and name in attr_bases:
@@ -1115,7 +1423,7 @@ def _check_functional(sandbox, program, tests, partial):
         if limit:
             sandbox.deadline = min(item_deadline, time.monotonic() + limit)
         try:
-            exec(compile(statement, f"test_{k}.py", "exec"), checker)  # noqa: S102 -- trusted (dataset) code
+            exec(_compile(statement, f"test_{k}.py"), checker)  # noqa: S102 -- trusted (dataset) code
             ok = sandbox.failure is None   # a bare `except:` in a test cannot hide a dead or late sandbox
         except (_SandboxGone, _Late):
             raise
@@ -1202,7 +1510,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                             result["passed"] += 1
                         else:
                             result["detail"] = f"case {k}: exit {code}" + (", wrong output" if code == 0 else "") + \
-                                (f"; stderr: {bytes(sandbox.tail[-300:]).decode(errors='replace')}"
+                                (f"; stderr: {bytes(sandbox.tail).decode(errors='replace')[-MAX_DETAIL_CHARS:]}"
                                  if sandbox.tail else "")
                 except _SandboxGone:
                     pass
@@ -1211,7 +1519,8 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                     result["status"] = sandbox.failure if sandbox.failure != "too_large" else "failed"
                     where = f"case {k}: " if tests["kind"] == "stdio" else ""
                     result["detail"] = f"{where}sandbox {sandbox.failure}" + \
-                        (f"; output: {bytes(sandbox.tail[-300:]).decode(errors='replace')}" if sandbox.tail else "")
+                        (f"; output: {bytes(sandbox.tail).decode(errors='replace')[-MAX_DETAIL_CHARS:]}"
+                         if sandbox.tail else "")
                     if sandbox.failure in ("timeout", "refused"):
                         break
                 if tests["kind"] == "stdio" and result["passed"] < k + 1 and not partial:
@@ -1226,6 +1535,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
     if result["status"] == "passed" or (partial and result["status"] not in ("refused", "no_program")):
         result["score"] = result["passed"] / len(cases) if partial else 1.0
     result["seconds"] = time.monotonic() - start
+    result["detail"] = _printable(result["detail"], 2 * MAX_DETAIL_CHARS)   # pieces came from the program
     return result
 
 
@@ -1273,12 +1583,37 @@ def same_output(got, expected):
 # ------------------------------------------------------------------------------------------------------------
 # Scoring: grading workers (workers.py) with a hard per-item timeout
 # ------------------------------------------------------------------------------------------------------------
-def _grade(program, tests, timeout_s, mode, partial):
-    """The grading worker's op: one item (a worker adopts its sandboxes' orphans so that it can reap them:
-    zombies would otherwise pile up under an init that does not reap, and count against RLIMIT_NPROC)."""
-    if "subreaper" not in _PROBED:
-        with contextlib.suppress(OSError, AttributeError):
-            _PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+def worker_start():
+    """Run once in each grading worker before it says it is ready (workers.py): adopt the sandboxes' orphans so
+    that they can be reaped (zombies would otherwise pile up under an init that does not reap, and count against
+    RLIMIT_NPROC)."""
+    with contextlib.suppress(OSError, AttributeError):
+        _PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+
+
+def _self_check():
+    """None when, compiled and run as the tests are, a passing assert passes and a failing one fails; else why
+    not. Asserts are the tests: a checker where they are stripped (PYTHONOPTIMIZE, -O, a patched compile) would
+    pay an empty program, so it grades nothing."""
+    try:
+        exec(_compile("assert 1 + 1 == 2", "self_check.py"), {})   # noqa: S102
+        exec(_compile("assert 1 + 1 == 3", "self_check.py"), {})   # noqa: S102
+    except AssertionError:
+        return None
+    except BaseException as exc:  # noqa: BLE001
+        return f"the checker's self-check failed ({_printable(_describe(exc))}): refusing to grade"
+    return "the checker's self-check failed (a failing assert did not fail): refusing to grade"
+
+
+def _grade(program, tests, timeout_s, mode, partial, writable_dirs=None):
+    """The grading worker's op: one item, unless the self-check fails (then every item is refused). writable_dirs:
+    the scorer's _writable_dirs() for the fallback as root (walked once per scoring process, outside any item's
+    clock), None otherwise."""
+    if writable_dirs is not None:
+        _PROBED["writable"] = writable_dirs
+    why = _self_check()
+    if why:
+        return {"status": "refused", "passed": 0, "score": 0.0, "detail": why, "sandbox": mode}
     return _run_tests(program, tests, timeout_s, mode, partial)
 
 
@@ -1303,7 +1638,8 @@ def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial)
     todo = [k for k, program in enumerate(programs) if program is not None]   # nothing to run: no worker
     results = [{"status": "no_program", "score": 0.0, "detail": "no program", "sandbox": mode}] * len(programs)
     timeouts = timeout_s if isinstance(timeout_s, list) else [timeout_s] * len(programs)
-    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeouts[k], mode, partial) for k in todo],
+    sweep = _writable_dirs() if mode == "rlimits" and os.geteuid() == 0 and todo else None
+    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeouts[k], mode, partial, sweep) for k in todo],
                         workers_n, max((timeouts[k] for k in todo), default=0) + WORKER_GRACE_S,
                         on_kill=_clean_up_after_kill)
     for k, (kind, value) in zip(todo, outcomes):
@@ -1311,8 +1647,10 @@ def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial)
             results[k] = value
         elif kind == "timeout":
             results[k] = {"status": "timeout", "score": 0.0, "detail": "grading worker killed at the deadline"}
+        elif kind == "forged":   # only a program could have tampered with the channel: its item fails
+            results[k] = {"status": "failed", "score": 0.0, "detail": f"grading worker replaced: {value}"}
         else:
-            results[k] = {"status": "grader_error", "score": 0.0, "detail": value}
+            results[k] = {"status": "grader_error", "score": 0.0, "detail": _printable(value)}
         results[k].setdefault("sandbox", mode)
     return results
 
@@ -1351,8 +1689,11 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
 
 
 def close_pool():
-    """Stop the grading workers (the next batch starts new ones)."""
+    """Stop the grading workers (the next batch starts new ones) and remove their memory cgroups."""
     workers.close_pools("code_reward")
+    parent = _memory_cgroup_parent()
+    if parent is not None:
+        _remove_stale_cgroups(parent)
 
 
 # ------------------------------------------------------------------------------------------------------------

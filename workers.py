@@ -5,21 +5,44 @@ checker gets stuck), so each item runs in a persistent worker process that is SI
 item is late. Workers are plain `python -c` children (no fork of a parent that holds vLLM threads, and no
 re-import of the caller's __main__ as multiprocessing's spawn does), with an address-space limit.
 
+Verdicts cannot be forged, read or reordered, in any sandbox mode (code_reward.py runs hostile programs as
+children of these workers; in its fallback run by an ordinary user they even share the workers' uid):
+- The channel is one AF_UNIX socketpair per worker, not pipes. Anyone allowed to open /proc/PID/fd/N of a process
+  (same uid, dumpable) gets a new descriptor for a pipe it names, for reading or writing; open() of a socket
+  there fails (ENXIO). The other ways to take another process's descriptor (pidfd_getfd, ptrace, SCM_RIGHTS sent
+  by it) are refused by the sandbox's seccomp allowlist or need the holder's help.
+- Workers are not dumpable (prctl PR_SET_DUMPABLE 0): their /proc/PID/{fd,mem,environ,...} belong to root, so a
+  process of the same uid can neither open their descriptors nor read or write their memory.
+- Each request carries a fresh random key (128 bits) that only the pool and that worker ever hold; every message
+  about the item (notes, the result) carries it back. A message without the current key (a forged line, junk,
+  the answer to another item) is a forgery: the item is ("forged", why), never paid, its worker killed and
+  replaced (only its authentic notes are used to clean up). Results can therefore never shift to another item.
+- Workers take no semantics from the environment: `python -I -S` (no PYTHON* variable such as PYTHONOPTIMIZE or
+  PYTHONPATH, no user site, no sitecustomize/usercustomize, no .pth code), with the pool's own sys.path passed
+  explicitly. The module may define worker_start(), run once before "ready".
+What this cannot give: a program running as the trainer's own uid (code_reward.py's fallback as an ordinary user)
+is that user. It can still write the user's files -- the grader's source included --, signal the trainer and its
+workers, write the trainer's memory through /proc/PID/mem where the kernel lets a process of the same uid
+(kernel.yama.ptrace_scope 0, or no Yama), and a worker's during its first milliseconds, before it is undumpable.
+
 Wire format, one JSON object per line:
-    parent -> worker   {"op": name, "args": [...]}           op: a name in the module's WORKER_OPS
-    worker -> parent   {"ready": true}                        once, after the module's imports
-                       {"note": value}                        any number, while an item runs (see note())
-                       {"result": value} | {"error": str}     one per item
+    parent -> worker   {"op": name, "args": [...], "key": k}    op: a name in the module's WORKER_OPS
+    worker -> parent   {"ready": true}                          once, after the module's imports
+                       {"note": value, "key": k}                any number, while an item runs (see note())
+                       {"result": value, "key": k} | {"error": str, "key": k}     one per item
 
     pool = get_pool("reward", memory_limit_bytes=4 << 30)
     outcomes = pool.run("op_name", [args, ...], workers=2, kill_after_s=10.0, on_kill=cleanup)
-    # outcomes[k] = ("ok", result) | ("timeout", None) | ("error", why); on_kill(notes) after a kill
+    # outcomes[k] = ("ok", result) | ("timeout", None) | ("error", why) | ("forged", why); on_kill(notes) after a kill
 """
+import ctypes
 import importlib
 import json
 import os
 import resource
+import secrets
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -27,45 +50,72 @@ import time
 
 STARTUP_TIMEOUT_S = 120.0   # a worker's imports (sympy: ~0.5 s, much longer on a loaded machine) are not an item's time
 POLL_S = 0.05               # how often the parent looks at the clock while every worker is busy
+KEY_BYTES = 16              # the per-item key (random, never shown to a program)
+PR_SET_DUMPABLE = 4
 
 
 # ------------------------------------------------------------------------------------------------------------
 # Worker side
 # ------------------------------------------------------------------------------------------------------------
+_WORKER = {"channel": None, "key": None}   # in a worker: its channel's descriptor, and the current item's key
+
+
 def _reply(message):
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(_WORKER["channel"], data):]
 
 
 def note(value):
     """Worker side: tell the parent something about the item in progress (e.g. a sandbox it started, so that
     the parent can clean up after it if it has to kill this worker). A no-op outside a worker."""
-    if _SERVING:
-        _reply({"note": value})
-
-
-_SERVING = []
+    if _WORKER["key"]:
+        _reply({"note": value, "key": _WORKER["key"]})
 
 
 def serve(module_name, memory_limit_bytes):
-    """Worker loop: import `module_name`, then run {"op", "args"} requests one at a time until stdin closes."""
+    """Worker loop: import `module_name`, then run {"op", "args", "key"} requests one at a time until the channel
+    closes."""
+    # not dumpable first: from here on no process of this uid can open our descriptors or our memory in /proc
+    if ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise SystemExit("workers.py: prctl(PR_SET_DUMPABLE, 0) failed")
+    # the channel (the socket on fd 0 and 1) moves to a private, non-inheritable descriptor; 0 and 1 become
+    # /dev/null and stderr, so that neither a stray print nor a child started without explicit stdio can touch it
+    _WORKER["channel"] = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
     try:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
     except (ValueError, OSError):
         pass
     module = importlib.import_module(module_name)
     ops = module.WORKER_OPS
-    _SERVING.append(module_name)
+    if hasattr(module, "worker_start"):
+        module.worker_start()
     _reply({"ready": True})
-    for line in sys.stdin:
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            chunk = os.read(_WORKER["channel"], 1 << 16)
+            if not chunk:   # the parent is gone
+                os._exit(0)
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
         request = json.loads(line)
+        _WORKER["key"] = request["key"]
         try:
             reply = {"result": ops[request["op"]](*request["args"])}
         except Exception as exc:  # noqa: BLE001 -- a grader bug fails its item, never the batch
-            reply = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            try:
+                reply = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            except Exception:  # noqa: BLE001 -- its message cannot be made (an int past the int-to-str limit)
+                reply = {"error": type(exc).__name__}
+        reply["key"], _WORKER["key"] = _WORKER["key"], None
         try:
             _reply(reply)
-        except BrokenPipeError:   # the parent is gone
+        except (BrokenPipeError, ConnectionResetError):   # the parent is gone
             os._exit(0)
 
 
@@ -75,22 +125,38 @@ def serve(module_name, memory_limit_bytes):
 class _Worker:
     def __init__(self, module_name, memory_limit_bytes):
         here = os.path.dirname(os.path.abspath(__file__))
-        code = (f"import sys; sys.path.insert(0, {here!r}); import workers; "
+        path = [here] + [os.path.abspath(p) for p in sys.path]   # ours, explicitly: the worker ignores PYTHONPATH
+        code = (f"import sys; sys.path[:] = {path!r}; import workers; "
                 f"workers.serve({module_name!r}, {int(memory_limit_bytes)})")
-        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     start_new_session=True)
-        self.fd = self.proc.stdout.fileno()
-        self.buffer, self.ready, self.started, self.notes = bytearray(), False, None, []
+        self.sock, theirs = socket.socketpair()
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", code], stdin=theirs, stdout=theirs,
+                                         start_new_session=True)
+        finally:
+            theirs.close()
+        self.fd = self.sock.fileno()
+        self.buffer, self.ready, self.started, self.notes, self.key = bytearray(), False, None, [], None
 
     def read(self):
-        """Complete messages read now (call when select says the pipe is readable); None at EOF."""
-        chunk = os.read(self.fd, 1 << 16)
+        """Complete messages read now (call when select says the channel is readable); None at EOF. A line that
+        is not a JSON object comes back as {} (no key: a forgery)."""
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except ConnectionResetError:
+            chunk = b""
         if not chunk:
             return None
         self.buffer += chunk
         *lines, rest = bytes(self.buffer).split(b"\n")
         self.buffer[:] = rest
-        return [json.loads(line) for line in lines]
+        messages = []
+        for line in lines:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = {}
+            messages.append(message if isinstance(message, dict) else {})
+        return messages
 
     def send(self, op, args):
         if not self.ready:   # the clock of an item starts only once the worker's imports are done
@@ -100,14 +166,15 @@ class _Worker:
                 messages = self.read() if readable else None
                 if not messages and (messages is None or time.monotonic() > deadline):
                     raise OSError("grading worker did not start")
-                self.ready = any(m.get("ready") for m in messages)
-        self.proc.stdin.write((json.dumps({"op": op, "args": list(args)}) + "\n").encode())
-        self.proc.stdin.flush()
+                self.ready = any(m.get("ready") is True for m in messages)
+        self.key = secrets.token_hex(KEY_BYTES)
+        self.sock.sendall((json.dumps({"op": op, "args": list(args), "key": self.key}) + "\n").encode())
         self.started, self.notes = time.monotonic(), []
 
     def kill(self):
         self.proc.kill()
         self.proc.wait()
+        self.sock.close()
 
 
 class Pool:
@@ -122,10 +189,12 @@ class Pool:
         self.workers[w] = _Worker(self.module_name, self.memory_limit_bytes)
 
     def run(self, op, arg_lists, workers, kill_after_s, on_kill=None):
-        """op(*args) for each args in arg_lists, `workers` processes at a time. An item still running
-        kill_after_s seconds after it was sent (or answering later) is ("timeout", None) and its worker is
-        SIGKILLed and replaced, after which on_kill(notes) cleans up what the item noted; a worker that dies
-        or an op that raises gives ("error", why). Returns [("ok", result) | ("timeout", None) | ("error", why)]."""
+        """op(*args) for each args in arg_lists, `workers` processes at a time. An item answered more than
+        kill_after_s seconds after it was sent is ("timeout", None); one still running then is too, and a message
+        that is not about the item in progress (not its key) makes it ("forged", why): in both cases its worker is
+        SIGKILLed and replaced, after which on_kill(notes) cleans up what the item noted (its authentic notes
+        only). A worker that dies or an op that raises gives ("error", why).
+        Returns [("ok", result) | ("timeout", None) | ("error", why) | ("forged", why)]."""
         outcomes = [None] * len(arg_lists)
         workers = max(1, workers)
         with self.lock:
@@ -148,26 +217,31 @@ class Pool:
                 for w in list(busy):
                     worker, k = self.workers[w], busy[w]
                     messages = worker.read() if worker.fd in readable else []
-                    answer = None
+                    answer = forged = None
                     for message in messages or []:
+                        if message.get("key") != worker.key or answer is not None:
+                            forged = "a message that is not about this item (forged, or out of order)"
+                            break
                         if "note" in message:
                             worker.notes.append(message["note"])
                         else:
                             answer = message
-                    if answer is None and messages is not None and now - worker.started <= kill_after_s:
+                    if forged is None and answer is None and messages is not None and \
+                            now - worker.started <= kill_after_s:
                         continue   # still working, in time
                     del busy[w]
-                    if answer is not None and now - worker.started > kill_after_s:
-                        outcomes[k] = ("timeout", None)   # answered, but too late: like any timeout
-                    elif answer is not None:
-                        outcomes[k] = ("ok", answer["result"]) if "result" in answer else \
+                    if forged is None and answer is not None:   # answered (too late counts as a timeout)
+                        outcomes[k] = ("timeout", None) if now - worker.started > kill_after_s else \
+                            ("ok", answer["result"]) if "result" in answer else \
                             ("error", str(answer.get("error", "bad reply")))
-                    else:   # died (its memory limit, a segfault), or late: killed, and its item cleaned up
-                        outcomes[k] = ("error", "grading worker died") if messages is None else ("timeout", None)
-                        notes = worker.notes
-                        self._replace(w)
-                        if on_kill:
-                            on_kill(notes)
+                        continue
+                    # forged, late, or died (its memory limit, a segfault): killed, and its item cleaned up
+                    outcomes[k] = ("forged", forged) if forged else \
+                        ("error", "grading worker died") if messages is None else ("timeout", None)
+                    notes = worker.notes
+                    self._replace(w)
+                    if on_kill:
+                        on_kill(notes)
         return outcomes
 
     def close(self):

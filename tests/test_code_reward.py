@@ -250,6 +250,7 @@ def test_memory_bomb_fails_fast(mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_10gb_write_stops_at_the_file_size_limit(mode, tmp_path):
+    needs(mode, "working directory writable")
     writer = ("import errno\ndef f():\n    chunk = b'x' * (1 << 20)\n    try:\n        with open('big', 'wb') as out:\n"
               "            for _ in range(10 * 1024):\n                out.write(chunk)\n    except OSError as e:\n"
               "        return errno.errorcode[e.errno]\n    return 'wrote 10 GB'\n")
@@ -274,7 +275,8 @@ def test_many_files_fill_only_the_size_limited_directory():
 
 def test_no_private_mounts_through_a_nested_user_namespace():
     """A user namespace of its own would let a program mount a tmpfs that no size limit covers (memory)."""
-    needs("bwrap" if HAVE_BWRAP else "rlimits", "nothing writable outside its directory; working directory size-limited")
+    needs("bwrap" if HAVE_BWRAP else "rlimits", "nothing writable at all but its working directory (read-only "
+          "without a memory cgroup)")
     program = ("import ctypes, os\ndef f():\n    libc = ctypes.CDLL(None, use_errno=True)\n"
                "    if libc.unshare(0x10000000 | 0x00020000) != 0:\n        return 'refused'\n"
                "    if libc.mount(b'none', b'/sandbox', b'tmpfs', 0, b'size=1g') != 0:\n        return 'no mount'\n"
@@ -478,20 +480,21 @@ forks = ("import os, time\ndef f():\n    n = 0\n    for _ in range(100):\n      
 assert run(forks, T(f"assert f() < {c.MAX_PROCESSES}"))["status"] == "passed"
 fill = ("import errno\ndef f():\n    for k in range(1000):\n        try:\n            open(f'p{k}', 'wb').write(b'x' * (8 << 20))\n"
         "        except OSError as e:\n            return errno.errorcode[e.errno]\n")
-assert run(fill, T("assert f() == 'ENOSPC'"))["status"] == "passed"
+rw = c._memory_cgroup_parent() is not None   # else the working directory is read-only (issue 31)
+assert run(fill, T("assert f() == %r" % ("ENOSPC" if rw else "EROFS")))["status"] == "passed"
 import socket
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(1)
 reach = ("import socket\ndef f():\n    try:\n        socket.create_connection(('127.0.0.1', %d), timeout=1)\n"
          "        return 'connected'\n    except OSError as e:\n        return type(e).__name__\n") % listener.getsockname()[1]
-assert run(reach, T("assert f() == 'ConnectionRefusedError'"))["status"] == "passed"
+assert run(reach, T("assert f() == 'OSError'"))["status"] == "passed"   # AF_INET is refused (issue 31)
 env = "import os\ndef f():\n    return [dict(os.environ), len([p for p in os.listdir('/proc') if p.isdigit()])]\n"
 assert run(env, T("assert f()[0] == {} and f()[1] <= 3"))["status"] == "passed"
 writable = ("import os\ndef f():\n    ok = []\n    for d in ('/', '/dev', '/dev/shm', '/nano', '/proc', '/sandbox'):\n"
             "        try:\n            open(os.path.join(d, 'probe'), 'w').write('x')\n            ok.append(d)\n"
             "        except OSError:\n            pass\n    return ok\n")   # bwrap's own tmpfs root and /dev too
-assert run(writable, T("assert f() == ['/sandbox']"))["status"] == "passed"
+assert run(writable, T("assert f() == %r" % (["/sandbox"] if rw else [])))["status"] == "passed"
 print("unprivileged sandbox ok")
 """
 
@@ -611,8 +614,9 @@ def f():
 def test_only_an_allowlist_of_system_calls_and_socket_families(mode):
     """The network namespace does not cover every socket family (AF_VSOCK reaches the hypervisor), and a
     program needs none of the kernel's debugging, key, BPF, io_uring or namespace interfaces: refused (EPERM,
-    ENOSYS or EAFNOSUPPORT), whatever their number, while what programs use keeps working."""
-    allowed = {"AF_UNIX", "AF_INET", "AF_INET6", "AF_UNIX pair"}
+    ENOSYS or EAFNOSUPPORT), whatever their number, while what programs use keeps working. AF_INET(6) too since
+    issue 31: TCP buffers grow to megabytes per socket by themselves, and in bwrap there is nothing to reach."""
+    allowed = {"AF_UNIX", "AF_UNIX pair"}
     score, result, _ = grade(SYSCALL_ATTEMPTS, functional(
         "got = f()\n"
         f"assert {{k for k, v in got.items() if v != 'refused'}} == {allowed!r}, got"), mode)
