@@ -2,7 +2,7 @@
 problems, compared with the two strongest non-RL uses of the same data at equal training seconds.
 
     python demo.py                    # the main job: SFT -> GRPO, held-out accuracy before and after GRPO
-                                      # (174 s wall on 2 idle cores: SFT 103 s, GRPO 51 s)
+                                      # (110-195 s on 2 cores: SFT ~80 s, GRPO ~30 s)
     python demo.py --preset long      # then the controls (a) and (b) from the same SFT checkpoint (~2 min more)
     python demo.py --seed 1           # another seed of the whole pipeline (model init, data, sampling)
     python demo.py --eval_on validation --set grpo.lr=3e-5 ...        # a tuning run (see "How it was tuned")
@@ -51,12 +51,14 @@ of 2 digits teach 0% on 3 digits (nothing to bootstrap from). At those plateaus 
 ~0.03 nats/token and few groups are informative. A mix of short and worked solutions leaves a choice to learn,
 which a reward teaches and imitation of the same mix does not.
 
-What it shows (held-out, seeds 0-2, mean +- s.e.; the README has each seed): SFT 24.0 +- 5.2%, GRPO 47.8 +- 7.6%
-(+23.8 +- 2.8 points), (a) 25.5 +- 4.3%, (b) 50.7 +- 10.1%. GRPO learns to show its work and beats more SFT on the
+What it shows (held-out, seeds 0-2, mean +- s.e.; the README has each seed): SFT 25.3 +- 1.8%, GRPO 47.8 +- 6.5%
+(+22.5 +- 4.7 points), (a) 25.5 +- 3.3%, (b) 51.7 +- 6.4%. GRPO learns to show its work and beats more SFT on the
 same examples by 22 points; rejection-sampling SFT on the same answer-only problems learns the same choice from the
-correct samples alone and ends level with GRPO (-2.9 +- 2.8 points: ahead on two seeds, behind on one).
-The step ratios measured in these held-out runs were 8.7-10.4 (a) and 2.5-3.4 (b): control (b)'s 148 SFT steps
-were 10-50% more than GRPO's seconds bought, an edge to the control.
+correct samples alone and ends level with GRPO or ahead (-3.9 +- 2.3 points). Repeated on one machine a run is
+bit-identical; on another, torch's kernels for another instruction set move it like another seed (the README's
+table of 3 seeds x 3 kernel sets: gain +13.0 to +31.8).
+The step ratios measured in the held-out runs of an earlier version were 8.7-10.4 (a) and 2.5-3.4 (b): control
+(b)'s 148 SFT steps were 10-50% more than GRPO's seconds bought, an edge to the control.
 An independent re-tuning of (a) (validation, seed 0; lr 3e-5 to 5e-3, constant or cosine, weight decay) found at
 best 37.6% (lr 3e-3): imitation keeps the data's 50% share of direct answers, so about 40% is its ceiling. But SFT
 continued on only the 377 worked examples, a filter a person who knows that showing the work pays would apply,
