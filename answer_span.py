@@ -196,17 +196,19 @@ def _json_answer(text):
 
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
-    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())",
+    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
+    r"|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])",
     re.IGNORECASE | re.MULTILINE)
 # the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
 # in a text that names an answer in one of them (one scan for the nouns, then the phrases)
-_FOREIGN_NOUN = re.compile(r"答案|ответ|antwort|respuesta|réponse|resposta|risposta", re.IGNORECASE)
-_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|\bответ\s*(?:равен|будет|—|:)|\bantwort\s*(?:lautet|ist|:)"
+_FOREIGN_NOUN = re.compile(r"答|ответ|antwort|ergebnis|respuesta|réponse|résultat|resposta|risposta", re.IGNORECASE)
+_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|^[ \t>#*_-]*答\s*[:：]|\bответ\s*(?:равен|будет|—|:)"
+                             r"|\bantwort\s*(?:lautet|ist|:)|\b(?:das\s+)?(?:end)?ergebnis\s*(?:lautet|ist|:)|\brésultat\s*(?:final\s+)?(?:est|:)"
                              r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
-                             r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE)
+                             r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE | re.MULTILINE)
 
 
-_A_LINE = re.compile(r"^[ \t>#*_-]*a\s*(?:\*\*|__)?\s*:", re.IGNORECASE | re.MULTILINE)
+_A_LINE = re.compile(r"^[ \t>#*_-]*(?:a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])", re.IGNORECASE | re.MULTILINE)
 
 
 def _phrases(text):
@@ -289,7 +291,33 @@ def _inner_span(value):
 def find_span(text, strict=False):
     """Stage 1: the span of `text` (a response's final text, see final_text) that states its answer, or None.
     See the module docstring for the order. strict=True: only explicit answers (JSON field, <answer>, box, ####,
-    answer phrase), no free-text fallback."""
+    answer phrase), no free-text fallback. The span says whether the response writes decimal commas."""
+    span = _find_span(text, strict)
+    return span._replace(decimal_comma=True) if span is not None and decimal_comma_language(text) else span
+
+
+# Words of the languages whose decimal mark is a comma (German, French, Spanish, Portuguese, Italian), none of them English
+_COMMA_LANGUAGE_WORDS = re.compile(
+    r"\b(?:der|das|ist|und|nicht|wir|sind|wird|mit|für|beträgt|lautet|ergebnis|endergebnis|antwort|gesuchte|also|"
+    r"les|est|et|des|une|donc|nous|sont|avec|pour|réponse|résultat|el|los|las|es|una|por|respuesta|entonces|"
+    r"uma|então|resposta|são|di|che|è|risposta|quindi|sono)\b", re.IGNORECASE)
+_COMMA_ANSWER_NOUN = re.compile(r"\b(?:antwort|(?:end)?ergebnis|réponse|résultat|respuesta|resposta|risposta)\b", re.I)
+_ENGLISH_WORDS = re.compile(r"\b(?:the|and|is|of|so|we|to|are|that|this|with|for|it|then)\b", re.IGNORECASE)
+
+
+def decimal_comma_language(text):
+    """The response (its last 3,000 characters) is written in a language whose decimal mark is a comma: Cyrillic
+    letters, or more words of German, French, Spanish, Portuguese or Italian than of English (two at least)."""
+    tail = text[-3000:]
+    if len(re.findall(r"[\u0400-\u04ff]", tail)) >= 3 or _COMMA_ANSWER_NOUN.search(tail):
+        return True
+    foreign = _COMMA_LANGUAGE_WORDS.findall(tail)
+    if len({w.lower() for w in foreign}) < 2:
+        return False
+    return len(foreign) > len(_ENGLISH_WORDS.findall(tail))
+
+
+def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
     text = _drop_echoed_instructions(_without_next_problem(text.translate(_FULL_WIDTH)))

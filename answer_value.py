@@ -61,8 +61,8 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words,
-                   scaled_numbers, split_unit, superscripts, unit_key, unit_word, unwrap_commands)
+from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean, is_english,
+                   number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word, unwrap_commands)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -120,6 +120,7 @@ def _first_sentence(line):
     return line
 
 
+_FOREIGN_LETTER = r"[\u4e00-\u9fff\u3040-\u30ff\u0400-\u04ffÀ-ÖØ-öø-ÿ]"  # a word of another script: Chinese, Russian, ...
 CURRENCY = "¤"  # what a dollar sign becomes once it is known not to open math (clean() drops it)
 
 
@@ -214,18 +215,19 @@ def _sentence_head(line):
 
 
 _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
-_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+(?![\w.]))?"  # 4.4e7 too
+_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d(?:[\d,]*\d)?(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+(?![\w.]))?"  # 4.4e7 too
 # a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
 # part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
 _GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|yd|mph|kph|Hz|eV|Pa|J|N|W|V|K)[²³]?(?![\w^])"
-_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))")
+_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))", re.ASCII)  # (a number
+# written against a word of another script is a number: `兔有12只`)
 
 
 _PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}:\d{2}(?:\s*[ap]m\b)?(?![\w:])"      # a time: 10:30, 1:20 pm
                           r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
                           r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
                           r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
-                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
+                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern, re.ASCII)
 
 
 @lru_cache(maxsize=4096)
@@ -564,12 +566,18 @@ class Span(NamedTuple):
     context: str = ""
     start: int = 0
     end: int = 0
+    decimal_comma: bool = False  # the response is written in a language whose decimal mark is a comma (see below)
 
 
 def reduce_span(span):
     """The one value a span states (a string), or None. Math spans (box, field, formula) are their value, unless
     they hold an answer sentence; prose spans go through sentence_value; a qualifier of the span in its sentence
     (a doubt, a condition, another case) makes it no answer."""
+    if span.decimal_comma or span.kind in ("phrase", "line", "conclusion"):
+        span = span._replace(text=number_conventions(span.text, span.decimal_comma))
+    if span.kind == "field" and len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", span.text))
+                                     if is_english(w)]) >= 2:
+        return sentence_value(_strip_currency(span.text.strip())) or span.text.strip()  # <answer>There are 12 outfits.</answer>
     if span.kind in ("box", "field", "formula"):
         text = span.text.strip()
         if span.kind != "formula" and re.search(r"\banswer\s+is\b|^\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*\S", text, re.I):
@@ -586,6 +594,28 @@ def reduce_span(span):
     if span.kind == "line":
         return sentence_value(_strip_currency(span.text))
     return conclusion_value(span.text)
+
+
+# Thousands separators and decimal marks. Every language: digit groups of three set apart by thin or no-break spaces,
+# or by points or spaces twice or more (`1 234 567`, `1.234.567`: no number has two decimal points). In a response
+# written in a language whose decimal mark is a comma (Russian, German, French, Spanish, Portuguese, Italian; see
+# answer_span.decimal_comma_language), a comma between digits is the decimal mark and a point or a space between
+# groups of three a thousands separator: `0,875` is 0.875, `1.562,50` is 1562.5, `2.210 €` is 2210, `12 500` is 12500
+# (English `1,250` stays a thousand; `2, 3` and `1,2,3` stay lists).
+_GROUPED_POINTS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d.]|,\d)")
+_GROUPED_SPACES = re.compile(r"(?<![\d.,])\d{1,3}(?:[\u2009\u202f\u00a0]\d{3})+(?![\d])|(?<![\d.,])\d{1,3}(?: \d{3}){2,}(?![\d]|[.,]\d)")
+_LOCAL_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:[. \u2009\u202f\u00a0]\d{3})+(?:,\d+)?(?![\d]|[.,]\d)")
+_LOCAL_DECIMAL = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d]|[.,]\d)")
+
+
+def number_conventions(text, decimal_comma=False):
+    """Numbers written with another language's separators as plain numbers (see above)."""
+    text = _GROUPED_POINTS.sub(lambda m: m.group(0).replace(".", ""), text)
+    text = _GROUPED_SPACES.sub(lambda m: re.sub(r"\s", "", m.group(0)), text)
+    if decimal_comma:
+        text = _LOCAL_GROUPED.sub(lambda m: re.sub(r"[.\s]", "", m.group(0)).replace(",", "."), text)
+        text = _LOCAL_DECIMAL.sub(r"\1.\2", text)
+    return text
 
 
 def _choice_with_value(text):
@@ -729,7 +759,8 @@ def sentence_value(sentence):
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
-    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|is|be)(?![a-zA-Z])", split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|is|be|so)(?![a-zA-Z])|" + _FOREIGN_LETTER,
+                                   split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
         return _last_step(sentence.rstrip(".").strip())  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
