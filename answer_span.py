@@ -132,7 +132,7 @@ def last_boxed(text):
             seen.add(content)
         between = text[boxes[k - 1][1]:start] if k else ""
         if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
-                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b", between, re.I) \
+                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when|cases?)\b", between, re.I) \
                 and content != boxes[k - 1][2]:
             return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions
         kind = _connective(between) if k else None
@@ -224,8 +224,8 @@ def _phrases(text):
     return found
 _FULL_WIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "；": "; ", "！": "! ", "？": "? ", "（": "(", "）": ")"})
 # A made-up next problem after the response's answer (a base model continuing its few-shot prompt)
-_NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]",
-                           re.IGNORECASE)
+_NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]"
+                           r"|\n[ \t]*#{1,4}[ \t]*(?:problem|question|exercise)[ \t]*\d*[ \t]*(?=\n)", re.IGNORECASE)  # "## Problem 7"
 # A correction of a stated answer ("Correction: I forgot the 3 chairs, so it is 18."): what follows it is the answer
 _CORRECTION = re.compile(r"(?:^|\n|[.!]\s)\s*(?:\*\*)?(?:correction\b|corrected\b|oops\b|on\s+second\s+thought\b|"
                          r"(?:wait|actually|hmm)\b[^.\n]{0,60}?\b(?:mistake|error|wrong|incorrect|forgot|miscounted|"
@@ -343,6 +343,8 @@ def _find_span(text, strict=False):
     if "<answer>" in text:
         return _inner_span(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
     explicit = _explicit_span(text, boxes)
+    if explicit is None and any(b[2] for b in boxes):
+        return None  # boxes that state answers under conditions or cases ("case 1 gives \boxed{6} and case 2 ...")
     if explicit is not None:
         corrected = _CORRECTION.search(text, explicit.end) if explicit.end else None
         if corrected and conclusion_value(text[corrected.start():]) is not None:

@@ -61,7 +61,8 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean, is_english,
+from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean, ellipsis_decimals,
+                   is_english,
                    number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word, unwrap_commands)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
@@ -266,7 +267,7 @@ def _joined_assignments(sentence, candidates):
 _RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
 _SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
                 "on", "or", "so", "to", "up", "us", "we", "i"}
-_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓")
+_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓°")
 
 
 def _wrap_raw_math(piece):
@@ -306,6 +307,8 @@ def _wrap_plain(text):
                                                                              and nxt in "=^_<>+-*/(")
         elif tok in ",." and start is not None:
             mathy = bool(nxt) and not text[token.end():token.end() + 1].isspace() and (tok == "," or nxt.isdigit())
+        elif tok == CURRENCY:
+            mathy = start is not None and nxt.isdigit()  # "25 × 52 = $1,300": a dollar sign inside the formula
         elif tok == ":" and start is not None:
             mathy = nxt.isdigit() and text[token.start() - 1:token.start()].isdigit()
         else:
@@ -659,8 +662,30 @@ def _unicode_in_prose(sentence):
     """Unicode mathematics written in prose as the LaTeX it stands for, where it joins numbers: `10⁶` -> `10^{6}`,
     `3×10` -> `3 \\times 10`, `−7` -> `-7` (so that `3×10⁶` is one formula)."""
     sentence = re.sub(r"(?<=[\d)}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: superscripts(m.group(0)), sentence)
+    sentence = re.sub(r"(?<![A-Za-z])(?<=[A-Za-z])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+(?=\s*[-+=<>*/−·×),≤≥≠])", lambda m: superscripts(m.group(0)),
+                      sentence)  # x² + 2x + 1, x³ = 27 (a letter's power in a formula; not "12 m².")
     sentence = re.sub(r"(?<![\w])[−–](?=\s*\d)", "-", sentence)
-    return re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
+    sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
+                      lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
+    sentence = re.sub(r"(\d*)\s?([½⅓⅔¼¾⅛⅜⅝⅞⅕])", lambda m: m.group(1) + _VULGAR[m.group(2)], sentence)  # 2½, ½
+    sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
+    if re.search(r"=>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
+        sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
+    return sentence
+
+
+_VULGAR = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}", "¾": "\\frac{3}{4}",
+           "⅛": "\\frac{1}{8}", "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}", "⅕": "\\frac{1}{5}"}
+_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
+
+
+def _outside_math(sentence, change):
+    """change(text) applied to the parts of a sentence outside its math segments ($...$, \\(...\\), ...)."""
+    out, last = [], 0
+    for segment in _MATH_SEGMENT.finditer(sentence):
+        out += [change(sentence[last:segment.start()]), segment.group(0)]
+        last = segment.end()
+    return "".join(out) + change(sentence[last:])
 
 
 _NUMBER_OR_WORD = r"(\d+|(?:" + NUMBER_WORD + r"))"
@@ -716,7 +741,7 @@ def _prepared(sentence):
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
-    sentence = scaled_numbers(_unicode_in_prose(sentence))  # "3×10⁶", "−7", "4 million"
+    sentence = scaled_numbers(_unicode_in_prose(ellipsis_decimals(sentence, "$")))  # "0.666...", "3×10⁶", "−7", "4 million"
     sentence = _words_as_values(sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
     parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
@@ -787,7 +812,8 @@ def sentence_value(sentence):
     named = re.search(r"[,;]?\s+(?:which|that)\s+is\s+(?:a\s+)?(" + _DAYS + r")\s*[.!]?\s*$", sentence)
     if named:
         return named.group(1)  # "..., which is Monday."
-    cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)  # a reason, a relative clause
+    cut = re.search(r"[,;]?\s+(?:because|since|as(?!\s+an?\s)|which|where)\b", sentence)  # a reason, a relative clause
+    # (not "as a decimal": "$\frac23$ as a decimal is about 0.67" states 0.67)
     if cut and _candidates(sentence[:cut.start()]):
         sentence = sentence[:cut.start()]
     if re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
@@ -809,7 +835,7 @@ def _last_step(value):
     n = 5` -> `n = 5`), and the residue of a congruence (`2^{100} \\equiv 2 \\pmod 7` -> 2)."""
     inline = re.fullmatch(r"\$([^$]+)\$", value.strip())
     value = inline.group(1) if inline else value
-    value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)|⇒|⟹", value)[-1].strip()
+    value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])|⇒|⟹|∴|==?>", value)[-1].strip()
     congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}$]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\$?\s*\.?", value,
                               re.DOTALL)
     return congruence.group(1).strip() if congruence else value
@@ -833,7 +859,8 @@ def _leading_value(sentence):
         units, rest = units + word.group(0), rest[word.end():]
     if _BOUND_AFTER.match(sentence, lead.end()) or _conditional_after(rest):
         return ""
-    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
+    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*(?:(?:about|approximately|roughly|around|nearly|"
+                 r"almost|exactly|just|over|under)\s+)?[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
         return None  # "1.5498 eV, which rounded gives 1.55 eV": the value is asserted later
     if _EXPLANATION.match(rest) and not re.match(r"\s*(?:,|and|or)\s*[$¤]?-?\d", rest):
         return _last_step(lead.group(1)) + units.rstrip()

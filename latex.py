@@ -609,9 +609,18 @@ def _unicode_roots(s):
         s = s.replace("∛", "\\sqrt[3]").replace("∜", "\\sqrt[4]")
     if "(" in s:
         s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\((\d+)\)(?![\d(])", _repeating_decimal, s)
-    if re.search(r"\d\s*(?:\\[lc]?dots|\.\.\.|…)", s):
-        s = re.sub(r"(?<![\d.])(\d*)\.(\d+)\s*(?:\\[lc]?dots(?![a-z])|\.\.\.|…)", _ellipsis_decimal, s)
+    s = ellipsis_decimals(s)
     return re.sub(r"[₀₁₂₃₄₅₆₇₈₉]+", lambda m: "_{" + m.group(0).translate(_SUBSCRIPTS) + "}", s)
+
+
+def ellipsis_decimals(s, wrap=""):
+    """`0.333...` -> `\\frac{1}{3}` (see _ellipsis_decimal), put between `wrap` marks (`$` in prose)."""
+    if not re.search(r"\d\s*(?:\\[lc]?dots|\.\.\.|…)", s):
+        return s
+    def value(match):
+        exact = _ellipsis_decimal(match)
+        return exact if exact == match.group(0) else wrap + exact + wrap
+    return re.sub(r"(?<![\d.])(\d*)\.(\d+)\s*(?:\\[lc]?dots(?![a-z])|\.\.\.|…)", value, s)
 
 
 def _ellipsis_decimal(match):
