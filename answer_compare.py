@@ -263,9 +263,10 @@ def _percent_equal(p, pu, g, gu):
     value = parse_math(pct)
     if value is None or value.free_symbols:
         return False
-    if _equiv(_as_text(value / 100), other):
+    fraction = _as_text(value / 100)  # (the prediction stays first: `3/12 = 0.25` is working and its value, for 25%)
+    if _equiv(fraction, other) if pu == "%" else _equiv(other, fraction):
         return True
-    return bool(abs(value) >= 1) and _equiv(pct, other)
+    return bool(abs(value) >= 1) and (_equiv(pct, other) if pu == "%" else _equiv(other, pct))
 
 
 def _as_text(expr):

@@ -250,16 +250,21 @@ _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?:-?\d+(?:\.\d+)?(?:/\d+)?|[^=<>$]{1,
 def _joined_assignments(sentence, candidates):
     """`x = 4, y = -1` (and `x = 4 and y = -1`): assignments of different letters joined by a comma or "and" are one
     candidate, a tuple answer (answer_compare reads it as one)."""
-    joined = []
+    joined, previous_end = [], 0
     for position, value in candidates:
+        segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+        end = segment.end() if segment else position + len(value)
         if joined and _ASSIGNMENT.fullmatch(value) and _ASSIGNMENT.fullmatch(joined[-1][1].split(",")[-1].strip()):
             previous_position, previous = joined[-1]
-            between = sentence[previous_position + len(previous):position]
+            between = sentence[previous_end:position]  # (`$x = 2$ and $y = -1$`: between the segments)
             same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", between)
             if same or re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
-                joined[-1] = (previous_position, sentence[previous_position:position + len(value)])
+                joined[-1] = (previous_position, previous + (" \\text{ or } " if same else ", ") + value if segment
+                              else sentence[previous_position:end])
+                previous_end = end
                 continue
         joined.append((position, value))
+        previous_end = end
     return joined
 
 
@@ -337,7 +342,11 @@ def _wrap_plain(text):
 
 _LEADING_REASON = re.compile(r"\s*(?:since|because|as)\s+(?:[^,$]|\$[^$]*\$)*?,\s+", re.IGNORECASE)
 _RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|resulting\s+in|for\s+a\s+total\s+of|totall?ing|which\s+gives)\s+"
-                           r"(?:(?:us|a\s+total\s+of|an?|the)\s+)*[$¤]?$", re.IGNORECASE)
+                           r"(?:(?:us|a\s+total\s+of|an?|the)\s+)*[$¤]?$"
+                           # an appositive that names the result: "..., an increase of 1.5 million", "..., a profit of $40"
+                           r"|,\s*(?:an?|the)\s+(?:net\s+|total\s+|overall\s+|combined\s+)?(?:increase|decrease|difference|gain|loss|"
+                           r"profit|change|drop|rise|growth|reduction|discount|saving|savings|total|sum|product)\s+of\s+[$¤]?$",
+                           re.IGNORECASE)
 
 
 def _spelled_out(sentence):
@@ -441,10 +450,13 @@ def _asserted(sentence, candidates):
     """The candidate a sentence with several asserts as its quantity: the last one after a final `=` or "is", or
     else the only one not inside a modifier phrase (`Kylar needs to pay 64 for 16 glasses` -> 64; `The total for
     3 shirts is 45` -> 45). None when no single one stands out (`5 apples and 3 oranges`)."""
+    solved = _solved_for(sentence, candidates)
+    if solved:
+        return solved  # "So $6w + 6 = 36$, $w = 5$": equations in w, then w solved for
     position, value = candidates[-1]
     before = sentence[:position].rstrip()
     if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
-                                                            r"(?:\s+(?:a|an|the))?$", before, re.I):
+                                                            r"(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
         parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
                     and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
         return None if parallel else candidates[-1]  # "the length is 8 and the width is 12": two quantities
@@ -483,6 +495,26 @@ def _asserted(sentence, candidates):
     return asserted[0] if asserted else None
 
 
+def _solved_for(sentence, candidates):
+    """The last candidate when the sentence ends in a derivation: equations in one letter joined by commas or "so",
+    the last of them the letter solved for (`x = 1.222...`, `9x = 11`, `x = \\frac{11}{9}` -> x = 11/9). Assignments
+    alone are several answers (`x = 2, x = 3`), not a derivation."""
+    last = re.fullmatch(r"\s*([A-Za-z])\s*=\s*[^=<>]+", candidates[-1][1])
+    if last is None:
+        return None
+    letter = rf"(?<![A-Za-z\\]){last.group(1)}(?![A-Za-z])"
+    run = [candidates[-1]]
+    for position, value in reversed(candidates[:-1]):
+        segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+        between = sentence[segment.end() if segment else position + len(value):run[-1][0]]
+        if "=" not in value or not re.search(letter, value) or not re.fullmatch(r"[\s$]*(?:[,;]|,?\s*(?:so|then|hence|thus))?[\s$]*",
+                                                                              between, re.I):
+            break
+        run.append((position, value))
+    steps = [v for _, v in run[1:]]
+    return candidates[-1] if steps and any(not re.fullmatch(r"\s*[A-Za-z]\s*=[^=]+", v) for v in steps) else None
+
+
 def _one_candidate(sentence):
     """The sentence's answer: its only candidate, or the one it asserts (_asserted); None when an operator, a
     relation, a number-changing word or a condition touches it (`x = y - 5`, `x > 5`, "negative 5", "5 if n is even")."""
@@ -502,7 +534,7 @@ def _one_candidate(sentence):
         return None  # "5 if n is even", "over 40", "not 40", "12 or more"
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
-    if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
+    if re.match(r"\s*(?:[-+*/^<>=]|\((?!\s*[A-Za-z]{2,})|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
             and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)):
         return None  # 5x, 5 + y, 5(1+x), 5 = ... (but "5 m", "5m²": a unit)
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
@@ -606,7 +638,7 @@ def reduce_span(span):
 # groups of three a thousands separator: `0,875` is 0.875, `1.562,50` is 1562.5, `2.210 €` is 2210, `12 500` is 12500
 # (English `1,250` stays a thousand; `2, 3` and `1,2,3` stay lists).
 _GROUPED_POINTS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d.]|,\d)")
-_GROUPED_SPACES = re.compile(r"(?<![\d.,])\d{1,3}(?:[\u2009\u202f\u00a0]\d{3})+(?![\d])|(?<![\d.,])\d{1,3}(?: \d{3}){2,}(?![\d]|[.,]\d)")
+_GROUPED_SPACES = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[\u2009\u202f\u00a0]|\\[,;:! ]|\{,\})\d{3})+(?![\d])|(?<![\d.,])\d{1,3}(?: \d{3}){2,}(?![\d]|[.,]\d)")
 _LOCAL_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:[. \u2009\u202f\u00a0]\d{3})+(?:,\d+)?(?![\d]|[.,]\d)")
 _LOCAL_DECIMAL = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d]|[.,]\d)")
 
@@ -614,7 +646,7 @@ _LOCAL_DECIMAL = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d]|[.,]\d)")
 def number_conventions(text, decimal_comma=False):
     """Numbers written with another language's separators as plain numbers (see above)."""
     text = _GROUPED_POINTS.sub(lambda m: m.group(0).replace(".", ""), text)
-    text = _GROUPED_SPACES.sub(lambda m: re.sub(r"\s", "", m.group(0)), text)
+    text = _GROUPED_SPACES.sub(lambda m: re.sub(r"[^\d]", "", m.group(0)), text)
     if decimal_comma:
         text = _LOCAL_GROUPED.sub(lambda m: re.sub(r"[.\s]", "", m.group(0)).replace(",", "."), text)
         text = _LOCAL_DECIMAL.sub(r"\1.\2", text)
@@ -662,7 +694,7 @@ def _unicode_in_prose(sentence):
     """Unicode mathematics written in prose as the LaTeX it stands for, where it joins numbers: `10⁶` -> `10^{6}`,
     `3×10` -> `3 \\times 10`, `−7` -> `-7` (so that `3×10⁶` is one formula)."""
     sentence = re.sub(r"(?<=[\d)}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: superscripts(m.group(0)), sentence)
-    sentence = re.sub(r"(?<![A-Za-z])(?<=[A-Za-z])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+(?=\s*[-+=<>*/−·×),≤≥≠])", lambda m: superscripts(m.group(0)),
+    sentence = re.sub(r"(?<![A-Za-z][A-Za-z])(?<=[A-Za-z])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+(?=\s*[-+=<>*/−·×),≤≥≠])", lambda m: superscripts(m.group(0)),
                       sentence)  # x² + 2x + 1, x³ = 27 (a letter's power in a formula; not "12 m².")
     sentence = re.sub(r"(?<![\w])[−–](?=\s*\d)", "-", sentence)
     sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
@@ -741,7 +773,7 @@ def _prepared(sentence):
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
-    sentence = scaled_numbers(_unicode_in_prose(ellipsis_decimals(sentence, "$")))  # "0.666...", "3×10⁶", "−7", "4 million"
+    sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: ellipsis_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
     sentence = _words_as_values(sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
     parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
@@ -784,7 +816,7 @@ def sentence_value(sentence):
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
-    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|is|be|so)(?![a-zA-Z])|" + _FOREIGN_LETTER,
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii]s|[Bb]e|[Ss]o)(?![a-zA-Z])|" + _FOREIGN_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
