@@ -247,6 +247,18 @@ def _values_equal(p, g):
 # ------------------------------------------------------------------------------------------------------------
 # Units and percent (the units themselves: latex.split_unit)
 # ------------------------------------------------------------------------------------------------------------
+def _clock_minutes(value, unit):
+    """Minutes after midnight of a time that is on one clock only: `H:MM` with am/pm, or `HH:MM` past 12:59 (the
+    24-hour clock); None otherwise (`10:15` alone is either)."""
+    time = re.fullmatch(r"(\d{1,2})(?::(\d{2}))?", value.strip())
+    if time is None or (unit not in ("am", "pm") and (unit is not None or not time.group(2) or int(time.group(1)) < 13)):
+        return None
+    hours, minutes = int(time.group(1)), int(time.group(2) or 0)
+    if hours > 23 or minutes > 59 or (unit and not 1 <= hours <= 12):
+        return None
+    return (hours % 12 + (12 if unit == "pm" else 0) if unit else hours) * 60 + minutes
+
+
 def _units_conflict(pu, gu):
     """Both answers carry known units, and they differ (5 m vs 5 cm, 9 p.m. vs 9 a.m.)."""
     known = [u for u in (pu, gu) if u and "word:" not in u]
@@ -364,8 +376,8 @@ class _Shape:
 def _shape(s):
     s = re.sub(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s*", "", s)           # x \in {1, 2} -> {1, 2}
     inner = _enclosed(s, "\\{", "\\}")
-    if inner is None and re.fullmatch(r"\{[^{}]*,[^{}]*\}", s):
-        inner = s[1:-1]                                               # {1, 2, 3} written without backslashes
+    if inner is None and re.fullmatch(r"\{[^{}]*[,;][^{}]*\}", s):
+        inner = s[1:-1]                                               # {1, 2, 3} written without backslashes, {-4 ; 4}
     if inner is not None and "|" not in inner and ":" not in inner:
         return _Shape("set", _split_top(inner, [",", ";"]) if inner.strip() else [])
     if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
@@ -644,9 +656,18 @@ def _is_derivation(side):
 
 
 def _is_working(side):
-    """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`): the work before a chain's value."""
+    """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`, a tuple of them `(\\frac{0+6}{2}, \\frac{4-2}{2})`,
+    numerals in a base `34_5 + 12_5`): the work before a chain's value."""
     value = parse_math(side)
-    return value is not None and not value.free_symbols
+    if value is not None and not value.free_symbols:
+        return True
+    shape = _shape(side)
+    if shape.kind == "tuple" and shape.brackets == "()":
+        return all(_is_working(x) for x in shape.items)
+    return re.fullmatch(rf"\s*{_BASE_NUMERAL}(?:\s*(?:[-+*]|\\times|\\cdot)\s*{_BASE_NUMERAL})+\s*", side) is not None
+
+
+_BASE_NUMERAL = r"\(?[0-9A-Fa-f]+\)?_\{?\(?\d+\)?\}?"
 
 
 def _chain_value(sides):
@@ -731,7 +752,8 @@ def _matrix_arithmetic(s):
         matrices.append(_matrix(match.group(0)))
         return f" M{len(matrices) - 1} "
     skeleton = _ONE_MATRIX.sub(placeholder, s)
-    if not matrices or len(matrices) > 6 or None in matrices or re.search(r"[{}\\](?!cdot|times)", skeleton):
+    numbers = re.sub(r"\\frac\s*\{[^{}]*\}\s*\{[^{}]*\}|\\sqrt\s*\{[^{}]*\}", "1", skeleton)  # `\frac{1}{2} A` scales A
+    if not matrices or len(matrices) > 6 or None in matrices or re.search(r"[{}\\](?!cdot|times)", numbers):
         return None
     values = []
     for _, rows in matrices:
@@ -1059,6 +1081,10 @@ def _equiv(p, g):
     if _matrix(g) or _matrix(p):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)
+    if p_shape.kind == "single" and g_shape.kind == "tuple":  # `(\frac{0+6}{2}, \frac{4-2}{2}) = (3, 1)`: working, then the tuple
+        sides = _split_top(p, ["="])
+        if len(sides) > 1 and all(_is_label(x) or _is_working(x) or _is_derivation(x) for x in sides[:-1]):
+            p, p_shape = sides[-1], _shape(sides[-1])
     if g_shape.kind == "single" and re.search(r"\\(?:pm|mp)", p) and not re.search(r"\\(?:pm|mp)", g):
         values = _expand_pm(p)  # `3 \pm 0`, `\pm\sqrt{0}`: two values that coincide are that one value
         return len(values) > 1 and all(_equiv(v, values[0]) for v in values[1:]) and _equiv(values[0], g)
@@ -1070,6 +1096,9 @@ def _equiv(p, g):
 def _item_equal(p, g):
     """One answer each (no top-level list)."""
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
+    clock = _clock_minutes(pv, pu), _clock_minutes(gv, gu)
+    if None not in clock and {pu, gu} & {"am", "pm"}:
+        return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock)
     if pu == "%" or gu == "%":
         return _percent_equal(pv, pu, gv, gu)
     if "deg" in (pu, gu) and {pu, gu} <= {"deg", "rad", None}:  # 60^\circ = \frac{\pi}{3} (an angle in either unit)

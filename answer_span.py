@@ -385,8 +385,9 @@ def _explicit_span(text, boxes):
         phrase = _phrase_span(text)  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
         if phrase and phrase.start > max(b[1] for b in boxes) and "final" in text[phrase.start:phrase.end].lower():
             later = reduce_span(phrase)  # ("... the final answer is clearly highlighted" is no answer)
-            if later and _LEADING_VALUE.fullmatch(later.strip()):
-                return Span("field", later)
+            if later and (_LEADING_VALUE.fullmatch(later.strip()) or re.fullmatch(
+                    r"\s*\$?\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=<>$]+\$?\s*", later) and not re.search(r"(?<![\\A-Za-z])[A-Za-z]{3}", later)):
+                return Span("field", later)  # (also `x = 3` after a box of `y = 5` that answered something else)
         return box
     hashes = list(re.finditer(r"####\s*([^\n]+)", text))
     if hashes:

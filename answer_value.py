@@ -605,6 +605,12 @@ class Span(NamedTuple):
 
 
 def reduce_span(span):
+    """The one value a span states (see _reduce_span); a bare option letter with the value the response ties to it."""
+    value = _reduce_span(span)
+    return _option_with_value(value, span.context or span.text) if value and len(value) < 20 else value
+
+
+def _reduce_span(span):
     """The one value a span states (a string), or None. Math spans (box, field, formula) are their value, unless
     they hold an answer sentence; prose spans go through sentence_value; a qualifier of the span in its sentence
     (a doubt, a condition, another case) makes it no answer."""
@@ -651,6 +657,26 @@ def number_conventions(text, decimal_comma=False):
         text = _LOCAL_GROUPED.sub(lambda m: re.sub(r"[.\s]", "", m.group(0)).replace(",", "."), text)
         text = _LOCAL_DECIMAL.sub(r"\1.\2", text)
     return text
+
+
+# An option letter that ends a clause: "option B", "choice (C)", "(D)"
+_OPTION_BEFORE = re.compile(r"(?:\b(?:option|choice|answer)\s+(?:is\s+)?\(?([A-E])\)?|\(([A-E])\))\s*$")
+_OPTION_VALUE = r"(\$[^$\n]{1,60}\$|[$¤]?-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:/\d+)?)"
+
+
+def _option_with_value(answer, text):
+    """A bare option letter (`(C)`, `C`) given as the answer, with the value the response ties to it before ("26,
+    which matches choice (C)", "(C) 26", "option C: 26"): the letter with its value, `(C) 26` (it equals the letter
+    and the value); else the letter alone."""
+    letter = re.fullmatch(r"\s*(?:\\text\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?\s*\.?", answer or "")
+    if letter is None or not text:
+        return answer
+    name = rf"(?:\(\s*{letter.group(1)}\s*\)|\b(?:option|choice)\s+\(?{letter.group(1)}\b\)?)"
+    before = list(re.finditer(r"(?<![\w.,])" + _OPTION_VALUE + rf"[^.\n$\d]{{0,40}}?\b(?:matches|corresponds\s+to|is|gives)\s+(?:the\s+)?(?:answer\s+)?"
+                              + name, text[-3000:]))
+    after = list(re.finditer(name + r"\s*(?:[:=]|is|,)?\s*" + _OPTION_VALUE + r"(?![\d.])", text[-3000:]))
+    found = max(before + after, key=lambda m: m.start(), default=None)
+    return f"({letter.group(1)}) {found.group(1).strip('$')}" if found else answer
 
 
 def _choice_with_value(text):
@@ -840,6 +866,9 @@ def sentence_value(sentence):
         return lead or None
     restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
     if restated and len(_candidates(sentence[restated.end():])) == 1:
+        letter = _OPTION_BEFORE.search(sentence[:restated.start()])
+        if letter and _one_candidate(sentence[restated.end():]):  # "The correct option is B, which equals $\sqrt{5}$."
+            return f"({letter.group(1) or letter.group(2)}) {_one_candidate(sentence[restated.end():])}"
         sentence = sentence[restated.end():]
     named = re.search(r"[,;]?\s+(?:which|that)\s+is\s+(?:a\s+)?(" + _DAYS + r")\s*[.!]?\s*$", sentence)
     if named:
