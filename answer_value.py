@@ -57,6 +57,7 @@ An answer sentence states ONE value:
     a sequence exists").
 """
 import re
+from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -355,6 +356,8 @@ def _spelled_out(sentence):
     sentence = NUMBER_WORDS.sub(lambda m: m.group(0) if re.search(r"\b(?:the|this|that|each|every|any|no|which|an?\s+[a-z]+)\s+$",
                                                                      sentence[:m.start()], re.I) and m.group(0).lower() == "one"
                                  else number_words(m), sentence)
+    sentence = re.sub(r"(?<![\w.])(\d+)\s+and\s+(?:a|one)\s+(half|third|quarter)\b", lambda m: f"${m.group(1)}\\frac{{1}}"
+                      f"{{{DENOMINATORS[m.group(2).lower()]}}}$", sentence, flags=re.I)  # "two and a half hours" -> 2 1/2
     sentence = re.sub(r"(?<=\d)-(?=(?:" + "|".join(DENOMINATORS) + r")\b)", " ", sentence)  # 3-fourths
     sentence = FRACTION_WORDS.sub(lambda m: f"$\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}$", sentence)
     return _ORDINAL_WORDS.sub(lambda m: str(_ORDINALS[m.group(1).lower()]), sentence)  # "in fifth place" -> 5
@@ -793,6 +796,64 @@ def _bound_sign(words):
     return ("\\le" if upper else "\\ge") if "equal" in words or words[0] == "at" else ("<" if upper else ">")
 
 
+# An exact value followed by its rounding ("$\\sqrt{27}$, about 5.196", "2/3 (≈ 0.67)"): one value, `X \\approx Y`
+_ROUNDED_AFTER = re.compile(r"(\$[^$]{1,80}\$|(?<![\w.])\d+/\d+)\s*(?:,\s*|\(\s*)(?:about|approximately|roughly|≈|\\approx)\s*"
+                            r"(\$?-?\d+\.\d+\$?)\s*\)?", re.IGNORECASE)
+# A scale letter written against a number of money or people: "$3.2k", "3.2k dollars", "$2.5M", "$1.2bn"
+_SCALE_SUFFIX = re.compile(r"(?<![\w.])([$¤]\s*)?(\d+(?:\.\d+)?)(k|K|M|bn|B)\b(?(1)|(?=\s+(?:dollars?|euros?|pounds|people|users|"
+                           r"views|visitors|followers|subscribers|downloads|residents|copies|units)\b))")
+_SCALE_LETTERS = {"k": 1000, "K": 1000, "M": 10**6, "bn": 10**9, "B": 10**9}
+
+
+def _scale_suffixes(sentence):
+    def value(match):
+        number = Fraction(match.group(2)) * _SCALE_LETTERS[match.group(3)]
+        if match.group(3) in "KB" and not match.group(1):
+            return match.group(0)  # 300K without a currency sign may be kelvin
+        return (match.group(1) or "") + (str(number.numerator) if number.denominator == 1 else str(float(number)))
+    return _SCALE_SUFFIX.sub(value, sentence) if re.search(r"\d(?:k|K|M|bn|B)\b", sentence) else sentence
+
+
+_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10**4, "亿": 10**8}
+
+
+def _cn_value(run):
+    """一千二百 -> 1200, 三千 -> 3000, 十五 -> 15, 两万 -> 20000; None for a run that is no number (二三)."""
+    total, section, digit = 0, 0, None
+    for ch in run:
+        if ch in ("零", "〇"):
+            digit = None
+        elif ch in _CN_DIGITS:
+            if digit is not None:
+                return None
+            digit = _CN_DIGITS[ch]
+        elif _CN_UNITS[ch] < 10**4:
+            section += (1 if digit is None else digit) * _CN_UNITS[ch]
+            digit = None
+        else:
+            total = (total + section + (digit or 0)) * _CN_UNITS[ch]
+            section, digit = 0, None
+    return total + section + (digit or 0)
+
+
+def _chinese_numbers(sentence):
+    """Chinese numbers as digits: a scale after digits (`1.2 万` -> 12000) and, in a sentence with no number in digits,
+    numerals (`学生有三千人` -> 学生有3000人; not the 一 of words such as 一共, 一起, 第一)."""
+    sentence = re.sub(r"(\d+(?:\.\d+)?)\s*(万|亿)", lambda m: str(Fraction(m.group(1)) * _CN_UNITS[m.group(2)]).split("/")[0]
+                      if (Fraction(m.group(1)) * _CN_UNITS[m.group(2)]).denominator == 1 else m.group(0), sentence)
+    if re.search(r"\d", sentence):
+        return sentence
+    def value(match):
+        run = match.group(0)
+        if run == "一" and re.match(r"[共起样定下般些直切旦同个]", sentence[match.end():match.end() + 1]) \
+                or re.search(r"[第统唯同万千]$", sentence[:match.start()]) or run in ("万", "亿", "千万"):
+            return run
+        number = _cn_value(run)
+        return run if number is None else str(number)
+    return re.sub(r"[零〇一二两三四五六七八九十百千万亿]+", value, sentence)
+
+
 @lru_cache(maxsize=1024)
 def _prepared(sentence):
     """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
@@ -800,7 +861,12 @@ def _prepared(sentence):
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
     sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: ellipsis_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
-    sentence = _words_as_values(sentence)
+    sentence = _words_as_values(_scale_suffixes(sentence))
+    sentence = re.sub(r"(?<![\w.])(\d+)\s+and\s+(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet" (a unit after it)
+                      lambda m: f"${m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}$" if unit_word(m.group(4)) else m.group(0), sentence)
+    if re.search(r"[\u4e00-\u9fff]", sentence):
+        sentence = _chinese_numbers(sentence)
+    sentence = _ROUNDED_AFTER.sub(lambda m: f"${m.group(1).strip('$')} \\approx {m.group(2).strip('$')}$", sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
     parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
@@ -842,7 +908,7 @@ def sentence_value(sentence):
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
-    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii]s|[Bb]e|[Ss]o)(?![a-zA-Z])|" + _FOREIGN_LETTER,
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa]s|[Ww]e)(?![a-zA-Z])|" + _FOREIGN_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
@@ -897,6 +963,12 @@ def _last_step(value):
     inline = re.fullmatch(r"\$([^$]+)\$", value.strip())
     value = inline.group(1) if inline else value
     value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])|⇒|⟹|∴|==?>", value)[-1].strip()
+    arrow = re.split(r"\\to(?![a-z])|\\rightarrow(?![a-z])|→", value)
+    if len(arrow) == 2 and not re.fullmatch(r"\s*[A-Za-z]\s*", arrow[0]) and "\\lim" not in arrow[0] and arrow[1].strip():
+        value = arrow[1].strip()  # `\frac{3x^2+1}{x^2-5} \to 3` (as x -> oo): the value it tends to
+    residue = re.fullmatch(r"\s*(-?\d+)\s*(?:\\pmod\s*\{?\s*\d+\s*\}?|\(\s*\\?(?:bmod|mod)\s*\d+\s*\))\s*", value)
+    if residue:
+        return residue.group(1)  # `3 \pmod 7`: the residue 3
     congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}$]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\$?\s*\.?", value,
                               re.DOTALL)
     return congruence.group(1).strip() if congruence else value
@@ -952,8 +1024,12 @@ def conclusion_value(text, finished=True):
         prepared = _prepared(sentence)
         if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)) and not _NOT_VALUE.search(sentence):
             continue  # "The other root, -9, is rejected.": the answer was stated before
-        if re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", sentence, re.I) and not _candidates(prepared):
-            return "\\text{DNE}"  # "..., the limit does not exist."
+        if _ASIDE.match(sentence):
+            continue  # "Interestingly, her brother will be 31 ...", "If there were 8 boxes, it would be 56.": not the answer
+        missing = re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", prepared, re.I)
+        if missing and all(position < missing.start() for position, _ in _candidates(prepared)) and (
+                not _candidates(prepared) or re.search(r"\\lim|\blimits?\b", prepared[:missing.start()], re.I)):
+            return "\\text{DNE}"  # "..., the limit does not exist.", "$\lim_{x\to 0} \frac{1}{x}$ does not exist since ..."
         if _case_answer(sentence) or _set_words(prepared) or _candidates(prepared) or _word_predicate(prepared) \
                 or _REFUSAL.search(sentence):
             value = sentence_value(sentence)
@@ -965,6 +1041,10 @@ def conclusion_value(text, finished=True):
 
 
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
+# A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
+# boxes, it would be 56.")
+_ASIDE = re.compile(r"\s*(?:(?:interestingly|incidentally|by\s+the\s+way|as\s+a\s+side\s+note|as\s+an\s+aside|fun\s+fact|"
+                    r"for\s+comparison|side\s+note|btw)\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)
 # A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
 _CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
                     r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:check|verify))\b", re.I)
