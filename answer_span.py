@@ -395,6 +395,9 @@ def _explicit_span(text, boxes):
     return _phrase_span(text)
 
 
+_OWN_SOLUTION = re.compile(r"\n[ \t#*]*(?:solution|answer|A)[ \t*]*[:.]", re.IGNORECASE)
+
+
 def _without_next_problem(text):
     """The text up to a made-up next problem ("Problem: ...", "Q: ...", "### Question 2.") that starts after an
     answer was stated (a box, an answer phrase, `####`): only the first answer is the response's."""
@@ -402,6 +405,8 @@ def _without_next_problem(text):
         head = text[:match.start()]
         if _BOX.search(head) or "####" in head or _phrases(head):
             return head
+        if _OWN_SOLUTION.search(text, match.end()) and conclusion_value(head) is not None:
+            return head  # "x = 4.\n\nProblem 2. Solve ...\nSolution. ...": a few-shot block after a stated value
     return text
 
 

@@ -706,7 +706,10 @@ def phrase_value(rest, context="", start=0, end=0):
         sentence_start = max(context.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
         return _case_answer(context[sentence_start:].split("\n", 1)[0] if context[sentence_start:start].strip() else
                             context[sentence_start:start] + line)  # an answer by cases (see parse_cases), else none
-    return sentence_value(sentence)
+    value = sentence_value(sentence)
+    if value and value.startswith("\\approx ") and _ROUNDING_ASKED.search(context[max(0, start - 200):start].split("\n")[-1]):
+        return value[len("\\approx "):]  # "Rounding to the nearest whole number, the answer is approximately 12."
+    return value
 
 
 def _display_math(text):
@@ -916,7 +919,9 @@ def sentence_value(sentence):
     reason = re.search(r"[,;]\s+(?:because|since)\b", sentence)
     if reason and reason.start() > 0:
         sentence = sentence[:reason.start()]  # "positive, because two of the three numbers are negative": a reason
+    rounding_asked = _ROUNDING_ASKED.search(sentence)
     sentence = _prepared(sentence)
+    whole = sentence
     if _set_words(sentence):
         return _set_words(sentence)  # "All reals.", "No solution.", "x can be any real number.": a set in words
     if not _candidates(sentence):
@@ -946,7 +951,29 @@ def sentence_value(sentence):
     if re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
         return None  # "Otherwise it is 4.": one case of several
     value = _approximate_value(sentence)
-    return _last_step(value) if value else value
+    if value and rounding_asked and value.startswith("\\approx "):
+        value = value[len("\\approx "):]  # "Rounding to the nearest whole number as asked, the answer is approximately 12."
+    return _given_letters(_last_step(value), whole) if value else value
+
+
+# A rounding the sentence says was asked for: the approximate value is the rounded answer
+_ROUNDING_ASKED = re.compile(r"\bround(?:ed|ing)?\b[^.;]{0,30}?\bto\s+the\s+nearest\s+(?:whole\s+number|integer|unit|"
+                             r"dollar|cent|tenth|hundredth|thousandth|percent|degree)", re.I)
+
+
+def _given_letters(value, sentence):
+    """`\\pi r^2 = 25\\pi` in a sentence that gives r ("With $r = 5$, the area is $\\pi r^2 = 25\\pi$"): the formula
+    is evaluated at the given value, so its result is the value (25π). A formula in letters the sentence does not
+    give stays an equation (`y = 2x + 1 = 7` is not 7)."""
+    sides = value.split("=")
+    if len(sides) < 2 or re.search(r"[<>]|\\[lg]e", value):
+        return value
+    letters = set(re.findall(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", sides[0])))
+    if not letters or re.search(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", sides[-1])):
+        return value
+    position = sentence.find(sides[0].strip()[:20])
+    given = position > 0 and all(re.search(rf"(?<![\\A-Za-z]){x}\s*=\s*-?\d", sentence[:position]) for x in letters)
+    return sides[-1].strip() if given else value
 
 
 _DAYS = r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
@@ -1004,6 +1031,7 @@ def conclusion_value(text, finished=True):
     """Free text: the answer is the one value of the conclusion (the last sentence that has any, of the last three),
     reduced by sentence_value. finished=False: the text need not end a sentence."""
     tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
+    tail = re.sub(r"[ \t]*[✓✔✅]+[ \t]*(?=\S)", ". ", tail)  # "... gives 17. ✓ So $a = 4$.": a check mark ends a sentence
     check = _CHECK.search(tail)
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
