@@ -857,6 +857,13 @@ def _chinese_numbers(sentence):
     return re.sub(r"[零〇一二两三四五六七八九十百千万亿]+", value, sentence)
 
 
+# Numbers in words joined by arithmetic words: "two hundred forty thousand dollars plus twenty-four thousand dollars plus
+# twelve thousand dollars, which equals ...": the working of a model asked for numerals, written out (it states no
+# answer in words; a single number in words does: "two hundred ninety-four dollars")
+_WORD_ARITHMETIC = re.compile(rf"\b(?:{NUMBER_WORD})\b[\w\s-]{{0,40}}?\b(?:plus|minus|times|multiplied\s+by|divided\s+by|"
+                              rf"added\s+to)\s+(?:{NUMBER_WORD})\b", re.I)
+
+
 @lru_cache(maxsize=1024)
 def _prepared(sentence):
     """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
@@ -879,7 +886,8 @@ def _prepared(sentence):
     if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
     if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
-        sentence = _spelled_out(sentence)
+        if not _WORD_ARITHMETIC.search(sentence):  # (arithmetic done in words is working, not an answer in words)
+            sentence = _spelled_out(sentence)
     else:  # numbers in words after the last copula ("..., so the probability is one half")
         copula = list(re.finditer(r"\b(?:is|are|was|were|equals?)\b", sentence))
         tail = sentence[copula[-1].end():] if copula else ""
