@@ -1096,6 +1096,8 @@ def _equiv(p, g):
 def _item_equal(p, g):
     """One answer each (no top-level list)."""
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
+    if pu == "%" and len(_split_top(p, ["="])) > 1 and "=" not in g:
+        return _relations_equal(_split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
     clock = _clock_minutes(pv, pu), _clock_minutes(gv, gu)
     if None not in clock and {pu, gu} & {"am", "pm"}:
         return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock)

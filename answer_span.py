@@ -33,7 +33,7 @@ The first kind found wins, and within a kind the LAST occurrence:
 """
 import re
 
-from answer_value import _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
+from answer_value import _FOREIGN_LETTER, _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
@@ -132,7 +132,8 @@ def last_boxed(text):
             seen.add(content)
         between = text[boxes[k - 1][1]:start] if k else ""
         if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
-                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when|cases?)\b", between, re.I) \
+                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when|cases?)\b|\bfor\s+(?:all\s+|every\s+)?\$?[a-z]\$?\s*"
+                              r"(?:(?:is\s+)?(?:even|odd|positive|negative)\b|[<>=≤≥]|\\[lg]e)", between, re.I) \
                 and content != boxes[k - 1][2]:
             return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions
         kind = _connective(between) if k else None
@@ -197,6 +198,7 @@ def _json_answer(text):
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
     r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
+    r"|^[ \t>#*_-]*ans\s*=(?!=)"
     r"|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])",
     re.IGNORECASE | re.MULTILINE)
 # the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
@@ -208,7 +210,7 @@ _FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)
                              r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE | re.MULTILINE)
 
 
-_A_LINE = re.compile(r"^[ \t>#*_-]*(?:a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])", re.IGNORECASE | re.MULTILINE)
+_A_LINE = re.compile(r"^[ \t>#*_-]*(?:a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*ans\s*=|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])", re.IGNORECASE | re.MULTILINE)
 
 
 def _phrases(text):
@@ -240,6 +242,8 @@ def _bare_formula(text):
     """The whole text is one formula written without delimiters: one line (a matrix may span lines), no words
     outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`), nor short English ones."""
     text = ROUNDING_NOTE.sub(" ", text)
+    if re.search(_FOREIGN_LETTER, _TEXT_GROUP.sub(" ", text)):
+        return False  # words of another script: 因此，所求的面积为 $24$ 平方厘米
     if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in _SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
                  _TEXT_GROUP.sub(" ", text), re.I):
         return False
@@ -298,7 +302,8 @@ def find_span(text, strict=False):
 
 # Words of the languages whose decimal mark is a comma (German, French, Spanish, Portuguese, Italian), none of them English
 _COMMA_LANGUAGE_WORDS = re.compile(
-    r"\b(?:der|das|ist|und|nicht|wir|sind|wird|mit|für|beträgt|lautet|ergebnis|endergebnis|antwort|gesuchte|also|"
+    r"\b(?:der|das|ist|und|nicht|wir|sind|wird|mit|für|beträgt|lautet|ergebnis|endergebnis|antwort|gesuchte|somit|daher|"
+    r"lösung|insgesamt|ergibt|gleich|"
     r"les|est|et|des|une|donc|nous|sont|avec|pour|réponse|résultat|el|los|las|es|una|por|respuesta|entonces|"
     r"uma|então|resposta|são|di|che|è|risposta|quindi|sono)\b", re.IGNORECASE)
 _COMMA_ANSWER_NOUN = re.compile(r"\b(?:antwort|(?:end)?ergebnis|réponse|résultat|respuesta|resposta|risposta)\b", re.I)

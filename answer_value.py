@@ -402,20 +402,12 @@ def _case_answer(sentence):
 
 
 
-
-_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
-
-
-
-
-
-
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
 _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?"
                        r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
                        r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
-_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/]{1,12}\.?)?"
+_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?"
                        r"\s*[.!]?\s*$)", re.I)
 
 
@@ -549,6 +541,8 @@ def _one_candidate(sentence):
         return None
     if percent:
         return value.strip() + "\\%"  # "0.5%", "0.5 percent": the sign is part of the value (0.5% is not 50%)
+    if re.match(r"\s*°", after) and sentence[position] != "$":
+        return value.strip() + "^\\circ"  # "i.e. 60°": an angle in degrees (equal to \frac{\pi}{3}, not to \frac{\pi}{3} as 60)
     unit = re.match(r"\s*([A-Za-z]+)", after)
     if unit and unit_key(unit.group(1)) and sentence[position] != "$":
         return f"{value.strip()} {unit.group(1)}"  # "the angle is 60 degrees": the unit is part of the answer
@@ -570,8 +564,10 @@ _BOUND_BEFORE = re.compile(
     r"|(?:\b(?:not|never|cannot)|n't)\s+(?!(?:is|are|was|were|equals?)\b)[a-z]+\s+[$¤]?\s*$", re.IGNORECASE)
 # ... or right after it ("12 boxes or more", "5 apples at most", "40 minutes or so", "5+")
 _BOUND_AFTER = re.compile(r"\s*(?:[A-Za-z]+\s+){0,2}?(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under|"
-                          r"so|thereabouts|longer|shorter)\b|at\s+(?:least|most)\b)|\s*\+(?![\w\\({$])|-?ish\b", re.IGNORECASE)
-_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
+                          r"so|thereabouts|longer|shorter)\b|at\s+(?:least|most)\b)|\s*,?\s*(?:give\s+or\s+take|more\s+or\s+less|"
+                          r"plus\s+or\s+minus|roughly|approximately|or\s+close\s+to\s+it)\b|\s*\+(?![\w\\({$])|-?ish\b", re.IGNORECASE)
+_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly|environ|ungefähr|etwa|circa|ca\.|"
+                          r"примерно|около|aproximadamente|cerca\s+de|circa)\s+(?=[$¤]?-?\d)|(?:大约|约)\s*(?=-?\d)", re.IGNORECASE)
 
 
 def _qualified(sentence, start, end):
@@ -923,6 +919,10 @@ def sentence_value(sentence):
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
+        steps = _candidates(sentence)
+        solved = _solved_for(sentence, steps) if len(steps) > 1 else None
+        if solved:
+            return _last_step(solved[1])  # `$99x = 45$, $x = \frac{5}{11}$`: a derivation ends in the letter solved for
         return _last_step(sentence.rstrip(".").strip())  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
     reason = re.search(r"[,;]\s+(?:because|since)\b", sentence)
     if reason and reason.start() > 0:

@@ -607,14 +607,15 @@ def _unicode_roots(s):
         s = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                    lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", s)
         s = s.replace("∛", "\\sqrt[3]").replace("∜", "\\sqrt[4]")
-    if "(" in s:
-        s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\((\d+)\)(?![\d(])", _repeating_decimal, s)
     s = ellipsis_decimals(s)
     return re.sub(r"[₀₁₂₃₄₅₆₇₈₉]+", lambda m: "_{" + m.group(0).translate(_SUBSCRIPTS) + "}", s)
 
 
 def ellipsis_decimals(s, wrap=""):
-    """`0.333...` -> `\\frac{1}{3}` (see _ellipsis_decimal), put between `wrap` marks (`$` in prose)."""
+    """`0.333...` -> `\\frac{1}{3}` (see _ellipsis_decimal), `0.(3)` -> `\\frac{1}{3}`, put between `wrap` marks (`$` in
+    prose)."""
+    if "(" in s:
+        s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\((\d+)\)(?![\d(])", lambda m: wrap + _repeating_decimal(m) + wrap, s)
     if not re.search(r"\d\s*(?:\\[lc]?dots|\.\.\.|…)", s):
         return s
     def value(match):
