@@ -132,7 +132,8 @@ def last_boxed(text):
             seen.add(content)
         between = text[boxes[k - 1][1]:start] if k else ""
         if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
-                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when|cases?)\b|\bfor\s+(?:all\s+|every\s+)?\$?[a-z]\$?\s*"
+                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b|\bcase\s*(?:\d|[ivx]+\b|[a-d]\b|\()|\b(?:first|second|"
+                              r"third|other|last|latter|former)\s+case\b|\bfor\s+(?:all\s+|every\s+)?\$?[a-z]\$?\s*"
                               r"(?:(?:is\s+)?(?:even|odd|positive|negative)\b|[<>=≤≥]|\\[lg]e)", between, re.I) \
                 and content != boxes[k - 1][2]:
             return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions

@@ -258,10 +258,10 @@ def _joined_assignments(sentence, candidates):
         if joined and _ASSIGNMENT.fullmatch(value) and _ASSIGNMENT.fullmatch(joined[-1][1].split(",")[-1].strip()):
             previous_position, previous = joined[-1]
             between = sentence[previous_end:position]  # (`$x = 2$ and $y = -1$`: between the segments)
-            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", between)
+            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*(?:or|and)\s*", between)  # x = 3 or/and x = 5
             if same or re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
-                joined[-1] = (previous_position, previous + (" \\text{ or } " if same else ", ") + value if segment
-                              else sentence[previous_position:end])
+                joiner = " \\text{ or } " if same and "or" in between else ", "
+                joined[-1] = (previous_position, previous + joiner + value if segment else sentence[previous_position:end])
                 previous_end = end
                 continue
         joined.append((position, value))
