@@ -5,9 +5,11 @@ final_text: only the text after the last `</think>` / `<|end_of_thought|>` is re
 mid-thought) has NO final answer, whatever tentative \\boxed{} it contains; an invented next chat turn ("User:",
 "Question:") ends the response. Then, in find_span:
   - full-width punctuation (`。`, `：`, `，`) is read as ASCII; a made-up next problem that starts after an answer was
-    stated ("Problem: ...", "Q: ...", "### Question 2." after a box, an answer phrase or `####`: a base model running
-    on through its few-shot prompt) is cut off: only the first answer is the response's; an instruction of the prompt
-    echoed by the model ("Please ... put your final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
+    stated ("Problem: ...", "Q: ...", "### Question 2.", a header line "## Problem 7", after a box, an answer phrase
+    or `####`; or after a plain statement of a value when the made-up problem has its own "Solution."/"Answer:" line:
+    "x = 4.\n\nProblem 2. Solve ...\nSolution. ...": a base model running on through its few-shot prompt) is cut off:
+    only the first answer is the response's; an instruction of the prompt echoed by the model ("Please ... put your
+    final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
   - a LAST box that never closes is an answer cut off (no answer), unless a brace was only left out before its
     closing `$` (`$\\boxed{100$.` is 100); a last EMPTY box is no answer when words come between it and the answer's
     box ("\\boxed{5}. Wait, ... \\boxed{}"), and is ignored right after it (`\\boxed{5}\\n\\boxed{}` is 5).
@@ -16,18 +18,26 @@ The first kind found wins, and within a kind the LAST occurrence:
   2. <answer>...</answer>       (inside a field or a tag, a box or an answer phrase is the span, else all of it)
   3. \\boxed{...} / \\fbox{...}   boxes joined only by "and"/","/"or" or by part labels ("for part (a) and") are ONE
                                 list answer, so `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
-                                condition between them are no answer ("if ... \\boxed{10}; if not, \\boxed{5}"); a
-                                percent sign right after a box is part of its value (`\\boxed{0.5}\\%` is 0.5%);
-                                a later "final answer" phrase with a plain value wins over an earlier box
+                                condition or a numbered case between them are no answer ("if ... \\boxed{10}; if not,
+                                \\boxed{5}", "case 1 gives \\boxed{6} and case 2 gives \\boxed{10}", "in the second
+                                case", "for n odd"), and then no free-text conclusion is read either; a percent sign
+                                right after a box is part of its value (`\\boxed{0.5}\\%` is 0.5%); a later "final
+                                answer" phrase with a plain value or one assignment (`Final answer: $x = 3$` after
+                                `\\boxed{y = 5}`) wins over an earlier box
   4. `#### 18`                  (GSM8K; `#### She sold 72 clips.` is an answer sentence)
-  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:"
-     (line start), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为", "Ответ:", "Die Antwort
-     lautet", "La respuesta es", "La réponse est", "A resposta é", "La risposta è"
+  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:",
+     "Ans:", "Ans.", "Ans =" (line start), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为",
+     "答:" (line start), "Ответ:", "Die Antwort lautet", "Ergebnis:", "Endergebnis:", "La respuesta es", "La réponse
+     est", "Résultat :", "A resposta é", "La risposta è"
+  The span says whether the response is written in a language whose decimal mark is a comma (decimal_comma_language:
+  Cyrillic letters, an answer noun of such a language, or more German/French/Spanish/Portuguese/Italian words than
+  English ones); answer_value then reads `0,875` as 0.875 and `2.450 €` as 2450 (see number_conventions).
   A later correction of an explicit answer ("Answer: 15.\\n\\nCorrection: I forgot the 3 chairs, so it is 18.", "Wait,
   I made a mistake ...", "Oops", "On second thought"): the value the correction states is the answer.
   6. (default mode only; strict=True stops at 5) a whole response that is one undelimited formula without words
-     (`f^{-1}(x) = \\ln x - 2`, a matrix); a verdict the response opens with ("Yes, it is possible. For example ...",
-     "False. ...", "Is it always odd? No: ..."; a Yes/No only when no value follows it or an example does); a
+     (`f^{-1}(x) = \\ln x - 2`, a matrix; never one with words of another script); a verdict the response opens
+     with ("Yes, it is possible. For example ...", "False. ...", "Is it always odd? No: ..."; a Yes/No only when no
+     value follows it or an example does); a
      response that ends with a markdown table: the number in its last row (`| **Total** | **$48** |`); else the
      conclusion: the whole text, whose last statement answer_value.conclusion_value reads.
 """

@@ -1,8 +1,10 @@
 r"""The text of one value -> canonical LaTeX -> sympy (used by the grader's stages 2 and 3; see reward.py).
 
 `clean(text)`: the canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs,
-thousands separators and ordinals gone; percent signs as `%`; Unicode mathematics (`½`, `π`, `×`, superscript
-exponents `10⁶`) as LaTeX; numbers in words and with a scale word ("two hundred", "4 million") as numerals.
+thousands separators, currency signs ($, €, £) and ordinals gone; percent signs as `%`; Unicode mathematics (`½`,
+`π`, `×`, superscript exponents `10⁶`, subscript indices `x₁`) as LaTeX, a Unicode root over the whole number after
+it (`√27` is \sqrt{27}, never \sqrt{2}·7; `∛27`); repeating decimals as fractions (`0.(3)`, `0.333...`, `1.2666\ldots`;
+`1.5...` stays 1.5); numbers in words and with a scale word ("two hundred", "4 million") as numerals.
 `split_unit(text)`: a value and its trailing unit words ('5 cm' -> ('5', 'cm')).
 `parse_math(text)`: a small recursive-descent parser that builds the sympy tree itself. Untrusted model text is
 never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). It takes the cleaned text of one value and
