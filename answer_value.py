@@ -896,7 +896,7 @@ def _prepared(sentence):
                            or NUMBER_WORDS.search(parts[-1])):
         sentence = parts[-1]
     sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
-    if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
+    if re.search(r"\b(?:ratio|odds)\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2", "odds of 1 to 4": 1:2
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
     if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
         if not _WORD_ARITHMETIC.search(sentence):  # (arithmetic done in words is working, not an answer in words)
@@ -1057,12 +1057,15 @@ def conclusion_value(text, finished=True):
     reduced by sentence_value. finished=False: the text need not end a sentence."""
     tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
     tail = re.sub(r"[ \t]*[✓✔✅]+[ \t]*(?=\S)", ". ", tail)  # "... gives 17. ✓ So $a = 4$.": a check mark ends a sentence
+    if "```" in tail:  # a code block that holds only a value is that value (code itself is no answer: it was not run)
+        tail = re.sub(r"```[\w+-]*[ \t]*\n\s*([$¤]?-?\d[\d,]*(?:\.\d+)?)\s*\n[ \t]*```", r"\1", tail)
     check = _CHECK.search(tail)
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
     sentences = [_words_as_values(x) for x in sentences]
-    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$|^\s*[*_]+[^*_]+[*_]+\s*$", sentences[-1]):
+    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$|^\s*[*_]+[^*_]+[*_]+\s*$", sentences[-1]) \
+            and not _VALUE_LINE.fullmatch(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
     if sentences and _set_words(sentences[-1]):
         return _set_words(sentences[-1])
@@ -1093,6 +1096,8 @@ def conclusion_value(text, finished=True):
     return None
 
 
+# A last line that holds only a value, perhaps labelled ("Output: 42", "42", "Total: $48"): finished, though unpunctuated
+_VALUE_LINE = re.compile(r"\s*(?:[A-Za-z][A-Za-z ]{0,20}:\s*)?[$¤]?-?\d[\d,]*(?:\.\d+)?\s*[A-Za-z%]{0,10}\s*")
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
 # boxes, it would be 56.")
@@ -1130,5 +1135,6 @@ def _asked_for(sentence, text):
 
 
 # A sentence that sets the task rather than answering it: a question, or "We need to find ...", "Let's compute ..."
-_TASK = re.compile(r"\s*(?:we\s+(?:need|want|have|are\s+asked)\s+to|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
+_TASK = re.compile(r"\s*(?:we\s+(?:need|want|have|are\s+asked)\s+to|we\s+are\s+(?:told|given)\b|the\s+(?:problem|question)\s+"
+                   r"(?:says|states|tells\s+us|gives)\b|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
                    r"compute|calculate|determine|evaluate|simplify|solve|what|how|which)\b)", re.IGNORECASE)
