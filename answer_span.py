@@ -317,6 +317,7 @@ _COMMA_LANGUAGE_WORDS = re.compile(
     r"lösung|insgesamt|ergibt|gleich|"
     r"les|est|et|des|une|donc|nous|sont|avec|pour|réponse|résultat|el|los|las|es|una|por|respuesta|entonces|"
     r"uma|então|resposta|são|di|che|è|risposta|quindi|sono)\b", re.IGNORECASE)
+_SEPARATED_DIGITS = re.compile(r"\d,\d|\d[. \u2009\u202f\u00a0]\d{3}(?!\d)")
 _COMMA_ANSWER_NOUN = re.compile(r"\b(?:antwort|(?:end)?ergebnis|réponse|résultat|respuesta|resposta|risposta)\b", re.I)
 _ENGLISH_WORDS = re.compile(r"\b(?:the|and|is|of|so|we|to|are|that|this|with|for|it|then)\b", re.IGNORECASE)
 
@@ -325,6 +326,8 @@ def decimal_comma_language(text):
     """The response (its last 3,000 characters) is written in a language whose decimal mark is a comma: Cyrillic
     letters, or more words of German, French, Spanish, Portuguese or Italian than of English (two at least)."""
     tail = text[-3000:]
+    if not _SEPARATED_DIGITS.search(tail):
+        return False  # (no number that the convention would read differently: nothing to decide)
     if len(re.findall(r"[\u0400-\u04ff]", tail)) >= 3 or _COMMA_ANSWER_NOUN.search(tail):
         return True
     foreign = _COMMA_LANGUAGE_WORDS.findall(tail)
