@@ -315,7 +315,7 @@ def find_span(text, strict=False):
 _COMMA_LANGUAGE_WORDS = re.compile(
     r"\b(?:der|das|ist|und|nicht|wir|sind|wird|mit|für|beträgt|lautet|ergebnis|endergebnis|antwort|gesuchte|somit|daher|"
     r"lösung|insgesamt|ergibt|gleich|"
-    r"les|est|et|des|une|donc|nous|sont|avec|pour|réponse|résultat|el|los|las|es|una|por|respuesta|entonces|"
+    r"les|est|et|des|une|donc|nous|sont|avec|pour|réponse|résultat|il|el|los|las|es|una|por|respuesta|entonces|"
     r"uma|então|resposta|são|di|che|è|risposta|quindi|sono)\b", re.IGNORECASE)
 _SEPARATED_DIGITS = re.compile(r"\d,\d|\d[. \u2009\u202f\u00a0]\d{3}(?!\d)")
 _COMMA_ANSWER_NOUN = re.compile(r"\b(?:antwort|(?:end)?ergebnis|réponse|résultat|respuesta|resposta|risposta)\b", re.I)
@@ -324,16 +324,18 @@ _ENGLISH_WORDS = re.compile(r"\b(?:the|and|is|of|so|we|to|are|that|this|with|for
 
 def decimal_comma_language(text):
     """The response (its last 3,000 characters) is written in a language whose decimal mark is a comma: Cyrillic
-    letters, or more words of German, French, Spanish, Portuguese or Italian than of English (two at least)."""
+    letters, or more words of German, French, Spanish, Portuguese or Italian (or with their accented letters) than
+    of English (two at least; one where no English word is)."""
     tail = text[-3000:]
     if not _SEPARATED_DIGITS.search(tail):
         return False  # (no number that the convention would read differently: nothing to decide)
     if len(re.findall(r"[\u0400-\u04ff]", tail)) >= 3 or _COMMA_ANSWER_NOUN.search(tail):
         return True
-    foreign = _COMMA_LANGUAGE_WORDS.findall(tail)
-    if len({w.lower() for w in foreign}) < 2:
+    foreign = _COMMA_LANGUAGE_WORDS.findall(tail) + re.findall(r"\w*[àâçéèêëîïôûùüÿœæäößñõã]\w*", tail, re.I)
+    english = len(_ENGLISH_WORDS.findall(tail))
+    if len({w.lower() for w in foreign}) < (2 if english else 1):
         return False
-    return len(foreign) > len(_ENGLISH_WORDS.findall(tail))
+    return len(foreign) > english
 
 
 def _find_span(text, strict=False):

@@ -325,7 +325,7 @@ def _wrap_plain(text):
             mathy = True
         elif tok == "{":
             depth, mathy = 1, True
-        elif tok.isalpha():
+        elif tok.isalpha() and re.fullmatch(r"[A-Za-zα-ωΑ-Ω]+", tok):  # (a letter of another script is a word)
             mathy = (len(tok) <= 2 and tok.lower() not in _SHORT_WORDS) or (tok.lower() in ("a", "i") and nxt
                                                                              and nxt in "=^_<>+-*/(")
         elif tok in ",." and start is not None:
@@ -424,7 +424,8 @@ _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VA
                        r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
                        r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
-_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?"
+_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
+                       r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?"
                        r"\s*[.!]?\s*$)", re.I)
 
 
@@ -781,6 +782,8 @@ def _words_as_values(sentence):
     sentence = re.sub(sign + r"(" + NUMBER_WORDS.pattern + r")", lambda m: "-" + number_words(re.match(r"(?s).*", m.group(1))),
                       sentence, flags=re.I)
     sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
+    sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
+                      lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
     sentence = re.sub(r"\b([ap])\.\s?m\.(?=\W|$)", r"\1m", sentence, flags=re.I)
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
     sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
