@@ -420,7 +420,7 @@ def _case_answer(sentence):
 
 
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
-_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?"
+_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?"
                        r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
                        r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
@@ -635,7 +635,8 @@ def _reduce_span(span):
         span = span._replace(text=number_conventions(span.text, span.decimal_comma))
     if span.kind == "field" and len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", span.text))
                                      if is_english(w)]) >= 2:
-        return sentence_value(_strip_currency(span.text.strip())) or span.text.strip()  # <answer>There are 12 outfits.</answer>
+        value = sentence_value(_strip_currency(span.text.strip()))  # <answer>There are 12 outfits.</answer>
+        return value if value or re.search(r"\d", span.text) else span.text.strip()  # (a word answer stays as written)
     if span.kind in ("box", "field", "formula"):
         text = span.text.strip()
         if span.kind != "formula" and re.search(r"\banswer\s+is\b|^\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*\S", text, re.I):
