@@ -6,8 +6,9 @@ mid-thought) has NO final answer, whatever tentative \\boxed{} it contains; an i
 "Question:") ends the response. Then, in find_span:
   - full-width punctuation (`。`, `：`, `，`) is read as ASCII; a made-up next problem that starts after an answer was
     stated ("Problem: ...", "Q: ...", "### Question 2.", a header line "## Problem 7", after a box, an answer phrase
-    or `####`; or after a plain statement of a value when the made-up problem has its own "Solution."/"Answer:" line:
-    "x = 4.\n\nProblem 2. Solve ...\nSolution. ...": a base model running on through its few-shot prompt) is cut off:
+    or `####`; or after a plain statement of a value when the made-up problem asks something and has its own
+    "Solution."/"Answer:" line: "x = 4.\n\nProblem 2. Solve ...\nSolution. ..."; not "Example 2: n = 3 gives 9 ...
+    Answer: ...": a base model running on through its few-shot prompt) is cut off:
     only the first answer is the response's; an instruction of the prompt echoed by the model ("Please ... put your
     final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
   - a LAST box that never closes is an answer cut off (no answer), unless a brace was only left out before its
@@ -26,7 +27,7 @@ The first kind found wins, and within a kind the LAST occurrence:
                                 `\\boxed{y = 5}`) wins over an earlier box
   4. `#### 18`                  (GSM8K; `#### She sold 72 clips.` is an answer sentence)
   5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:",
-     "Ans:", "Ans.", "Ans =" (line start), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为",
+     "Ans:", "Ans." (line start; not `ans = 0`, a line of code), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为",
      "答:" (line start), "Ответ:", "Die Antwort lautet", "Ergebnis:", "Endergebnis:", "La respuesta es", "La réponse
      est", "Résultat :", "A resposta é", "La risposta è"
   The span says whether the response is written in a language whose decimal mark is a comma (decimal_comma_language:
@@ -209,7 +210,6 @@ def _json_answer(text):
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
     r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
-    r"|^[ \t>#*_-]*ans\s*=(?!=)"
     r"|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])",
     re.IGNORECASE | re.MULTILINE)
 # the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
@@ -221,7 +221,7 @@ _FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)
                              r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE | re.MULTILINE)
 
 
-_A_LINE = re.compile(r"^[ \t>#*_-]*(?:a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*ans\s*=|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])", re.IGNORECASE | re.MULTILINE)
+_A_LINE = re.compile(r"^[ \t>#*_-]*(?:a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])", re.IGNORECASE | re.MULTILINE)
 
 
 def _phrases(text):
@@ -416,6 +416,8 @@ def _explicit_span(text, boxes):
     return _phrase_span(text)
 
 
+_ASKS = re.compile(r"[ \t*]*\n?[ \t]*(?:[^\n]{0,300}\?|(?:find|compute|solve|what|how|calculate|determine|evaluate|simplify|if)\b)",
+                   re.IGNORECASE)  # the made-up problem asks something: "How many tiles ...?", "Solve 3x + 1 = 10."
 _OWN_SOLUTION = re.compile(r"\n[ \t#*]*(?:solution|answer|A)[ \t*]*[:.]", re.IGNORECASE)
 
 
@@ -426,7 +428,7 @@ def _without_next_problem(text):
         head = text[:match.start()]
         if _BOX.search(head) or "####" in head or _phrases(head):
             return head
-        if _OWN_SOLUTION.search(text, match.end()) and conclusion_value(head) is not None:
+        if _ASKS.match(text, match.end()) and _OWN_SOLUTION.search(text, match.end()) and conclusion_value(head) is not None:
             return head  # "x = 4.\n\nProblem 2. Solve ...\nSolution. ...": a few-shot block after a stated value
     return text
 
