@@ -128,6 +128,12 @@ def _connective(between):
     return "or" if any(w.lower() in ("or", "maybe", "perhaps", "possibly") for w in words) else "and"
 
 
+# The last box's own clause names a case: "... and case 2 gives \\boxed{10}", "in the second case, \\boxed{9}", "for n odd
+# it is \\boxed{3}" (a case named in an earlier sentence, before "Total: \\boxed{7}", is not the last box's)
+_CASE_LABEL = re.compile(r"\bcase\s*(?:\d|[ivx]+\b|[a-d]\b|\()|\b(?:first|second|third|other|last|latter|former)\s+case\b|"
+                         r"\bfor\s+(?:all\s+|every\s+)?\$?[a-z]\$?\s*(?:(?:is\s+)?(?:even|odd|positive|negative)\b|[<>=≤≥]|\\[lg]e)", re.I)
+
+
 def last_boxed(text):
     """The last non-empty box; boxes joined to it only by and/or/commas are one list answer (deduplicated)."""
     boxes = [(start, end, content) for start, end, content in _boxes(text) if content]
@@ -143,9 +149,8 @@ def last_boxed(text):
             seen.add(content)
         between = text[boxes[k - 1][1]:start] if k else ""
         if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
-                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b|\bcase\s*(?:\d|[ivx]+\b|[a-d]\b|\()|\b(?:first|second|"
-                              r"third|other|last|latter|former)\s+case\b|\bfor\s+(?:all\s+|every\s+)?\$?[a-z]\$?\s*"
-                              r"(?:(?:is\s+)?(?:even|odd|positive|negative)\b|[<>=≤≥]|\\[lg]e)", between, re.I) \
+                and (re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b", between, re.I)
+                     or _CASE_LABEL.search(re.split(r"[.!?]\s|\n", between)[-1])) \
                 and content != boxes[k - 1][2]:
             return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions
         kind = _connective(between) if k else None

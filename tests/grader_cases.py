@@ -759,6 +759,7 @@ RESPONSES = [
     ("In the first case we get $\\boxed{4}$ and in the second case $\\boxed{9}$.", "9", 0.0),
     ("For $n$ even the answer is $\\boxed{2}$, for $n$ odd it is $\\boxed{3}$.", "3", 0.0),
     ("Case 1 gives $\\boxed{4}$. Adding the cases: $\\boxed{10}$.", "10", 1.0),
+    ("Case 1: $\\boxed{3}$ ways. Case 2: 4 ways. Total: $\\boxed{7}$.", "7", 1.0),
     # 12. single misses: a sentence in an answer tag, an option letter with the value tied to it, a later final
     #     answer of another letter, a derivation, a formula at given letters, an exact value with its rounding, a
     #     rounding that was asked for, times on two clocks, mixed numbers in words, numerals in a base, a residue
