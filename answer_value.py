@@ -157,7 +157,8 @@ def _strip_currency(text):
             close = -1  # not closed on its line
         inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
         if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
-                                                             r"(?=\s))", inside):
+                                                             r"(?=\s))|[-+*/=×÷]\s*$", inside):  # ("$24,000 - $18,000": no formula ends
+            # on an operator)
             out.append(text[pos:match.start()] + CURRENCY)
             pos = match.end()
         else:

@@ -797,6 +797,8 @@ RESPONSES = [
     ("The remainder is $\\boxed{4 \\pmod 9}$.", "4", 1.0),
     ("The remainder is $\\boxed{4 \\pmod 9}$.", "9", 0.0),
     ("Testing: n=2 fails; n=3 fails; n=4 works. ✓ So $n = 4$.", "4", 1.0),
+    ("Therefore, the answer (arabic numerals) is:\n\nNick makes $24,000 - $18,000 = $6,000 more at the better job.", "6000", 1.0),
+    ("Therefore, the answer (arabic numerals) is:\n\nNick makes $24,000 - $18,000 = $6,000 more at the better job.", "18000", 0.0),
     ("The cost is €12.", "12", 1.0),
     ("The cost is €12.", "13", 0.0),
     ("<answer>There are 12 different outfits, not 15.</answer>", "12", 1.0),
