@@ -6,7 +6,7 @@ matrices) and then values (latex.parse_math, sympy) are compared.
 - Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
   is not `1/2^98`). Irrational values are compared to 50 significant digits, never with a loose tolerance.
 - A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
-  `0.\\overline{3}` = `1/3`; only a decimal with 4+ decimals and 4+ significant digits, correctly rounded, stands for
+  `0.\\overline{3}` = `0.(3)` = `0.333...` = `1/3`; only a decimal with 4+ decimals and 4+ significant digits, correctly rounded, stands for
   a gold with no finite decimal (`2.6667` = `8/3`, `0.3333` = `1/3`, `3.1416` = `\\pi`; not `2.6666`, `12.566`, `0.0001`
   for `\\frac{1}{12000}`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
   the same decimal written with a point, and nothing else (`2,5` is not `\\frac52`); a gold is read so only with 2+
@@ -18,13 +18,15 @@ matrices) and then values (latex.parse_math, sympy) are compared.
   significant digits: `\\sqrt{17}` = `4.123105625617661`, `\\pi` = `3.14159`; not `\\sqrt{3}` = `1.732`).
 - Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
   without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
-  `0.5\\%` != `0.5`, and `0.5\\%` != `50\\%` (answer_value keeps a percent sign with its value, also after a box).
+  `0.5\\%` != `0.5`, and `0.5\\%` != `50\\%` (answer_value keeps a percent sign with its value, also after a box); the
+  sign after a chain belongs to its last side (`3/8 = 37.5\\%` is 3/8, and `3/12 = 0.25` is 25%).
 - Units: a trailing unit (`5\\text{ cm}`, `99\\pi \\text{ square inches}`, `12^{\\text{th}} grade`, `9 a.m.`) is dropped
   when only one side has one; when both sides name known units they must be the same unit (`5 m` != `5 cm`,
-  `9 p.m.` != `9 a.m.`). Other trailing text is not a unit: `3 \\text{ or more}`, `3 \\text{ is not the answer}` fail.
-- Several answers: a bare list `1, 2`, a set `\\{1,2\\}`, `x \\in \\{1,2\\}`, `1 \\text{ and } 2`, `x = 1 \\text{ or } x = 2`
-  and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an interval whose
-  brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`; with both `;` and `,`, the
+  `9 p.m.` != `9 a.m.`; `22:15` = `10:15 PM`, a time on the 24-hour clock). Other trailing text is not a unit:
+  `3 \\text{ or more}`, `3 \\text{ is not the answer}` fail.
+- Several answers: a bare list `1, 2`, a set `\\{1,2\\}`, `x \\in \\{1,2\\}`, `1 \\text{ and } 2`, `x = 1 \\text{ or } x = 2`,
+  `\\{-4 ; 4\\}` and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an
+  interval whose brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`; with both `;` and `,`, the
   semicolons separate solutions and the commas their parts (`p=5,q=2; p=7,q=2` = `(5,2),(7,2)`). A prediction with
   more or fewer answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`,
   `B`, `5`; an answer listed twice counts once (`1, 2, 2` = `1, 2`), unless the gold repeats one (`1, 1, 2` is a
@@ -33,8 +35,8 @@ matrices) and then values (latex.parse_math, sympy) are compared.
   `\\int x^2 dx = ...`, `A \\cap B = \\emptyset`, `AB = 5`, `m+n = 29` for
   29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
   relation is its value (`c = I(0)`). The sides before it are a label, the quantity asked for, or working: a
-  computation without unknowns, whose slips are not graded (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human
-  grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
+  computation without unknowns (a tuple of them, numerals in a base `34_5 + 12_5`), whose slips are not graded
+  (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
   `2x + 3 = 7` is an equation). A gold chain (`z = 1 + 1 = 2`) is its label and last side. An identity or a check
   between values is their common value: each side must equal the gold (`3 = 3`, `\\sqrt{16} = 4` are 3, 4; `0 = 0` is
   not 10, `\\sqrt{4} = 2` not 4). Two labels name the same quantity when they differ only by a letter superscript
@@ -247,6 +249,18 @@ def _values_equal(p, g):
 # ------------------------------------------------------------------------------------------------------------
 # Units and percent (the units themselves: latex.split_unit)
 # ------------------------------------------------------------------------------------------------------------
+def _clock_minutes(value, unit):
+    """Minutes after midnight of a time that is on one clock only: `H:MM` with am/pm, or `HH:MM` past 12:59 (the
+    24-hour clock); None otherwise (`10:15` alone is either)."""
+    time = re.fullmatch(r"(\d{1,2})(?::(\d{2}))?", value.strip())
+    if time is None or (unit not in ("am", "pm") and (unit is not None or not time.group(2) or int(time.group(1)) < 13)):
+        return None
+    hours, minutes = int(time.group(1)), int(time.group(2) or 0)
+    if hours > 23 or minutes > 59 or (unit and not 1 <= hours <= 12):
+        return None
+    return (hours % 12 + (12 if unit == "pm" else 0) if unit else hours) * 60 + minutes
+
+
 def _units_conflict(pu, gu):
     """Both answers carry known units, and they differ (5 m vs 5 cm, 9 p.m. vs 9 a.m.)."""
     known = [u for u in (pu, gu) if u and "word:" not in u]
@@ -263,9 +277,10 @@ def _percent_equal(p, pu, g, gu):
     value = parse_math(pct)
     if value is None or value.free_symbols:
         return False
-    if _equiv(_as_text(value / 100), other):
+    fraction = _as_text(value / 100)  # (the prediction stays first: `3/12 = 0.25` is working and its value, for 25%)
+    if _equiv(fraction, other) if pu == "%" else _equiv(other, fraction):
         return True
-    return bool(abs(value) >= 1) and _equiv(pct, other)
+    return bool(abs(value) >= 1) and (_equiv(pct, other) if pu == "%" else _equiv(other, pct))
 
 
 def _as_text(expr):
@@ -363,8 +378,8 @@ class _Shape:
 def _shape(s):
     s = re.sub(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s*", "", s)           # x \in {1, 2} -> {1, 2}
     inner = _enclosed(s, "\\{", "\\}")
-    if inner is None and re.fullmatch(r"\{[^{}]*,[^{}]*\}", s):
-        inner = s[1:-1]                                               # {1, 2, 3} written without backslashes
+    if inner is None and re.fullmatch(r"\{[^{}]*[,;][^{}]*\}", s):
+        inner = s[1:-1]                                               # {1, 2, 3} written without backslashes, {-4 ; 4}
     if inner is not None and "|" not in inner and ":" not in inner:
         return _Shape("set", _split_top(inner, [",", ";"]) if inner.strip() else [])
     if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
@@ -643,9 +658,18 @@ def _is_derivation(side):
 
 
 def _is_working(side):
-    """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`): the work before a chain's value."""
+    """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`, a tuple of them `(\\frac{0+6}{2}, \\frac{4-2}{2})`,
+    numerals in a base `34_5 + 12_5`): the work before a chain's value."""
     value = parse_math(side)
-    return value is not None and not value.free_symbols
+    if value is not None and not value.free_symbols:
+        return True
+    shape = _shape(side)
+    if shape.kind == "tuple" and shape.brackets == "()":
+        return all(_is_working(x) for x in shape.items)
+    return re.fullmatch(rf"\s*{_BASE_NUMERAL}(?:\s*(?:[-+*]|\\times|\\cdot)\s*{_BASE_NUMERAL})+\s*", side) is not None
+
+
+_BASE_NUMERAL = r"\(?[0-9A-Fa-f]+\)?_\{?\(?\d+\)?\}?"
 
 
 def _chain_value(sides):
@@ -730,7 +754,8 @@ def _matrix_arithmetic(s):
         matrices.append(_matrix(match.group(0)))
         return f" M{len(matrices) - 1} "
     skeleton = _ONE_MATRIX.sub(placeholder, s)
-    if not matrices or len(matrices) > 6 or None in matrices or re.search(r"[{}\\](?!cdot|times)", skeleton):
+    numbers = re.sub(r"\\frac\s*\{[^{}]*\}\s*\{[^{}]*\}|\\sqrt\s*\{[^{}]*\}", "1", skeleton)  # `\frac{1}{2} A` scales A
+    if not matrices or len(matrices) > 6 or None in matrices or re.search(r"[{}\\](?!cdot|times)", numbers):
         return None
     values = []
     for _, rows in matrices:
@@ -1058,6 +1083,10 @@ def _equiv(p, g):
     if _matrix(g) or _matrix(p):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)
+    if p_shape.kind == "single" and g_shape.kind == "tuple":  # `(\frac{0+6}{2}, \frac{4-2}{2}) = (3, 1)`: working, then the tuple
+        sides = _split_top(p, ["="])
+        if len(sides) > 1 and all(_is_label(x) or _is_working(x) or _is_derivation(x) for x in sides[:-1]):
+            p, p_shape = sides[-1], _shape(sides[-1])
     if g_shape.kind == "single" and re.search(r"\\(?:pm|mp)", p) and not re.search(r"\\(?:pm|mp)", g):
         values = _expand_pm(p)  # `3 \pm 0`, `\pm\sqrt{0}`: two values that coincide are that one value
         return len(values) > 1 and all(_equiv(v, values[0]) for v in values[1:]) and _equiv(values[0], g)
@@ -1069,6 +1098,11 @@ def _equiv(p, g):
 def _item_equal(p, g):
     """One answer each (no top-level list)."""
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
+    if pu == "%" and len(_split_top(p, ["="])) > 1 and "=" not in g:
+        return _relations_equal(_split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
+    clock = _clock_minutes(pv, pu), _clock_minutes(gv, gu)
+    if None not in clock and {pu, gu} & {"am", "pm"}:
+        return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock)
     if pu == "%" or gu == "%":
         return _percent_equal(pv, pu, gv, gu)
     if "deg" in (pu, gu) and {pu, gu} <= {"deg", "rad", None}:  # 60^\circ = \frac{\pi}{3} (an angle in either unit)

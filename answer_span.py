@@ -5,9 +5,12 @@ final_text: only the text after the last `</think>` / `<|end_of_thought|>` is re
 mid-thought) has NO final answer, whatever tentative \\boxed{} it contains; an invented next chat turn ("User:",
 "Question:") ends the response. Then, in find_span:
   - full-width punctuation (`。`, `：`, `，`) is read as ASCII; a made-up next problem that starts after an answer was
-    stated ("Problem: ...", "Q: ...", "### Question 2." after a box, an answer phrase or `####`: a base model running
-    on through its few-shot prompt) is cut off: only the first answer is the response's; an instruction of the prompt
-    echoed by the model ("Please ... put your final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
+    stated ("Problem: ...", "Q: ...", "### Question 2.", a header line "## Problem 7", after a box, an answer phrase
+    or `####`; or after a plain statement of a value when the made-up problem asks something and has its own
+    "Solution."/"Answer:" line: "x = 4.\n\nProblem 2. Solve ...\nSolution. ..."; not "Example 2: n = 3 gives 9 ...
+    Answer: ...": a base model running on through its few-shot prompt) is cut off:
+    only the first answer is the response's; an instruction of the prompt echoed by the model ("Please ... put your
+    final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
   - a LAST box that never closes is an answer cut off (no answer), unless a brace was only left out before its
     closing `$` (`$\\boxed{100$.` is 100); a last EMPTY box is no answer when words come between it and the answer's
     box ("\\boxed{5}. Wait, ... \\boxed{}"), and is ignored right after it (`\\boxed{5}\\n\\boxed{}` is 5).
@@ -16,24 +19,32 @@ The first kind found wins, and within a kind the LAST occurrence:
   2. <answer>...</answer>       (inside a field or a tag, a box or an answer phrase is the span, else all of it)
   3. \\boxed{...} / \\fbox{...}   boxes joined only by "and"/","/"or" or by part labels ("for part (a) and") are ONE
                                 list answer, so `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
-                                condition between them are no answer ("if ... \\boxed{10}; if not, \\boxed{5}"); a
-                                percent sign right after a box is part of its value (`\\boxed{0.5}\\%` is 0.5%);
-                                a later "final answer" phrase with a plain value wins over an earlier box
+                                condition or a numbered case between them are no answer ("if ... \\boxed{10}; if not,
+                                \\boxed{5}", "case 1 gives \\boxed{6} and case 2 gives \\boxed{10}", "in the second
+                                case", "for n odd"), and then no free-text conclusion is read either; a percent sign
+                                right after a box is part of its value (`\\boxed{0.5}\\%` is 0.5%); a later "final
+                                answer" phrase with a plain value or one assignment (`Final answer: $x = 3$` after
+                                `\\boxed{y = 5}`) wins over an earlier box
   4. `#### 18`                  (GSM8K; `#### She sold 72 clips.` is an answer sentence)
-  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:"
-     (line start), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为", "Ответ:", "Die Antwort
-     lautet", "La respuesta es", "La réponse est", "A resposta é", "La risposta è"
+  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:",
+     "Ans:", "Ans." (line start; not `ans = 0`, a line of code), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为",
+     "答:" (line start), "Ответ:", "Die Antwort lautet", "Ergebnis:", "Endergebnis:", "La respuesta es", "La réponse
+     est", "Résultat :", "A resposta é", "La risposta è"
+  The span says whether the response is written in a language whose decimal mark is a comma (decimal_comma_language:
+  Cyrillic letters, an answer noun of such a language, or more German/French/Spanish/Portuguese/Italian words than
+  English ones); answer_value then reads `0,875` as 0.875 and `2.450 €` as 2450 (see number_conventions).
   A later correction of an explicit answer ("Answer: 15.\\n\\nCorrection: I forgot the 3 chairs, so it is 18.", "Wait,
   I made a mistake ...", "Oops", "On second thought"): the value the correction states is the answer.
   6. (default mode only; strict=True stops at 5) a whole response that is one undelimited formula without words
-     (`f^{-1}(x) = \\ln x - 2`, a matrix); a verdict the response opens with ("Yes, it is possible. For example ...",
-     "False. ...", "Is it always odd? No: ..."; a Yes/No only when no value follows it or an example does); a
+     (`f^{-1}(x) = \\ln x - 2`, a matrix; never one with words of another script); a verdict the response opens
+     with ("Yes, it is possible. For example ...", "False. ...", "Is it always odd? No: ..."; a Yes/No only when no
+     value follows it or an example does); a
      response that ends with a markdown table: the number in its last row (`| **Total** | **$48** |`); else the
      conclusion: the whole text, whose last statement answer_value.conclusion_value reads.
 """
 import re
 
-from answer_value import _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
+from answer_value import _FOREIGN_LETTER, _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
@@ -117,6 +128,12 @@ def _connective(between):
     return "or" if any(w.lower() in ("or", "maybe", "perhaps", "possibly") for w in words) else "and"
 
 
+# The last box's own clause names a case: "... and case 2 gives \\boxed{10}", "in the second case, \\boxed{9}", "for n odd
+# it is \\boxed{3}" (a case named in an earlier sentence, before "Total: \\boxed{7}", is not the last box's)
+_CASE_LABEL = re.compile(r"\bcase\s*(?:\d|[ivx]+\b|[a-d]\b|\()|\b(?:first|second|third|other|last|latter|former)\s+case\b|"
+                         r"\bfor\s+(?:all\s+|every\s+)?\$?[a-z]\$?\s*(?:(?:is\s+)?(?:even|odd|positive|negative)\b|[<>=≤≥]|\\[lg]e)", re.I)
+
+
 def last_boxed(text):
     """The last non-empty box; boxes joined to it only by and/or/commas are one list answer (deduplicated)."""
     boxes = [(start, end, content) for start, end, content in _boxes(text) if content]
@@ -132,7 +149,8 @@ def last_boxed(text):
             seen.add(content)
         between = text[boxes[k - 1][1]:start] if k else ""
         if k == len(boxes) - 1 and k and len(between) < 300 and "\n\n" not in between \
-                and re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b", between, re.I) \
+                and (re.search(r"\b(?:if|unless|otherwise|else|whereas|when)\b", between, re.I)
+                     or _CASE_LABEL.search(re.split(r"[.!?]\s|\n", between)[-1])) \
                 and content != boxes[k - 1][2]:
             return None  # "if order matters it is \boxed{10}; if not, \boxed{5}": answers under conditions
         kind = _connective(between) if k else None
@@ -196,17 +214,19 @@ def _json_answer(text):
 
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
-    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())",
+    r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
+    r"|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])",
     re.IGNORECASE | re.MULTILINE)
 # the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
 # in a text that names an answer in one of them (one scan for the nouns, then the phrases)
-_FOREIGN_NOUN = re.compile(r"答案|ответ|antwort|respuesta|réponse|resposta|risposta", re.IGNORECASE)
-_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|\bответ\s*(?:равен|будет|—|:)|\bantwort\s*(?:lautet|ist|:)"
+_FOREIGN_NOUN = re.compile(r"答|ответ|antwort|ergebnis|respuesta|réponse|résultat|resposta|risposta", re.IGNORECASE)
+_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|^[ \t>#*_-]*答\s*[:：]|\bответ\s*(?:равен|будет|—|:)"
+                             r"|\bantwort\s*(?:lautet|ist|:)|\b(?:das\s+)?(?:end)?ergebnis\s*(?:lautet|ist|:)|\brésultat\s*(?:final\s+)?(?:est|:)"
                              r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
-                             r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE)
+                             r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE | re.MULTILINE)
 
 
-_A_LINE = re.compile(r"^[ \t>#*_-]*a\s*(?:\*\*|__)?\s*:", re.IGNORECASE | re.MULTILINE)
+_A_LINE = re.compile(r"^[ \t>#*_-]*(?:a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])", re.IGNORECASE | re.MULTILINE)
 
 
 def _phrases(text):
@@ -222,8 +242,8 @@ def _phrases(text):
     return found
 _FULL_WIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "；": "; ", "！": "! ", "？": "? ", "（": "(", "）": ")"})
 # A made-up next problem after the response's answer (a base model continuing its few-shot prompt)
-_NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]",
-                           re.IGNORECASE)
+_NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]"
+                           r"|\n[ \t]*#{1,4}[ \t]*(?:problem|question|exercise)[ \t]*\d*[ \t]*(?=\n)", re.IGNORECASE)  # "## Problem 7"
 # A correction of a stated answer ("Correction: I forgot the 3 chairs, so it is 18."): what follows it is the answer
 _CORRECTION = re.compile(r"(?:^|\n|[.!]\s)\s*(?:\*\*)?(?:correction\b|corrected\b|oops\b|on\s+second\s+thought\b|"
                          r"(?:wait|actually|hmm)\b[^.\n]{0,60}?\b(?:mistake|error|wrong|incorrect|forgot|miscounted|"
@@ -238,6 +258,8 @@ def _bare_formula(text):
     """The whole text is one formula written without delimiters: one line (a matrix may span lines), no words
     outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`), nor short English ones."""
     text = ROUNDING_NOTE.sub(" ", text)
+    if re.search(_FOREIGN_LETTER, _TEXT_GROUP.sub(" ", text)):
+        return False  # words of another script: 因此，所求的面积为 $24$ 平方厘米
     if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in _SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
                  _TEXT_GROUP.sub(" ", text), re.I):
         return False
@@ -289,7 +311,39 @@ def _inner_span(value):
 def find_span(text, strict=False):
     """Stage 1: the span of `text` (a response's final text, see final_text) that states its answer, or None.
     See the module docstring for the order. strict=True: only explicit answers (JSON field, <answer>, box, ####,
-    answer phrase), no free-text fallback."""
+    answer phrase), no free-text fallback. The span says whether the response writes decimal commas."""
+    span = _find_span(text, strict)
+    return span._replace(decimal_comma=True) if span is not None and decimal_comma_language(text) else span
+
+
+# Words of the languages whose decimal mark is a comma (German, French, Spanish, Portuguese, Italian), none of them English
+_COMMA_LANGUAGE_WORDS = re.compile(
+    r"\b(?:der|das|ist|und|nicht|wir|sind|wird|mit|für|beträgt|lautet|ergebnis|endergebnis|antwort|gesuchte|somit|daher|"
+    r"lösung|insgesamt|ergibt|gleich|"
+    r"les|est|et|des|une|donc|nous|sont|avec|pour|réponse|résultat|il|el|los|las|es|una|por|respuesta|entonces|"
+    r"uma|então|resposta|são|di|che|è|risposta|quindi|sono)\b", re.IGNORECASE)
+_SEPARATED_DIGITS = re.compile(r"\d,\d|\d[. \u2009\u202f\u00a0]\d{3}(?!\d)")
+_COMMA_ANSWER_NOUN = re.compile(r"\b(?:antwort|(?:end)?ergebnis|réponse|résultat|respuesta|resposta|risposta)\b", re.I)
+_ENGLISH_WORDS = re.compile(r"\b(?:the|and|is|of|so|we|to|are|that|this|with|for|it|then)\b", re.IGNORECASE)
+
+
+def decimal_comma_language(text):
+    """The response (its last 3,000 characters) is written in a language whose decimal mark is a comma: Cyrillic
+    letters, or more words of German, French, Spanish, Portuguese or Italian (or with their accented letters) than
+    of English (two at least; one where no English word is)."""
+    tail = text[-3000:]
+    if not _SEPARATED_DIGITS.search(tail):
+        return False  # (no number that the convention would read differently: nothing to decide)
+    if len(re.findall(r"[\u0400-\u04ff]", tail)) >= 3 or _COMMA_ANSWER_NOUN.search(tail):
+        return True
+    foreign = _COMMA_LANGUAGE_WORDS.findall(tail) + re.findall(r"\w*[àâçéèêëîïôûùüÿœæäößñõã]\w*", tail, re.I)
+    english = len(_ENGLISH_WORDS.findall(tail))
+    if len({w.lower() for w in foreign}) < (2 if english else 1):
+        return False
+    return len(foreign) > english
+
+
+def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
     text = _drop_echoed_instructions(_without_next_problem(text.translate(_FULL_WIDTH)))
@@ -315,6 +369,8 @@ def find_span(text, strict=False):
     if "<answer>" in text:
         return _inner_span(re.findall(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.DOTALL)[-1])
     explicit = _explicit_span(text, boxes)
+    if explicit is None and any(b[2] for b in boxes):
+        return None  # boxes that state answers under conditions or cases ("case 1 gives \boxed{6} and case 2 ...")
     if explicit is not None:
         corrected = _CORRECTION.search(text, explicit.end) if explicit.end else None
         if corrected and conclusion_value(text[corrected.start():]) is not None:
@@ -355,13 +411,19 @@ def _explicit_span(text, boxes):
         phrase = _phrase_span(text)  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
         if phrase and phrase.start > max(b[1] for b in boxes) and "final" in text[phrase.start:phrase.end].lower():
             later = reduce_span(phrase)  # ("... the final answer is clearly highlighted" is no answer)
-            if later and _LEADING_VALUE.fullmatch(later.strip()):
-                return Span("field", later)
+            if later and (_LEADING_VALUE.fullmatch(later.strip()) or re.fullmatch(
+                    r"\s*\$?\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=<>$]+\$?\s*", later) and not re.search(r"(?<![\\A-Za-z])[A-Za-z]{3}", later)):
+                return Span("field", later)  # (also `x = 3` after a box of `y = 5` that answered something else)
         return box
     hashes = list(re.finditer(r"####\s*([^\n]+)", text))
     if hashes:
         return Span("line", hashes[-1].group(1).strip(), text, hashes[-1].start(1), hashes[-1].end(1))
     return _phrase_span(text)
+
+
+_ASKS = re.compile(r"[ \t*]*\n?[ \t]*(?:[^\n]{0,300}\?|(?:find|compute|solve|what|how|calculate|determine|evaluate|simplify|if)\b)",
+                   re.IGNORECASE)  # the made-up problem asks something: "How many tiles ...?", "Solve 3x + 1 = 10."
+_OWN_SOLUTION = re.compile(r"\n[ \t#*]*(?:solution|answer|A)[ \t*]*[:.]", re.IGNORECASE)
 
 
 def _without_next_problem(text):
@@ -371,6 +433,8 @@ def _without_next_problem(text):
         head = text[:match.start()]
         if _BOX.search(head) or "####" in head or _phrases(head):
             return head
+        if _ASKS.match(text, match.end()) and _OWN_SOLUTION.search(text, match.end()) and conclusion_value(head) is not None:
+            return head  # "x = 4.\n\nProblem 2. Solve ...\nSolution. ...": a few-shot block after a stated value
     return text
 
 

@@ -1,13 +1,21 @@
 """Stage 2 of the grader: reduce the span a response commits to (answer_span.py) to ONE value, or to no answer.
 
 reduce_span: a math span (a box, a JSON field, a whole-formula response) is its value, unless it holds an answer
-sentence (`\\boxed{\\text{The answer is } 5}`); a derivation written as one formula is the value it arrives at
-(`3n = 15 \\Rightarrow n = 5` -> `n = 5`; `2^{100} \\equiv 2 \\pmod 7` -> 2). A box is qualified by its own sentence:
+sentence (`\\boxed{\\text{The answer is } 5}`, `<answer>There are 12 outfits.</answer>`); a derivation written as one
+formula is the value it arrives at (`3n = 15 \\Rightarrow n = 5` -> `n = 5`, also after `=>` or `∴`; `2^{100} \\equiv 2
+\\pmod 7`, `3 \\pmod 7` -> 2, 3; `f(x) \\to 3` -> 3). A bare option letter comes with the value the response ties to it
+("26, which matches choice (C)" ... "(C)" -> `(C) 26`: it equals the letter and the value). Numbers are read in the
+response's conventions (number_conventions): digit groups set apart by thin spaces or `\\,`, or by points or spaces
+twice (`1.234.567`), are one number; in a response written in a language whose decimal mark is a comma (the span
+says so), `0,875` is 0.875 and `2.450`, `12 500` are thousands (English `1,250` stays 1250). A box is qualified by
+its own sentence:
 "\\boxed{7}, but I'm not sure", "\\boxed{5} if n is even, else 6" are no answer. Prose spans (the text after an
 answer phrase, a `####` line, a table cell, a conclusion) go through ONE reduction, sentence_value, whatever found
 them; conclusion_value first picks the statement (the last of the last three sentences that states something, not
 a restated question or task "We need to find ...?", not a verification after the answer "Check: ...", not a
-sentence that only rejects a value "The other root, -9, is rejected").
+sentence that only rejects a value "The other root, -9, is rejected", not an aside ("Interestingly, ...", "By the
+way, ...") nor a hypothetical ("If there were 8 boxes, it would be 56."); a check mark ✓ ends a sentence; "<a
+limit> does not exist" is DNE.
 
 An answer sentence states ONE value:
   - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is" (unless two
@@ -19,30 +27,39 @@ An answer sentence states ONE value:
     saves $840" -> 840; "Starting at 3 degrees and dropping 8, it ends at -5 degrees" -> -5). Among several asserted,
     the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a participle
     clause ("John runs 120 miles a week, running 3 days a week" -> 120), unless that clause gives the result ("12 ways
-    for each shelf, giving 144 ways in total" -> 144). A conclusion that states several quantities gives the one a
+    for each shelf, giving 144 ways in total" -> 144), or an appositive names the result ("from 2 million to 3.5
+    million, an increase of 1.5 million" -> 1.5 million; "a decrease of 50/200 = 25%"). A conclusion that states several quantities gives the one a
     restated question asks for ("How many apples does Jerry have? ... Tom has 12 apples and Jerry has 8 apples." ->
     8), else its last clause's ("the two numbers are 7 and 11; the larger is 11" -> 11).
   - values listed after a copula are one list answer ("the first five terms are 1, 4, 9, 16, 25", "the numbers are
     5, 10, and 20"); assignments of different letters are one tuple ("x = 4, y = -1", "x = 4 and y = -1"), and
-    alternatives for one letter one set ("x = 2 + \\sqrt{3} or x = 2 - \\sqrt{3}").
+    alternatives for one letter one set ("x = 2 + \\sqrt{3} or x = 2 - \\sqrt{3}", "$x = 3$ and $x = 5$"), also in separate
+    math segments ("$x = 2$ and $y = -1$"); but equations in one letter ending in that letter solved for are a
+    derivation, whose value is its last step ("So 6w + 6 = 36, w = 5", "$9x = 11$, $x = \\frac{11}{9}$"), and a formula
+    in letters the sentence gives is its result ("With $r = 5$, the area is $\\pi r^2 = 25\\pi$" -> 25π; `y = 2x + 1 = 7`
+    alone stays an equation). An exact value with its rounding after it is both ("$\\sqrt{27}$, about 5.196" is
+    `\\sqrt{27} \\approx 5.196`); a rounding the sentence says was asked for ("Rounding to the nearest whole number,
+    the answer is about 12") is the answer, not a hedge.
   - A `$` before a number is a dollar sign, not math, when no `$` closes it on its line or words come before the next
     `$` ("$210 at $30"). Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi`, `10:30 am`, `10!` are single values; a unit
     word after the number stays with it ("60 degrees"), also written against it (`12kg`, `1,000.99m²`), and so does
     a percent sign ("0.5%", "0.5 percent" are 0.5%, never 50%). LaTeX written in prose without delimiters is one
     formula ("Hence f^{-1}(x) = \\frac{x+5}{3}.", "2√5 units", "the ratio is 3:1"; a ratio "1 to 2" is 1:2); Unicode
-    mathematics joins numbers (`3×10⁶` is 3 \\times 10^{6}, `−7` is -7); a scale word multiplies ("4 million dollars"
-    -> 4000000, "2.5 billion"); words stand for values: "negative five" / "minus 2" -> -5 / -2 (not "x minus 2"),
+    mathematics joins numbers (`3×10⁶` is 3 \\times 10^{6}, `−7` is -7, `x² + 1`, `∛27`, `2½`, `180° − 65° = 115°`, a
+    repeating `0.666...` or `0.(6)`); a scale word or letter multiplies ("4 million dollars" -> 4000000, "2.5 billion",
+    "$3.2k", "3.2k dollars", "$2.5M"; not a bare "300K"; Chinese 万/亿 and numerals: 三千 -> 3000); "2 and 3/4 feet",
+    "two and a half hours" are mixed numbers (not "the values are 3 and 1/2"); words stand for values: "negative five" / "minus 2" -> -5 / -2 (not "x minus 2"),
     "7 o'clock" -> 7:00, "infinity", "negative infinity", "infinitely many", "the empty set", "1 in 4" / "5 out of
     36" / "one-in-six" where the sentence speaks of a probability or chance; a variable bounded in words is an
     inequality ("x is greater than 3", "k must be at least 2", "p lies strictly between 0 and 1", "every real number
     except x = 2"); numbers spelled out count when none is in digits, or after the last copula ("the probability is
-    one half"); ordinals of a place ("fifth place" -> 5); "not enough information" / "cannot be determined" is the
+    one half"), but arithmetic done in words is working, not an answer ("ten plus five, which equals fifteen"); ordinals of a place ("fifth place" -> 5); "not enough information" / "cannot be determined" is the
     refusal answer. A colon before the last value asserts it; a leading "Since/Because ..., " clause is a reason; a
     sentence with no value that names the reals or the empty set is that set.
   - a qualifier counts only when it is ATTACHED to the chosen value, read from the sentence's structure, never from a
     keyword anywhere in it: a bound, an approximation or a denial right before the value ("over 40", "at least 5",
     "more than 12", "not 40", "cannot be 7", "didn't spend $40"), or right after it ("12 or more", "5 at most",
-    "40 or so", "5+"), makes it no answer. The same words qualifying another phrase leave the answer alone: "The
+    "40 or so", "5+", "12, give or take"), makes it no answer (also in other languages: environ, etwa, примерно, 约). The same words qualifying another phrase leave the answer alone: "The
     number of stickers not on the wall is 35", "Maria spends $36 on snacks over 3 weeks", "Omar ran 3 more laps than
     Priya", "6 cm shorter from 8:00 pm to midnight", "the largest prime less than 50 is 47", "Either way, the class
     raises $240". Value-changing words must touch the value in its clause ("negative 5", "half of 10", "5 squared";
@@ -57,12 +74,14 @@ An answer sentence states ONE value:
     a sequence exists").
 """
 import re
+from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean, number_words,
-                   scaled_numbers, split_unit, superscripts, unit_key, unit_word, unwrap_commands)
+from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
+                   ellipsis_decimals, is_english, number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word,
+                   unwrap_commands)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -120,6 +139,7 @@ def _first_sentence(line):
     return line
 
 
+_FOREIGN_LETTER = r"[\u4e00-\u9fff\u3040-\u30ff\u0400-\u04ffÀ-ÖØ-öø-ÿ]"  # a word of another script: Chinese, Russian, ...
 CURRENCY = "¤"  # what a dollar sign becomes once it is known not to open math (clean() drops it)
 
 
@@ -137,7 +157,8 @@ def _strip_currency(text):
             close = -1  # not closed on its line
         inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
         if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
-                                                             r"(?=\s))", inside):
+                                                             r"(?=\s))|[-+*/=×÷]\s*$", inside):  # ("$24,000 - $18,000": no formula ends
+            # on an operator)
             out.append(text[pos:match.start()] + CURRENCY)
             pos = match.end()
         else:
@@ -214,18 +235,19 @@ def _sentence_head(line):
 
 
 _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
-_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+(?![\w.]))?"  # 4.4e7 too
+_NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d(?:[\d,]*\d)?(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+(?![\w.]))?"  # 4.4e7 too
 # a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
 # part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
 _GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|yd|mph|kph|Hz|eV|Pa|J|N|W|V|K)[²³]?(?![\w^])"
-_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))")
+_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))", re.ASCII)  # (a number
+# written against a word of another script is a number: `兔有12只`)
 
 
 _PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}:\d{2}(?:\s*[ap]m\b)?(?![\w:])"      # a time: 10:30, 1:20 pm
                           r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
                           r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
                           r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
-                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern)
+                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern, re.ASCII)
 
 
 @lru_cache(maxsize=4096)
@@ -247,16 +269,21 @@ _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?:-?\d+(?:\.\d+)?(?:/\d+)?|[^=<>$]{1,
 def _joined_assignments(sentence, candidates):
     """`x = 4, y = -1` (and `x = 4 and y = -1`): assignments of different letters joined by a comma or "and" are one
     candidate, a tuple answer (answer_compare reads it as one)."""
-    joined = []
+    joined, previous_end = [], 0
     for position, value in candidates:
+        segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+        end = segment.end() if segment else position + len(value)
         if joined and _ASSIGNMENT.fullmatch(value) and _ASSIGNMENT.fullmatch(joined[-1][1].split(",")[-1].strip()):
             previous_position, previous = joined[-1]
-            between = sentence[previous_position + len(previous):position]
-            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", between)
+            between = sentence[previous_end:position]  # (`$x = 2$ and $y = -1$`: between the segments)
+            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*(?:or|and)\s*", between)  # x = 3 or/and x = 5
             if same or re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
-                joined[-1] = (previous_position, sentence[previous_position:position + len(value)])
+                joiner = " \\text{ or } " if same and "or" in between else ", "
+                joined[-1] = (previous_position, previous + joiner + value if segment else sentence[previous_position:end])
+                previous_end = end
                 continue
         joined.append((position, value))
+        previous_end = end
     return joined
 
 
@@ -264,7 +291,7 @@ def _joined_assignments(sentence, candidates):
 _RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
 _SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
                 "on", "or", "so", "to", "up", "us", "we", "i"}
-_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓")
+_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓°")
 
 
 def _wrap_raw_math(piece):
@@ -299,11 +326,13 @@ def _wrap_plain(text):
             mathy = True
         elif tok == "{":
             depth, mathy = 1, True
-        elif tok.isalpha():
+        elif tok.isalpha() and re.fullmatch(r"[A-Za-zα-ωΑ-Ω]+", tok):  # (a letter of another script is a word)
             mathy = (len(tok) <= 2 and tok.lower() not in _SHORT_WORDS) or (tok.lower() in ("a", "i") and nxt
                                                                              and nxt in "=^_<>+-*/(")
         elif tok in ",." and start is not None:
             mathy = bool(nxt) and not text[token.end():token.end() + 1].isspace() and (tok == "," or nxt.isdigit())
+        elif tok == CURRENCY:
+            mathy = start is not None and nxt.isdigit()  # "25 × 52 = $1,300": a dollar sign inside the formula
         elif tok == ":" and start is not None:
             mathy = nxt.isdigit() and text[token.start() - 1:token.start()].isdigit()
         else:
@@ -332,7 +361,11 @@ def _wrap_plain(text):
 
 _LEADING_REASON = re.compile(r"\s*(?:since|because|as)\s+(?:[^,$]|\$[^$]*\$)*?,\s+", re.IGNORECASE)
 _RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|resulting\s+in|for\s+a\s+total\s+of|totall?ing|which\s+gives)\s+"
-                           r"(?:(?:us|a\s+total\s+of|an?|the)\s+)*[$¤]?$", re.IGNORECASE)
+                           r"(?:(?:us|a\s+total\s+of|an?|the)\s+)*[$¤]?$"
+                           # an appositive that names the result: "..., an increase of 1.5 million", "..., a profit of $40"
+                           r"|,\s*(?:an?|the)\s+(?:net\s+|total\s+|overall\s+|combined\s+)?(?:increase|decrease|difference|gain|loss|"
+                           r"profit|change|drop|rise|growth|reduction|discount|saving|savings|total|sum|product)\s+of\s+[$¤]?$",
+                           re.IGNORECASE)
 
 
 def _spelled_out(sentence):
@@ -341,6 +374,8 @@ def _spelled_out(sentence):
     sentence = NUMBER_WORDS.sub(lambda m: m.group(0) if re.search(r"\b(?:the|this|that|each|every|any|no|which|an?\s+[a-z]+)\s+$",
                                                                      sentence[:m.start()], re.I) and m.group(0).lower() == "one"
                                  else number_words(m), sentence)
+    sentence = re.sub(r"(?<![\w.])(\d+)\s+and\s+(?:a|one)\s+(half|third|quarter)\b", lambda m: f"${m.group(1)}\\frac{{1}}"
+                      f"{{{DENOMINATORS[m.group(2).lower()]}}}$", sentence, flags=re.I)  # "two and a half hours" -> 2 1/2
     sentence = re.sub(r"(?<=\d)-(?=(?:" + "|".join(DENOMINATORS) + r")\b)", " ", sentence)  # 3-fourths
     sentence = FRACTION_WORDS.sub(lambda m: f"$\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}$", sentence)
     return _ORDINAL_WORDS.sub(lambda m: str(_ORDINALS[m.group(1).lower()]), sentence)  # "in fifth place" -> 5
@@ -385,20 +420,13 @@ def _case_answer(sentence):
 
 
 
-
-_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
-
-
-
-
-
-
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
-_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w.^/])\s*,?"
+_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?"
                        r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
                        r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
-_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/]{1,12}\.?)?"
+_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
+                       r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?"
                        r"\s*[.!]?\s*$)", re.I)
 
 
@@ -436,10 +464,13 @@ def _asserted(sentence, candidates):
     """The candidate a sentence with several asserts as its quantity: the last one after a final `=` or "is", or
     else the only one not inside a modifier phrase (`Kylar needs to pay 64 for 16 glasses` -> 64; `The total for
     3 shirts is 45` -> 45). None when no single one stands out (`5 apples and 3 oranges`)."""
+    solved = _solved_for(sentence, candidates)
+    if solved:
+        return solved  # "So $6w + 6 = 36$, $w = 5$": equations in w, then w solved for
     position, value = candidates[-1]
     before = sentence[:position].rstrip()
     if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
-                                                            r"(?:\s+(?:a|an|the))?$", before, re.I):
+                                                            r"(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
         parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
                     and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
         return None if parallel else candidates[-1]  # "the length is 8 and the width is 12": two quantities
@@ -478,6 +509,26 @@ def _asserted(sentence, candidates):
     return asserted[0] if asserted else None
 
 
+def _solved_for(sentence, candidates):
+    """The last candidate when the sentence ends in a derivation: equations in one letter joined by commas or "so",
+    the last of them the letter solved for (`x = 1.222...`, `9x = 11`, `x = \\frac{11}{9}` -> x = 11/9). Assignments
+    alone are several answers (`x = 2, x = 3`), not a derivation."""
+    last = re.fullmatch(r"\s*([A-Za-z])\s*=\s*[^=<>]+", candidates[-1][1])
+    if last is None:
+        return None
+    letter = rf"(?<![A-Za-z\\]){last.group(1)}(?![A-Za-z])"
+    run = [candidates[-1]]
+    for position, value in reversed(candidates[:-1]):
+        segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+        between = sentence[segment.end() if segment else position + len(value):run[-1][0]]
+        if "=" not in value or not re.search(letter, value) or not re.fullmatch(r"[\s$]*(?:[,;]|,?\s*(?:so|then|hence|thus))?[\s$]*",
+                                                                              between, re.I):
+            break
+        run.append((position, value))
+    steps = [v for _, v in run[1:]]
+    return candidates[-1] if steps and any(not re.fullmatch(r"\s*[A-Za-z]\s*=[^=]+", v) for v in steps) else None
+
+
 def _one_candidate(sentence):
     """The sentence's answer: its only candidate, or the one it asserts (_asserted); None when an operator, a
     relation, a number-changing word or a condition touches it (`x = y - 5`, `x > 5`, "negative 5", "5 if n is even")."""
@@ -497,7 +548,7 @@ def _one_candidate(sentence):
         return None  # "5 if n is even", "over 40", "not 40", "12 or more"
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
-    if re.match(r"\s*(?:[-+*/^(<>=]|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
+    if re.match(r"\s*(?:[-+*/^<>=]|\((?!\s*[A-Za-z]{2,})|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
             and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)):
         return None  # 5x, 5 + y, 5(1+x), 5 = ... (but "5 m", "5m²": a unit)
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
@@ -509,6 +560,8 @@ def _one_candidate(sentence):
         return None
     if percent:
         return value.strip() + "\\%"  # "0.5%", "0.5 percent": the sign is part of the value (0.5% is not 50%)
+    if re.match(r"\s*°", after) and sentence[position] != "$":
+        return value.strip() + "^\\circ"  # "i.e. 60°": an angle in degrees (equal to \frac{\pi}{3}, not to \frac{\pi}{3} as 60)
     unit = re.match(r"\s*([A-Za-z]+)", after)
     if unit and unit_key(unit.group(1)) and sentence[position] != "$":
         return f"{value.strip()} {unit.group(1)}"  # "the angle is 60 degrees": the unit is part of the answer
@@ -530,8 +583,10 @@ _BOUND_BEFORE = re.compile(
     r"|(?:\b(?:not|never|cannot)|n't)\s+(?!(?:is|are|was|were|equals?)\b)[a-z]+\s+[$¤]?\s*$", re.IGNORECASE)
 # ... or right after it ("12 boxes or more", "5 apples at most", "40 minutes or so", "5+")
 _BOUND_AFTER = re.compile(r"\s*(?:[A-Za-z]+\s+){0,2}?(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under|"
-                          r"so|thereabouts|longer|shorter)\b|at\s+(?:least|most)\b)|\s*\+(?![\w\\({$])|-?ish\b", re.IGNORECASE)
-_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly)\s+(?=[$¤]?-?\d)", re.IGNORECASE)
+                          r"so|thereabouts|longer|shorter)\b|at\s+(?:least|most)\b)|\s*,?\s*(?:give\s+or\s+take|more\s+or\s+less|"
+                          r"plus\s+or\s+minus|roughly|approximately|or\s+close\s+to\s+it)\b|\s*\+(?![\w\\({$])|-?ish\b", re.IGNORECASE)
+_APPROX_WORD = re.compile(r"(?<!\\)\b(?:approximately|approx\.?|about|around|roughly|nearly|environ|ungefähr|etwa|circa|ca\.|"
+                          r"примерно|около|aproximadamente|cerca\s+de|circa)\s+(?=[$¤]?-?\d)|(?:大约|约)\s*(?=-?\d)", re.IGNORECASE)
 
 
 def _qualified(sentence, start, end):
@@ -564,12 +619,25 @@ class Span(NamedTuple):
     context: str = ""
     start: int = 0
     end: int = 0
+    decimal_comma: bool = False  # the response is written in a language whose decimal mark is a comma (see below)
 
 
 def reduce_span(span):
+    """The one value a span states (see _reduce_span); a bare option letter with the value the response ties to it."""
+    value = _reduce_span(span)
+    return _option_with_value(value, span.context or span.text) if value and len(value) < 20 else value
+
+
+def _reduce_span(span):
     """The one value a span states (a string), or None. Math spans (box, field, formula) are their value, unless
     they hold an answer sentence; prose spans go through sentence_value; a qualifier of the span in its sentence
     (a doubt, a condition, another case) makes it no answer."""
+    if span.decimal_comma or span.kind in ("phrase", "line", "conclusion"):
+        span = span._replace(text=number_conventions(span.text, span.decimal_comma))
+    if span.kind == "field" and len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", span.text))
+                                     if is_english(w)]) >= 2:
+        value = sentence_value(_strip_currency(span.text.strip()))  # <answer>There are 12 outfits.</answer>
+        return value if value or re.search(r"\d", span.text) else span.text.strip()  # (a word answer stays as written)
     if span.kind in ("box", "field", "formula"):
         text = span.text.strip()
         if span.kind != "formula" and re.search(r"\banswer\s+is\b|^\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*\S", text, re.I):
@@ -586,6 +654,48 @@ def reduce_span(span):
     if span.kind == "line":
         return sentence_value(_strip_currency(span.text))
     return conclusion_value(span.text)
+
+
+# Thousands separators and decimal marks. Every language: digit groups of three set apart by thin or no-break spaces,
+# or by points or spaces twice or more (`1 234 567`, `1.234.567`: no number has two decimal points). In a response
+# written in a language whose decimal mark is a comma (Russian, German, French, Spanish, Portuguese, Italian; see
+# answer_span.decimal_comma_language), a comma between digits is the decimal mark and a point or a space between
+# groups of three a thousands separator: `0,875` is 0.875, `1.562,50` is 1562.5, `2.210 €` is 2210, `12 500` is 12500
+# (English `1,250` stays a thousand; `2, 3` and `1,2,3` stay lists).
+_GROUPED_POINTS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d.]|,\d)")
+_GROUPED_SPACES = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[\u2009\u202f\u00a0]|\\[,;:! ]|\{,\})\d{3})+(?![\d])|(?<![\d.,])\d{1,3}(?: \d{3}){2,}(?![\d]|[.,]\d)")
+_LOCAL_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:[. \u2009\u202f\u00a0]\d{3})+(?:,\d+)?(?![\d]|[.,]\d)")
+_LOCAL_DECIMAL = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d]|[.,]\d)")
+
+
+def number_conventions(text, decimal_comma=False):
+    """Numbers written with another language's separators as plain numbers (see above)."""
+    text = _GROUPED_POINTS.sub(lambda m: m.group(0).replace(".", ""), text)
+    text = _GROUPED_SPACES.sub(lambda m: re.sub(r"[^\d]", "", m.group(0)), text)
+    if decimal_comma:
+        text = _LOCAL_GROUPED.sub(lambda m: re.sub(r"[.\s]", "", m.group(0)).replace(",", "."), text)
+        text = _LOCAL_DECIMAL.sub(r"\1.\2", text)
+    return text
+
+
+# An option letter that ends a clause: "option B", "choice (C)", "(D)"
+_OPTION_BEFORE = re.compile(r"(?:\b(?:option|choice|answer)\s+(?:is\s+)?\(?([A-E])\)?|\(([A-E])\))\s*$")
+_OPTION_VALUE = r"(\$[^$\n]{1,60}\$|[$¤]?-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:/\d+)?)"
+
+
+def _option_with_value(answer, text):
+    """A bare option letter (`(C)`, `C`) given as the answer, with the value the response ties to it before ("26,
+    which matches choice (C)", "(C) 26", "option C: 26"): the letter with its value, `(C) 26` (it equals the letter
+    and the value); else the letter alone."""
+    letter = re.fullmatch(r"\s*(?:\\text\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?\s*\.?", answer or "")
+    if letter is None or not text:
+        return answer
+    name = rf"(?:\(\s*{letter.group(1)}\s*\)|\b(?:option|choice)\s+\(?{letter.group(1)}\b\)?)"
+    before = list(re.finditer(r"(?<![\w.,])" + _OPTION_VALUE + rf"[^.\n$\d]{{0,40}}?\b(?:matches|corresponds\s+to|is|gives)\s+(?:the\s+)?(?:answer\s+)?"
+                              + name, text[-3000:]))
+    after = list(re.finditer(name + r"\s*(?:[:=]|is|,)?\s*" + _OPTION_VALUE + r"(?![\d.])", text[-3000:]))
+    found = max(before + after, key=lambda m: m.start(), default=None)
+    return f"({letter.group(1)}) {found.group(1).strip('$')}" if found else answer
 
 
 def _choice_with_value(text):
@@ -612,7 +722,10 @@ def phrase_value(rest, context="", start=0, end=0):
         sentence_start = max(context.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
         return _case_answer(context[sentence_start:].split("\n", 1)[0] if context[sentence_start:start].strip() else
                             context[sentence_start:start] + line)  # an answer by cases (see parse_cases), else none
-    return sentence_value(sentence)
+    value = sentence_value(sentence)
+    if value and value.startswith("\\approx ") and _ROUNDING_ASKED.search(context[max(0, start - 200):start].split("\n")[-1]):
+        return value[len("\\approx "):]  # "Rounding to the nearest whole number, the answer is approximately 12."
+    return value
 
 
 def _display_math(text):
@@ -629,8 +742,30 @@ def _unicode_in_prose(sentence):
     """Unicode mathematics written in prose as the LaTeX it stands for, where it joins numbers: `10⁶` -> `10^{6}`,
     `3×10` -> `3 \\times 10`, `−7` -> `-7` (so that `3×10⁶` is one formula)."""
     sentence = re.sub(r"(?<=[\d)}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: superscripts(m.group(0)), sentence)
+    sentence = re.sub(r"(?<![A-Za-z][A-Za-z])(?<=[A-Za-z])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+(?=\s*[-+=<>*/−·×),≤≥≠])", lambda m: superscripts(m.group(0)),
+                      sentence)  # x² + 2x + 1, x³ = 27 (a letter's power in a formula; not "12 m².")
     sentence = re.sub(r"(?<![\w])[−–](?=\s*\d)", "-", sentence)
-    return re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
+    sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
+                      lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
+    sentence = re.sub(r"(\d*)\s?([½⅓⅔¼¾⅛⅜⅝⅞⅕])", lambda m: m.group(1) + _VULGAR[m.group(2)], sentence)  # 2½, ½
+    sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
+    if re.search(r"=>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
+        sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
+    return sentence
+
+
+_VULGAR = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}", "¾": "\\frac{3}{4}",
+           "⅛": "\\frac{1}{8}", "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}", "⅕": "\\frac{1}{5}"}
+_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
+
+
+def _outside_math(sentence, change):
+    """change(text) applied to the parts of a sentence outside its math segments ($...$, \\(...\\), ...)."""
+    out, last = [], 0
+    for segment in _MATH_SEGMENT.finditer(sentence):
+        out += [change(sentence[last:segment.start()]), segment.group(0)]
+        last = segment.end()
+    return "".join(out) + change(sentence[last:])
 
 
 _NUMBER_OR_WORD = r"(\d+|(?:" + NUMBER_WORD + r"))"
@@ -649,6 +784,8 @@ def _words_as_values(sentence):
     sentence = re.sub(sign + r"(" + NUMBER_WORDS.pattern + r")", lambda m: "-" + number_words(re.match(r"(?s).*", m.group(1))),
                       sentence, flags=re.I)
     sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
+    sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
+                      lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
     sentence = re.sub(r"\b([ap])\.\s?m\.(?=\W|$)", r"\1m", sentence, flags=re.I)
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
     sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
@@ -680,24 +817,95 @@ def _bound_sign(words):
     return ("\\le" if upper else "\\ge") if "equal" in words or words[0] == "at" else ("<" if upper else ">")
 
 
+# An exact value followed by its rounding ("$\\sqrt{27}$, about 5.196", "2/3 (≈ 0.67)"): one value, `X \\approx Y`
+_ROUNDED_AFTER = re.compile(r"(\$[^$]{1,80}\$|(?<![\w.])\d+/\d+)\s*(?:,\s*|\(\s*)(?:about|approximately|roughly|≈|\\approx)\s*"
+                            r"(\$?-?\d+\.\d+\$?)\s*\)?", re.IGNORECASE)
+# A scale letter written against a number of money or people: "$3.2k", "3.2k dollars", "$2.5M", "$1.2bn"
+_SCALE_SUFFIX = re.compile(r"(?<![\w.])([$¤]\s*)?(\d+(?:\.\d+)?)(k|K|M|bn|B)\b(?(1)|(?=\s+(?:dollars?|euros?|pounds|people|users|"
+                           r"views|visitors|followers|subscribers|downloads|residents|copies|units)\b))")
+_SCALE_LETTERS = {"k": 1000, "K": 1000, "M": 10**6, "bn": 10**9, "B": 10**9}
+
+
+def _scale_suffixes(sentence):
+    def value(match):
+        number = Fraction(match.group(2)) * _SCALE_LETTERS[match.group(3)]
+        if match.group(3) in "KB" and not match.group(1):
+            return match.group(0)  # 300K without a currency sign may be kelvin
+        return (match.group(1) or "") + (str(number.numerator) if number.denominator == 1 else str(float(number)))
+    return _SCALE_SUFFIX.sub(value, sentence) if re.search(r"\d(?:k|K|M|bn|B)\b", sentence) else sentence
+
+
+_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10**4, "亿": 10**8}
+
+
+def _cn_value(run):
+    """一千二百 -> 1200, 三千 -> 3000, 十五 -> 15, 两万 -> 20000; None for a run that is no number (二三)."""
+    total, section, digit = 0, 0, None
+    for ch in run:
+        if ch in ("零", "〇"):
+            digit = None
+        elif ch in _CN_DIGITS:
+            if digit is not None:
+                return None
+            digit = _CN_DIGITS[ch]
+        elif _CN_UNITS[ch] < 10**4:
+            section += (1 if digit is None else digit) * _CN_UNITS[ch]
+            digit = None
+        else:
+            total = (total + section + (digit or 0)) * _CN_UNITS[ch]
+            section, digit = 0, None
+    return total + section + (digit or 0)
+
+
+def _chinese_numbers(sentence):
+    """Chinese numbers as digits: a scale after digits (`1.2 万` -> 12000) and, in a sentence with no number in digits,
+    numerals (`学生有三千人` -> 学生有3000人; not the 一 of words such as 一共, 一起, 第一)."""
+    sentence = re.sub(r"(\d+(?:\.\d+)?)\s*(万|亿)", lambda m: str(Fraction(m.group(1)) * _CN_UNITS[m.group(2)]).split("/")[0]
+                      if (Fraction(m.group(1)) * _CN_UNITS[m.group(2)]).denominator == 1 else m.group(0), sentence)
+    if re.search(r"\d", sentence):
+        return sentence
+    def value(match):
+        run = match.group(0)
+        if run == "一" and re.match(r"[共起样定下般些直切旦同个]", sentence[match.end():match.end() + 1]) \
+                or re.search(r"[第统唯同万千]$", sentence[:match.start()]) or run in ("万", "亿", "千万"):
+            return run
+        number = _cn_value(run)
+        return run if number is None else str(number)
+    return re.sub(r"[零〇一二两三四五六七八九十百千万亿]+", value, sentence)
+
+
+# Numbers in words joined by arithmetic words: "two hundred forty thousand dollars plus twenty-four thousand dollars plus
+# twelve thousand dollars, which equals ...": the working of a model asked for numerals, written out (it states no
+# answer in words; a single number in words does: "two hundred ninety-four dollars")
+_WORD_ARITHMETIC = re.compile(rf"\b(?:{NUMBER_WORD})\b[\w\s-]{{0,40}}?\b(?:plus|minus|times|multiplied\s+by|divided\s+by|"
+                              rf"added\s+to)\s+(?:{NUMBER_WORD})\b", re.I)
+
+
 @lru_cache(maxsize=1024)
 def _prepared(sentence):
     """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
-    sentence = scaled_numbers(_unicode_in_prose(sentence))  # "3×10⁶", "−7", "4 million"
-    sentence = _words_as_values(sentence)
+    sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: ellipsis_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
+    sentence = _words_as_values(_scale_suffixes(sentence))
+    sentence = re.sub(r"(?<![\w.])(\d+)\s+and\s+(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet" (a unit after it)
+                      lambda m: f"${m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}$" if unit_word(m.group(4)) else m.group(0), sentence)
+    if re.search(r"[\u4e00-\u9fff]", sentence):
+        sentence = _chinese_numbers(sentence)
+    sentence = _ROUNDED_AFTER.sub(lambda m: f"${m.group(1).strip('$')} \\approx {m.group(2).strip('$')}$", sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
     parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
                            or NUMBER_WORDS.search(parts[-1])):
         sentence = parts[-1]
     sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
-    if re.search(r"\bratio\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2": 1:2
+    if re.search(r"\b(?:ratio|odds)\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2", "odds of 1 to 4": 1:2
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
     if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
-        sentence = _spelled_out(sentence)
+        if not _WORD_ARITHMETIC.search(sentence):  # (arithmetic done in words is working, not an answer in words)
+            sentence = _spelled_out(sentence)
     else:  # numbers in words after the last copula ("..., so the probability is one half")
         copula = list(re.finditer(r"\b(?:is|are|was|were|equals?)\b", sentence))
         tail = sentence[copula[-1].end():] if copula else ""
@@ -729,14 +937,21 @@ def sentence_value(sentence):
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
-    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|is|be)(?![a-zA-Z])", split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa]s|[Ww]e)(?![a-zA-Z])|" + _FOREIGN_LETTER,
+                                   split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
+        steps = _candidates(sentence)
+        solved = _solved_for(sentence, steps) if len(steps) > 1 else None
+        if solved:
+            return _last_step(solved[1])  # `$99x = 45$, $x = \frac{5}{11}$`: a derivation ends in the letter solved for
         return _last_step(sentence.rstrip(".").strip())  # no words: the whole span is the value (`x^2 + 1`, `3, 5`)
     reason = re.search(r"[,;]\s+(?:because|since)\b", sentence)
     if reason and reason.start() > 0:
         sentence = sentence[:reason.start()]  # "positive, because two of the three numbers are negative": a reason
+    rounding_asked = _ROUNDING_ASKED.search(sentence)
     sentence = _prepared(sentence)
+    whole = sentence
     if _set_words(sentence):
         return _set_words(sentence)  # "All reals.", "No solution.", "x can be any real number.": a set in words
     if not _candidates(sentence):
@@ -752,17 +967,43 @@ def sentence_value(sentence):
         return lead or None
     restated = _RESTATED.search(sentence)  # "..., which is 1,000.99 m²": the value the sentence ends on
     if restated and len(_candidates(sentence[restated.end():])) == 1:
+        letter = _OPTION_BEFORE.search(sentence[:restated.start()])
+        if letter and _one_candidate(sentence[restated.end():]):  # "The correct option is B, which equals $\sqrt{5}$."
+            return f"({letter.group(1) or letter.group(2)}) {_one_candidate(sentence[restated.end():])}"
         sentence = sentence[restated.end():]
     named = re.search(r"[,;]?\s+(?:which|that)\s+is\s+(?:a\s+)?(" + _DAYS + r")\s*[.!]?\s*$", sentence)
     if named:
         return named.group(1)  # "..., which is Monday."
-    cut = re.search(r"[,;]?\s+(?:because|since|as|which|where)\b", sentence)  # a reason, a relative clause
+    cut = re.search(r"[,;]?\s+(?:because|since|as(?!\s+an?\s)|which|where)\b", sentence)  # a reason, a relative clause
+    # (not "as a decimal": "$\frac23$ as a decimal is about 0.67" states 0.67)
     if cut and _candidates(sentence[:cut.start()]):
         sentence = sentence[:cut.start()]
     if re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
         return None  # "Otherwise it is 4.": one case of several
     value = _approximate_value(sentence)
-    return _last_step(value) if value else value
+    if value and rounding_asked and value.startswith("\\approx "):
+        value = value[len("\\approx "):]  # "Rounding to the nearest whole number as asked, the answer is approximately 12."
+    return _given_letters(_last_step(value), whole) if value else value
+
+
+# A rounding the sentence says was asked for: the approximate value is the rounded answer
+_ROUNDING_ASKED = re.compile(r"\bround(?:ed|ing)?\b[^.;]{0,30}?\bto\s+the\s+nearest\s+(?:whole\s+number|integer|unit|"
+                             r"dollar|cent|tenth|hundredth|thousandth|percent|degree)", re.I)
+
+
+def _given_letters(value, sentence):
+    """`\\pi r^2 = 25\\pi` in a sentence that gives r ("With $r = 5$, the area is $\\pi r^2 = 25\\pi$"): the formula
+    is evaluated at the given value, so its result is the value (25π). A formula in letters the sentence does not
+    give stays an equation (`y = 2x + 1 = 7` is not 7)."""
+    sides = value.split("=")
+    if len(sides) < 2 or re.search(r"[<>]|\\[lg]e", value):
+        return value
+    letters = set(re.findall(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", sides[0])))
+    if not letters or re.search(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", sides[-1])):
+        return value
+    position = sentence.find(sides[0].strip()[:20])
+    given = position > 0 and all(re.search(rf"(?<![\\A-Za-z]){x}\s*=\s*-?\d", sentence[:position]) for x in letters)
+    return sides[-1].strip() if given else value
 
 
 _DAYS = r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
@@ -778,7 +1019,13 @@ def _last_step(value):
     n = 5` -> `n = 5`), and the residue of a congruence (`2^{100} \\equiv 2 \\pmod 7` -> 2)."""
     inline = re.fullmatch(r"\$([^$]+)\$", value.strip())
     value = inline.group(1) if inline else value
-    value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)|⇒|⟹", value)[-1].strip()
+    value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])|⇒|⟹|∴|==?>", value)[-1].strip()
+    arrow = re.split(r"\\to(?![a-z])|\\rightarrow(?![a-z])|→", value)
+    if len(arrow) == 2 and not re.fullmatch(r"\s*[A-Za-z]\s*", arrow[0]) and "\\lim" not in arrow[0] and arrow[1].strip():
+        value = arrow[1].strip()  # `\frac{3x^2+1}{x^2-5} \to 3` (as x -> oo): the value it tends to
+    residue = re.fullmatch(r"\s*(-?\d+)\s*(?:\\pmod\s*\{?\s*\d+\s*\}?|\(\s*\\?(?:bmod|mod)\s*\d+\s*\))\s*", value)
+    if residue:
+        return residue.group(1)  # `3 \pmod 7`: the residue 3
     congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}$]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\$?\s*\.?", value,
                               re.DOTALL)
     return congruence.group(1).strip() if congruence else value
@@ -802,7 +1049,8 @@ def _leading_value(sentence):
         units, rest = units + word.group(0), rest[word.end():]
     if _BOUND_AFTER.match(sentence, lead.end()) or _conditional_after(rest):
         return ""
-    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
+    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*(?:(?:about|approximately|roughly|around|nearly|"
+                 r"almost|exactly|just|over|under)\s+)?[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
         return None  # "1.5498 eV, which rounded gives 1.55 eV": the value is asserted later
     if _EXPLANATION.match(rest) and not re.match(r"\s*(?:,|and|or)\s*[$¤]?-?\d", rest):
         return _last_step(lead.group(1)) + units.rstrip()
@@ -813,12 +1061,16 @@ def conclusion_value(text, finished=True):
     """Free text: the answer is the one value of the conclusion (the last sentence that has any, of the last three),
     reduced by sentence_value. finished=False: the text need not end a sentence."""
     tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
+    tail = re.sub(r"[ \t]*[✓✔✅]+[ \t]*(?=\S)", ". ", tail)  # "... gives 17. ✓ So $a = 4$.": a check mark ends a sentence
+    if "```" in tail:  # a code block that holds only a value is that value (code itself is no answer: it was not run)
+        tail = re.sub(r"```[\w+-]*[ \t]*\n\s*([$¤]?-?\d[\d,]*(?:\.\d+)?)\s*\n[ \t]*```", r"\1", tail)
     check = _CHECK.search(tail)
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
     sentences = [_words_as_values(x) for x in sentences]
-    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$|^\s*[*_]+[^*_]+[*_]+\s*$", sentences[-1]):
+    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$|^\s*[*_]+[^*_]+[*_]+\s*$", sentences[-1]) \
+            and not _VALUE_LINE.fullmatch(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
     if sentences and _set_words(sentences[-1]):
         return _set_words(sentences[-1])
@@ -833,8 +1085,12 @@ def conclusion_value(text, finished=True):
         prepared = _prepared(sentence)
         if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)) and not _NOT_VALUE.search(sentence):
             continue  # "The other root, -9, is rejected.": the answer was stated before
-        if re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", sentence, re.I) and not _candidates(prepared):
-            return "\\text{DNE}"  # "..., the limit does not exist."
+        if _ASIDE.match(sentence):
+            continue  # "Interestingly, her brother will be 31 ...", "If there were 8 boxes, it would be 56.": not the answer
+        missing = re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", prepared, re.I)
+        if missing and all(position < missing.start() for position, _ in _candidates(prepared)) and (
+                not _candidates(prepared) or re.search(r"\\lim|\blimits?\b", prepared[:missing.start()], re.I)):
+            return "\\text{DNE}"  # "..., the limit does not exist.", "$\lim_{x\to 0} \frac{1}{x}$ does not exist since ..."
         if _case_answer(sentence) or _set_words(prepared) or _candidates(prepared) or _word_predicate(prepared) \
                 or _REFUSAL.search(sentence):
             value = sentence_value(sentence)
@@ -845,7 +1101,13 @@ def conclusion_value(text, finished=True):
     return None
 
 
+# A last line that holds only a value, perhaps labelled ("Output: 42", "42", "Total: $48"): finished, though unpunctuated
+_VALUE_LINE = re.compile(r"\s*(?:[A-Za-z][A-Za-z ]{0,20}:\s*)?[$¤]?-?\d[\d,]*(?:\.\d+)?\s*[A-Za-z%]{0,10}\s*")
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
+# A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
+# boxes, it would be 56.")
+_ASIDE = re.compile(r"\s*(?:(?:interestingly|incidentally|by\s+the\s+way|as\s+a\s+side\s+note|as\s+an\s+aside|fun\s+fact|"
+                    r"for\s+comparison|side\s+note|btw)\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)
 # A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
 _CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
                     r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:check|verify))\b", re.I)
@@ -878,5 +1140,6 @@ def _asked_for(sentence, text):
 
 
 # A sentence that sets the task rather than answering it: a question, or "We need to find ...", "Let's compute ..."
-_TASK = re.compile(r"\s*(?:we\s+(?:need|want|have|are\s+asked)\s+to|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
+_TASK = re.compile(r"\s*(?:we\s+(?:need|want|have|are\s+asked)\s+to|we\s+are\s+(?:told|given)\b|the\s+(?:problem|question)\s+"
+                   r"(?:says|states|tells\s+us|gives)\b|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
                    r"compute|calculate|determine|evaluate|simplify|solve|what|how|which)\b)", re.IGNORECASE)

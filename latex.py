@@ -1,8 +1,10 @@
 r"""The text of one value -> canonical LaTeX -> sympy (used by the grader's stages 2 and 3; see reward.py).
 
 `clean(text)`: the canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs,
-thousands separators and ordinals gone; percent signs as `%`; Unicode mathematics (`½`, `π`, `×`, superscript
-exponents `10⁶`) as LaTeX; numbers in words and with a scale word ("two hundred", "4 million") as numerals.
+thousands separators, currency signs ($, €, £) and ordinals gone; percent signs as `%`; Unicode mathematics (`½`,
+`π`, `×`, superscript exponents `10⁶`, subscript indices `x₁`) as LaTeX, a Unicode root over the whole number after
+it (`√27` is \sqrt{27}, never \sqrt{2}·7; `∛27`); repeating decimals as fractions (`0.(3)`, `0.333...`, `1.2666\ldots`;
+`1.5...` stays 1.5); numbers in words and with a scale word ("two hundred", "4 million") as numerals.
 `split_unit(text)`: a value and its trailing unit words ('5 cm' -> ('5', 'cm')).
 `parse_math(text)`: a small recursive-descent parser that builds the sympy tree itself. Untrusted model text is
 never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). It takes the cleaned text of one value and
@@ -521,7 +523,8 @@ ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:l
 _UNICODE = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}",
             "¾": "\\frac{3}{4}", "−": "-", "–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
             "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ", "¤": " ",
-            "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset "}
+            "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset ",
+            "€": " ", "£": " ", "¥": " ", "\\pounds": " ", "\\euro": " ", "\\texteuro": " "}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
              r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
 
@@ -594,6 +597,52 @@ def scaled_numbers(s):
     return _SCALED.sub(value, s)
 
 
+_SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")
+
+
+def _unicode_roots(s):
+    """Unicode roots take the whole number or letter after them (`√27` is \\sqrt{27}, never \\sqrt{2} 7; `∛27` is
+    \\sqrt[3]{27}); a period in parentheses repeats (`0.(3)` is 1/3, `1.2(3)`); a decimal whose digits repeat before an
+    ellipsis is that repeating decimal (`0.333...` is 1/3, `1.2666\\ldots` is 19/15; `1.5...` stays as written);
+    subscript digits are indices (`x₁` is x_{1})."""
+    if re.search(r"[√∛∜]", s):
+        s = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
+                   lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", s)
+        s = s.replace("∛", "\\sqrt[3]").replace("∜", "\\sqrt[4]")
+    s = ellipsis_decimals(s)
+    return re.sub(r"[₀₁₂₃₄₅₆₇₈₉]+", lambda m: "_{" + m.group(0).translate(_SUBSCRIPTS) + "}", s)
+
+
+def ellipsis_decimals(s, wrap=""):
+    """`0.333...` -> `\\frac{1}{3}` (see _ellipsis_decimal), `0.(3)` -> `\\frac{1}{3}`, put between `wrap` marks (`$` in
+    prose)."""
+    if "(" in s:
+        s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\((\d+)\)(?![\d(])", lambda m: wrap + _repeating_decimal(m) + wrap, s)
+    if not re.search(r"\d\s*(?:\\[lc]?dots|\.\.\.|…)", s):
+        return s
+    def value(match):
+        exact = _ellipsis_decimal(match)
+        return exact if exact == match.group(0) else wrap + exact + wrap
+    return re.sub(r"(?<![\d.])(\d*)\.(\d+)\s*(?:\\[lc]?dots(?![a-z])|\.\.\.|…)", value, s)
+
+
+def _ellipsis_decimal(match):
+    """`0.333...` -> 1/3: the shortest period that the decimals end with at least twice (three times for one digit),
+    else the text as written."""
+    whole, decimals = match.group(1), match.group(2)
+    for size in range(1, 7):
+        period = decimals[-size:]
+        repeats = 3 if size == 1 else 2
+        if len(decimals) >= size * repeats and decimals.endswith(period * repeats):
+            fixed = decimals[:-size * repeats]
+            while fixed.endswith(period):
+                fixed = fixed[:-size]
+            while fixed and fixed[-1] == period[-1]:  # 0.1666: fixed 1, period 6 (rotate the period into place)
+                fixed, period = fixed[:-1], period[-1] + period[:-1]
+            return _repeating_decimal(re.match(r"(.*)\|(.*)\|(.*)", f"{whole}|{fixed}|{period}"))
+    return match.group(0)
+
+
 def superscripts(s):
     """Unicode superscript exponents as LaTeX powers: `10⁶` -> `10^{6}`, `x⁻¹` -> `x^{-1}`, `m²` -> `m^{2}`."""
     return re.sub(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
@@ -615,6 +664,7 @@ def clean(s):
     if not s or len(s) > MAX_ANSWER_CHARS:
         return None
     s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
+    s = _unicode_roots(s)                                                       # √27, ∛27, 0.(3), x₁
     for old, new in _UNICODE.items():
         s = s.replace(old, new)
     s = superscripts(s)
