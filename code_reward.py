@@ -25,8 +25,10 @@ cgroup v1's memory hierarchy: as root); "none": elsewhere (an ordinary user, mos
 
     what a program may do                          bwrap (full)                    rlimits fallback
     ---------------------------------------------  ------------------------------  ---------------------------------
-    write, read or reorder the verdicts its        no (Verdicts, below)            no (Verdicts, below)
-      grading worker sends back
+    write, read or reorder the verdicts its        no (Verdicts, below)            as root: no (Verdicts, below); as
+      grading worker sends back                                                    a user: its own no, but ANOTHER
+                                                                                   item's sandbox, of the same uid,
+                                                                                   yes (NOT isolated: Verdicts)
     change the grader itself (this checkout's      no                              as root: no (own uid); as a user:
       files, the trainer's processes)                                              yes, it is you (NOT isolated)
     crash or fool the checker with what it sends   no (Decoding, below)            no (Decoding, below)
@@ -69,7 +71,9 @@ that the program never sees, and every reply carries it back: a reply that is no
 item ("failed", never paid) and its worker is replaced, so verdicts cannot shift. What no channel can give: a
 program run as the trainer's own uid (the fallback as a user) is that user, and can rewrite this checkout's files
 -- the grader included --, signal the trainer, and write its memory where the kernel lets a process of the same
-uid (/proc/PID/mem: kernel.yama.ptrace_scope 0, or no Yama). Run the fallback as root, or use bwrap.
+uid (/proc/PID/mem: kernel.yama.ptrace_scope 0, or no Yama). The same holds between sandboxes: a program in one
+item can open another concurrent item's sandbox pipes through /proc/PID/fd (the red team had wrong programs of
+other items paid that way). Run the fallback as root (a uid per sandbox), or use bwrap.
 
 Memory: every kind a program can make the kernel hold, and its bound. With a cgroup the kernel also counts all of
 them together (slab: inodes, dentries, socket buffers; pipe buffers; tmpfs pages; page tables) against
@@ -111,9 +115,14 @@ per-kind bounds hold either way:
 Leftovers (the fallback as root). After each item every process of its uid is killed and every entry its uid
 owns wherever it could have written is removed: in each world-writable directory (o+w, reachable by others) on
 every writable mount but the kernel's own (KERNEL_FILESYSTEMS), found by one walk of those mounts per scoring
-process (seconds on a big disk, once), and in world-writable directories made below those since. A file of its uid can be nowhere else: the uid is an unused
-one of its own, has no group, and creating or linking a name needs write access to the directory. Not covered: bytes it writes into
-other users' world-writable FILES (mode 0666), and state it leaves in host services over AF_UNIX (NOT isolated).
+process (seconds on a big disk, once), and in world-writable directories made below those since. A file of its
+uid can be nowhere else: the uid is an unused one of its own, has no group, and creating or linking a name needs
+write access to the directory. The removal goes through directory descriptors opened with O_NOFOLLOW and never
+recurses (_remove_tree): no link a program made, and no path component it swapped for one, is followed (as root
+the path-based sweep once unlinked a root-owned file elsewhere), and no depth of directories stops it. Not
+covered (NOT isolated): bytes it writes into other users' world-writable FILES (mode 0666), and a hard link it
+makes to such a file (the name is its owner's, not the item's uid: it stays); world-writable directories made
+after the walk outside those it found; state it leaves in host services over AF_UNIX.
 
 Decoding. Every message from a program is decoded at one boundary (_Sandbox.recv: whatever decoding raises --
 OverflowError, RecursionError, MemoryError, ... -- makes it "not plain data", and the test fails), and every
@@ -121,7 +130,9 @@ value or text from it that reaches a result, a log or a terminal goes through _p
 lone surrogates and control characters but newlines escaped; at most MAX_DETAIL_CHARS a piece, twice that a
 detail; it cannot raise). So grader_error counts our own bugs only.
 
-Environment. Grading workers run `python -I -S` with the scorer's sys.path passed explicitly: no PYTHON* variable
+Environment. Grading workers run `python -I -S` with the scorer's sys.path passed explicitly, minus any
+world-writable directory (a trainer started from /tmp with `python -c` has the cwd there: a planted decimal.py
+paid wrong LiveCodeBench programs), and only PATH, TMPDIR and the locale from the environment: no PYTHON* variable
 (PYTHONOPTIMIZE, PYTHONPATH, ...), user site, sitecustomize, usercustomize or .pth code. Programs, preludes and
 tests are compiled with optimize=0 and no inherited flags, and before each item the worker checks that a failing
 assert fails, else it refuses the item. Sandboxed programs run `python -I -S` with an empty environment.
@@ -584,7 +595,13 @@ class ProgramName:
         error = getattr(builtins, raised, None) if isinstance(raised, str) else None
         if not (isinstance(error, type) and issubclass(error, PROGRAM_ERRORS)):
             error = ProgramError
-        raise error(f"raised in the program: {_printable(reply.get('message'))}")
+        message = f"raised in the program: {_printable(reply.get('message'))}"
+        try:
+            exc = error(message)
+        except Exception:  # noqa: BLE001  a class whose constructor wants more (UnicodeDecodeError): its own
+            exc = error.__new__(error)   # TypeError here would be the checker's, and a test expecting one would pass
+            exc.args = (message,)
+        raise exc
 
 
 class ProgramObject:
@@ -1056,8 +1073,13 @@ def _clean_up(child):
         _kill_user(child["uid"])
     if child.get("uid") is not None:   # its processes are gone: nothing can make a file behind the sweep
         _remove_owned(child["uid"])
-    if child.get("workdir"):
-        shutil.rmtree(child["workdir"], ignore_errors=True)
+    if child.get("workdir"):   # the parent is ours; the tree below it is the program's (no recursion, no links)
+        with contextlib.suppress(OSError):
+            parent = os.open(os.path.dirname(child["workdir"]), DIRECTORY_FLAGS)
+            try:
+                _remove_tree(parent, os.path.basename(child["workdir"]))
+            finally:
+                os.close(parent)
 
 
 def _writable_dirs():
@@ -1104,27 +1126,86 @@ def _writable_dirs():
     return _PROBED["writable"]
 
 
+DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+REMOVE_BUDGET = 1 << 22   # entries one removal may unlink or move (a program's ~1M-inode flood fits)
+
+
+def _remove_tree(parent_fd, name, uid=None):
+    """Remove the directory `name` below the open directory parent_fd and everything in it, through directory
+    descriptors only, so that no symlink is followed anywhere: a program cannot swap a path component for a
+    link between a check and the removal (the race that made root unlink a file elsewhere). Iterative, not
+    recursive (a program can nest directories deeper than Python's recursion limit, and shutil.rmtree then
+    raised RecursionError in the scorer): each subdirectory's entries are moved up into the top directory until
+    none is left, so at most two descriptors are open. uid: only a directory that uid owns is removed."""
+    top = os.open(name, DIRECTORY_FLAGS, dir_fd=parent_fd)
+    try:
+        if uid is not None and os.fstat(top).st_uid != uid:
+            return
+        budget, moved = REMOVE_BUDGET, 0
+        while budget > 0:
+            found_dir = False
+            with os.scandir(top) as entries:
+                names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+            for entry, is_dir in names:
+                budget -= 1
+                with contextlib.suppress(OSError):
+                    if not is_dir:
+                        os.unlink(entry, dir_fd=top)
+                        continue
+                    found_dir = True
+                    with contextlib.suppress(OSError):
+                        os.rmdir(entry, dir_fd=top)
+                        continue
+                    sub = os.open(entry, DIRECTORY_FLAGS, dir_fd=top)
+                    try:
+                        with os.scandir(sub) as inner:
+                            for child in [e.name for e in inner]:
+                                moved += 1
+                                budget -= 1
+                                os.rename(child, f".removed-{moved}", src_dir_fd=sub, dst_dir_fd=top)
+                    finally:
+                        os.close(sub)
+            if not found_dir:
+                break
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        os.rmdir(name, dir_fd=parent_fd)
+
+
 def _remove_owned(uid):
     """Remove everything `uid` (a fallback sandbox's own, after its item) owns wherever it could have written:
     every entry it owns in the world-writable directories (_writable_dirs), and, recursively, in world-writable
     directories of others below them (made after the walk). A file it made can be nowhere else: it owns nothing,
-    has no group, and creating or linking a name needs write access to the directory."""
-    stack, seen = list(_writable_dirs()), set()
+    has no group, and creating or linking a name needs write access to the directory. Every step goes through
+    directory descriptors opened with O_NOFOLLOW (never a path a program could have re-pointed) and nothing
+    recurses (_remove_tree)."""
+    stack, seen = [], set()
+    for path in _writable_dirs():
+        with contextlib.suppress(OSError):
+            stack.append(os.open(path, DIRECTORY_FLAGS))
     while stack:
         folder = stack.pop()
-        if folder in seen:
-            continue
-        seen.add(folder)
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(folder):
+        try:
+            here = os.fstat(folder)
+            if (here.st_dev, here.st_ino) in seen:
+                continue
+            seen.add((here.st_dev, here.st_ino))
+            with os.scandir(folder) as listing:
+                entries = [e.name for e in listing]
+            for name in entries:
                 with contextlib.suppress(OSError):
-                    st = entry.stat(follow_symlinks=False)
+                    st = os.stat(name, dir_fd=folder, follow_symlinks=False)
                     if st.st_uid == uid and stat.S_ISDIR(st.st_mode):
-                        shutil.rmtree(entry.path, ignore_errors=True)   # by descriptor: no symlink is followed
+                        _remove_tree(folder, name, uid)
                     elif st.st_uid == uid:
-                        os.unlink(entry.path)
+                        os.unlink(name, dir_fd=folder)
                     elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IXOTH:
-                        stack.append(entry.path)
+                        stack.append(os.open(name, DIRECTORY_FLAGS, dir_fd=folder))
+        except OSError:
+            pass
+        finally:
+            os.close(folder)
 
 
 def _kill_orphans():
@@ -1351,7 +1432,8 @@ def sandbox_guarantees(mode):
             "no memory outside the address space limit (memfd, SysV shared memory refused)": True,
             "no SysV IPC or message queue outlives it (refused)": True,
             "cannot gain privileges (no_new_privs: setuid binaries run as the program's uid)": True,
-            "verdict channel out of its reach; replies keyed to the item": True,
+            "its verdict channel out of its reach; replies keyed to the item": True,
+            "other items' sandboxes and channels out of its reach": own_uid,
             "what it sends is decoded and printed by one boundary that cannot fail": True,
             "the checker ignores the host's Python environment; asserts self-checked": True,
             "devices cannot be driven (ioctl allowlist: no GPU use)": True,

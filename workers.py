@@ -19,7 +19,9 @@ children of these workers; in its fallback run by an ordinary user they even sha
   replaced (only its authentic notes are used to clean up). Results can therefore never shift to another item.
 - Workers take no semantics from the environment: `python -I -S` (no PYTHON* variable such as PYTHONOPTIMIZE or
   PYTHONPATH, no user site, no sitecustomize/usercustomize, no .pth code), with the pool's own sys.path passed
-  explicitly. The module may define worker_start(), run once before "ready".
+  explicitly minus every world-writable or missing directory (where a sandbox could plant a module the checker
+  imports later), and an environment of PATH, TMPDIR and the locale only (no LD_PRELOAD or other host
+  variable). The module may define worker_start(), run once before "ready".
 What this cannot give: a program running as the trainer's own uid (code_reward.py's fallback as an ordinary user)
 is that user. It can still write the user's files -- the grader's source included --, signal the trainer and its
 workers, write the trainer's memory through /proc/PID/mem where the kernel lets a process of the same uid
@@ -43,6 +45,7 @@ import resource
 import secrets
 import select
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -122,16 +125,31 @@ def serve(module_name, memory_limit_bytes):
 # ------------------------------------------------------------------------------------------------------------
 # Parent side
 # ------------------------------------------------------------------------------------------------------------
+WORKER_ENVIRONMENT = ("PATH", "TMPDIR", "LANG", "LC_ALL")   # all a worker inherits (no LD_PRELOAD, no PYTHON*)
+
+
+def _safe_to_import_from(folder):
+    """May a worker import from this sys.path entry? Not from a world-writable directory (o+w: /tmp when the
+    trainer was started there with `python -c`, whose '' entry is the cwd), where a sandbox could plant a module
+    the checker imports later (decimal.py: the red team's LiveCodeBench comparison paid wrong programs); nor from
+    an entry that does not exist (a program could create it)."""
+    try:
+        return not os.stat(folder).st_mode & stat.S_IWOTH
+    except OSError:
+        return False
+
+
 class _Worker:
     def __init__(self, module_name, memory_limit_bytes):
         here = os.path.dirname(os.path.abspath(__file__))
-        path = [here] + [os.path.abspath(p) for p in sys.path]   # ours, explicitly: the worker ignores PYTHONPATH
+        path = [p for p in dict.fromkeys([here] + [os.path.abspath(p) for p in sys.path]) if _safe_to_import_from(p)]
         code = (f"import sys; sys.path[:] = {path!r}; import workers; "
                 f"workers.serve({module_name!r}, {int(memory_limit_bytes)})")
+        env = {k: os.environ[k] for k in WORKER_ENVIRONMENT if k in os.environ}
         self.sock, theirs = socket.socketpair()
         try:
             self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", code], stdin=theirs, stdout=theirs,
-                                         start_new_session=True)
+                                         start_new_session=True, env=env)
         finally:
             theirs.close()
         self.fd = self.sock.fileno()

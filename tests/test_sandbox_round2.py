@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -559,3 +560,92 @@ def test_empty_directories_cannot_hold_the_kernels_memory_as_an_ordinary_user():
     if "bwrap" not in out:
         pytest.skip("bwrap does not work for an ordinary user here")
     assert out["cgroup"] or "EROFS" in out["bwrap"][1], out
+
+
+# ---------------------------------------------------------------------------------------------- red team, round 2
+@pytest.mark.parametrize("mode", MODES)
+def test_an_exception_the_checker_cannot_rebuild_is_still_the_programs(mode):
+    """Class 4: a program raising UnicodeDecodeError (whose constructor wants five arguments) made the checker's
+    rebuild raise TypeError itself, and a test expecting a TypeError passed a wrong program."""
+    program = "def f(x):\n    raise UnicodeDecodeError('utf-8', b'', 0, 1, 'x')"
+    expects_type_error = ("try:\n    f('bad')\nexcept TypeError:\n    pass\n"
+                          "else:\n    raise AssertionError('no TypeError')")
+    honest = "def f(x):\n    raise TypeError('bad input')"
+    scores, results, _ = grade_all([program, honest], functional(expects_type_error), mode)
+    assert scores == [0.0, 1.0], results
+    scores, results, _ = grade_all([program], functional("try:\n    f(1)\nexcept UnicodeDecodeError:\n    pass"), mode)
+    assert scores == [1.0], results   # the program's own exception still reaches the test as its class
+
+
+def owned_by_nobody(path):
+    os.lchown(path, NOBODY, NOBODY)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sweep by ownership runs in the fallback as root")
+def test_the_sweep_follows_no_link_and_survives_any_depth(tmp_path, monkeypatch):
+    """Class 3, the sweep itself (red team: as root it unlinked a root-owned file when a program re-pointed a path
+    component at it, and a 5,000-deep tree raised RecursionError in the scorer). Everything goes through directory
+    descriptors opened with O_NOFOLLOW, and nothing recurses: links are removed, never followed; a deep tree goes."""
+    victim_dir = tmp_path / "host"
+    victim_dir.mkdir()
+    (victim_dir / "victim").write_text("root's")
+    writable = tmp_path / "tmp"
+    writable.mkdir()
+    writable.chmod(0o1777)
+    # a link owned by the program to the host directory, and a world-writable directory of "another" user that
+    # holds a link named like a file the sweep will remove: neither may reach the host's file
+    os.symlink(victim_dir, writable / "evil")
+    owned_by_nobody(writable / "evil")
+    other = writable / "other"
+    other.mkdir()
+    other.chmod(0o777)
+    os.lchown(other, 12345, 12345)
+    os.symlink(victim_dir / "victim", other / "victim")
+    owned_by_nobody(other / "victim")
+    os.symlink(victim_dir, writable / "other_link")   # a world-writable "directory" that is a link: not entered
+    os.lchown(writable / "other_link", 12345, 12345)
+    # a tree deeper than Python's recursion limit
+    deep = os.open(writable, os.O_RDONLY | os.O_DIRECTORY)
+    os.mkdir("deep", dir_fd=deep)
+    os.chown("deep", NOBODY, NOBODY, dir_fd=deep)
+    fd = os.open("deep", os.O_RDONLY | os.O_DIRECTORY, dir_fd=deep)
+    os.close(deep)
+    for _ in range(5000):
+        os.mkdir("d", dir_fd=fd)
+        nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(fd)
+    monkeypatch.setitem(code_reward._PROBED, "writable", [str(writable)])
+    try:
+        code_reward._remove_owned(NOBODY)
+    finally:   # pytest's own clean-up recurses: a 5,000-deep tree left behind would break it
+        if (writable / "deep").exists():
+            parent = os.open(writable, os.O_RDONLY | os.O_DIRECTORY)
+            code_reward._remove_tree(parent, "deep")
+            os.close(parent)
+    assert (victim_dir / "victim").read_text() == "root's"
+    assert sorted(os.listdir(writable)) == ["other", "other_link"]
+    assert os.listdir(other) == []
+
+
+def test_a_module_planted_where_the_trainer_started_is_never_imported_by_the_checker(tmp_path):
+    """Class 5 (red team): a trainer started with `python -c` from a world-writable directory has that directory
+    ('' = the cwd) on sys.path, which the workers got; a program planted decimal.py there and the LiveCodeBench
+    comparison, importing decimal later, paid wrong programs. Workers import from no world-writable directory."""
+    planted = tmp_path / "shared"
+    planted.mkdir()
+    planted.chmod(0o777)
+    (planted / "decimal.py").write_text("class InvalidOperation(ArithmeticError):\n    pass\n"
+                                        "class Decimal:\n    def __init__(self, text):\n        pass\n"
+                                        "    def __eq__(self, other):\n        return True\n")
+    script = ("import sys; sys.path.insert(1, %r)\n"
+              "import code_reward\n"
+              "tests = {'kind': 'stdio', 'cases': [{'input': '4\\n', 'output': '5\\n'}], 'compare': 'lcb'}\n"
+              "print(code_reward.score_code_batch(['```python\\nprint(int(input()) + 2)\\n```'], [tests], workers=1,"
+              " timeout_s=10, sandbox='rlimits'))\n" % str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", script], cwd=planted, capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[0.0]", proc.stdout
+    assert not workers._safe_to_import_from(str(planted)) and workers._safe_to_import_from(str(ROOT))
