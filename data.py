@@ -94,10 +94,22 @@ def render_prompt(problem, tokenizer, template="chat"):
         text = BOXED_TEMPLATE.replace("{problem}", problem)
     else:
         raise ValueError(f"unknown template {template!r}; choose one of {sorted(TEMPLATES)}")
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    if tokenizer.bos_token_id is not None and getattr(tokenizer, "add_bos_token", False):
-        ids = [tokenizer.bos_token_id] + ids
-    return ids
+    return text_prefix_ids(tokenizer) + tokenizer.encode(text, add_special_tokens=False)
+
+
+def text_prefix_ids(tokenizer):
+    """The token ids the tokenizer's own post-processor puts before a text: Llama-3's [<|begin_of_text|>] (added by
+    the TemplateProcessing of its tokenizer.json), [] for Qwen2.5 and others that add nothing. What it would put
+    AFTER the text (an EOS, with some configs) is left out: it would end the prompt. The plain-text templates use
+    this; a chat template writes its own BOS, and transformers' apply_chat_template tokenizes the rendered text
+    with add_special_tokens=False (tokenization_utils_base.py), so a chat prompt never gets two.
+    Not `tokenizer.add_bos_token`: transformers 5 drops that flag whenever a tokenizer.json exists
+    (tokenization_utils_base.py: `init_kwargs.pop("add_bos_token", None)`), and it then reads False."""
+    plain, full = tokenizer.encode("1", add_special_tokens=False), tokenizer.encode("1", add_special_tokens=True)
+    for start in range(len(full) - len(plain) + 1):
+        if full[start:start + len(plain)] == plain:
+            return full[:start]
+    return []
 
 
 def prompt_opens_think(tokenizer, template):

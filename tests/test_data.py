@@ -252,3 +252,30 @@ def test_filter_by_pass_rate(tmp_path):
     write_rows(bad, [{"id": "0", "correct": 1}])
     with pytest.raises(DatasetError, match="bad_rates.jsonl:1"):
         filter_by_pass_rate(problems, str(bad))
+
+
+# ---------------------------------------------------------------------------------------------- issue 36, item 1
+@pytest.fixture(scope="module")
+def llama3_tokenizer(tmp_path_factory):
+    from tiny_model import build_llama3_tokenizer
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(build_llama3_tokenizer(tmp_path_factory.mktemp("llama3")))
+
+
+@pytest.mark.parametrize("template", sorted(data.TEMPLATES))
+def test_llama3_prompts_start_with_one_bos_from_its_post_processor(llama3_tokenizer, tokenizer, template):
+    """Llama-3 adds <|begin_of_text|> through its tokenizer.json's post-processor, and transformers 5 reports
+    add_bos_token False for it: every template, plain text or chat, starts with exactly one BOS (a chat template
+    that writes BOS itself does not get a second). The Qwen-style tiny tokenizer adds nothing, as before."""
+    bos = llama3_tokenizer.bos_token_id
+    assert not getattr(llama3_tokenizer, "add_bos_token", False)   # the flag the old code read
+    ids = render_prompt("What is $1+1$?", llama3_tokenizer, template)
+    assert ids[0] == bos and ids.count(bos) == 1, llama3_tokenizer.decode(ids)
+    assert ids[1:] == render_prompt("What is $1+1$?", llama3_tokenizer, template)[1:]
+    if template in ("boxed", "think_answer"):   # the rest is the plain text, encoded without special tokens
+        text = llama3_tokenizer.decode(ids[1:])
+        assert ids[1:] == llama3_tokenizer.encode(text, add_special_tokens=False)
+    assert data.text_prefix_ids(tokenizer) == []
+    qwen = render_prompt("What is $1+1$?", tokenizer, template)
+    if template in ("boxed", "think_answer"):
+        assert qwen == tokenizer.encode(tokenizer.decode(qwen), add_special_tokens=False)
