@@ -6,7 +6,8 @@ Sample: what both engines return (rollout.py, hf_engine.py) and what the trainer
 
     load_dataset("math500")                       a set shipped in data/ (see data/README.md)
     load_dataset("path/to/file.jsonl")            .jsonl, .jsonl.gz, .json, .parquet
-    load_dataset("hub:org/name:train")            a Hugging Face hub dataset (needs `pip install datasets`)
+    load_dataset("hub:org/name:train")            a Hugging Face hub dataset (`datasets`, which setup.sh installs)
+    load_dataset("hub:openai/gsm8k:main:test")    ... with its config name (parse_hub_spec)
     load_dataset("math_train12k,gsm8k_train")     several, concatenated (ids prefixed with their set's name)
 
 render_prompt(problem, tokenizer, template) -> prompt token ids, for each template in TEMPLATES.
@@ -260,21 +261,79 @@ def _read_file(path):
     raise DatasetError(f"{path}: unsupported file type (use .jsonl, .jsonl.gz, .json or .parquet)")
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Hugging Face hub datasets: hub:org/name[:config][:split]
+# ------------------------------------------------------------------------------------------------------------
+HUB_SPLITS = ("train", "test", "validation", "valid", "dev")  # one field after the name is a split if it is one
+HUB_DEFAULT_SPLIT = "train"
+
+
+def parse_hub_spec(spec):
+    """'hub:org/name[:config][:split]' -> (name, config or None, split), or DatasetError for a malformed spec.
+        hub:org/name                    the default config, split train
+        hub:org/name:test               one field: a split when it is one of HUB_SPLITS (sliced too: train[:1000]) ...
+        hub:openai/gsm8k:main           ... else a config (split train): gsm8k has no default config
+        hub:openai/gsm8k:main:test      config, then split
+    `name` is whatever datasets.load_dataset takes: a hub id, or a local folder in the hub's layout."""
+    fields = re.split(r":(?![^\[]*\])", spec[len("hub:"):])   # a ':' inside a slice (train[:100]) is not a field
+    name, rest = fields[0], fields[1:]
+    if not name or len(rest) > 2 or any(not f for f in rest):
+        raise DatasetError(f"{spec}: expected hub:org/name[:config][:split]")
+    if len(rest) == 2:
+        return name, rest[0], rest[1]
+    if rest and re.fullmatch(r"(?:%s)(?:\[[^\]]*\])?" % "|".join(HUB_SPLITS), rest[0]) is None:
+        return name, rest[0], HUB_DEFAULT_SPLIT
+    return name, None, rest[0] if rest else HUB_DEFAULT_SPLIT
+
+
+def _import_datasets(spec):
+    try:
+        import datasets  # only hub: specs need the `datasets` package
+    except ImportError:
+        raise DatasetError(f"{spec}: loading from the hub needs the `datasets` package, which setup.sh installs "
+                           f"(requirements-common.txt); or `pip install datasets`") from None
+    return datasets
+
+
+def check_hub_spec(spec, probe=False):
+    """What can be known of a hub: spec before any data is read: (error or None, note or None). Always its syntax and
+    the `datasets` package; with probe (dry runs), its config and split, from the dataset's metadata only
+    (datasets.load_dataset_builder reads the card and the file list, no rows). Offline (HF_HUB_OFFLINE=1) or with
+    the hub out of reach, a dataset not in the local cache is not checked: the note says so. A gated or private
+    dataset needs `hf auth login` (or HF_TOKEN) first."""
+    try:
+        name, config, split = parse_hub_spec(spec)
+        datasets = _import_datasets(spec)
+    except DatasetError as exc:
+        return str(exc), None
+    if not probe:
+        return None, None
+    try:
+        builder = datasets.load_dataset_builder(name, config)
+    except ValueError as exc:  # "Config name is missing ... available configs", "BuilderConfig 'x' not found"
+        return f"{spec}: {' '.join(str(exc).split())}".replace("Example of usage: ", "e.g. "), None
+    except ConnectionError as exc:  # offline, or the hub out of reach: nothing cached to check against
+        return None, f"{spec}: not checked against the hub ({' '.join(str(exc).split())[:120]})"
+    except Exception as exc:  # noqa: BLE001 -- no such dataset, gated, private: datasets raises several kinds
+        return f"{spec}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} (a gated or private dataset " \
+               f"needs `hf auth login` or HF_TOKEN)", None
+    splits = list(builder.config.data_files or {}) or list(builder.info.splits or {})
+    if splits and split.split("[")[0] not in splits:
+        return f"{spec}: no split {split.split('[')[0]!r} in config {builder.config.name!r} (splits: {splits})", None
+    return None, None
+
+
 def _load_one(spec, fields, validate=_validate):
     if spec.startswith("hub:"):
-        name, _, split = spec[4:].partition(":")
-        try:
-            import datasets  # only this path needs the `datasets` package
-        except ImportError:
-            raise DatasetError(f"{spec}: loading from the hub needs `pip install datasets`") from None
-        table = datasets.load_dataset(name, split=split or "train")
+        name, config, split = parse_hub_spec(spec)
+        table = _import_datasets(spec).load_dataset(name, config, split=split)
         return validate([(f"row {k}", dict(r)) for k, r in enumerate(table)], spec, name.split("/")[-1], fields)
     if spec in SHIPPED_EVAL + SHIPPED_TRAIN:
         return validate(_read_json_lines(DATA_DIR / f"{spec}.jsonl.gz"), f"data/{spec}.jsonl.gz", spec, fields)
     path = Path(spec)
     if not path.exists():
         raise DatasetError(f"{spec}: not a shipped set ({', '.join(SHIPPED_EVAL + SHIPPED_TRAIN)}), "
-                           f"not an existing file, and not hub:org/name[:split]")
+                           f"not an existing file, and not hub:org/name[:config][:split]")
     source = path.name.split(".")[0]
     return validate(_read_file(path), str(path), source, fields)
 
@@ -293,17 +352,27 @@ def _load_specs(spec, fields, validate):
     return rows
 
 
-def unknown_specs(specs):
-    """For each data spec that is not a shipped set, an existing file or hub:org/name: (message, looks like a
-    path). A path may be one an earlier recipe stage creates, so a dry run only notes it."""
+def unknown_specs(specs, probe_hub=False, log=print):
+    """For each data spec that is not a shipped set, an existing file or a usable hub:org/name[:config][:split]:
+    (message, looks like a path). A path may be one an earlier recipe stage creates, so a dry run only notes it.
+    A hub: spec is checked by check_hub_spec (probe_hub: its config and split too; what could not be checked is
+    logged)."""
     shipped = SHIPPED_TRAIN + SHIPPED_EVAL
-    return [(f"data {spec!r}: not a shipped set ({', '.join(shipped)}), an existing file, or hub:org/name",
-             "/" in spec or "." in spec)
-            for spec in specs if spec and not (spec in shipped or spec.startswith("hub:") or Path(spec).exists())]
+    problems = []
+    for spec in specs:
+        if spec.startswith("hub:"):
+            error, note = check_hub_spec(spec, probe_hub)
+            problems += [(f"data {error}", False)] if error else []
+            if note:
+                log(f"data: {note}")
+        elif spec and not (spec in shipped or Path(spec).exists()):
+            problems.append((f"data {spec!r}: not a shipped set ({', '.join(shipped)}), an existing file, or "
+                             f"hub:org/name[:config][:split]", "/" in spec or "." in spec))
+    return problems
 
 
 def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests"):
-    """Problems from a shipped name, a local file, or hub:org/name[:split]; a comma-separated list mixes sets
+    """Problems from a shipped name, a local file, or hub:org/name[:config][:split]; a comma-separated list mixes sets
     (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names."""
     return _load_specs(spec, (id_field, problem_field, answer_field, tests_field), _validate)
 
@@ -457,6 +526,11 @@ class PromptBatcher:
         self._order = self._shuffled(self.epoch)
 
 
+def data_specs_problems(spec):
+    """unknown_specs of a comma-separated spec, hub specs probed (the CLI's dry run)."""
+    return unknown_specs([s.strip() for s in spec.split(",") if s.strip()], probe_hub=True)
+
+
 def main():
     """CLI: write the problems of SPEC whose pass rate lies in [low, high] to a JSONL file (AceMath-RL stage 3)."""
     import argparse
@@ -471,6 +545,9 @@ def main():
     if not 0 <= args.low <= args.high <= 1:
         parser.error("need 0 <= --low <= --high <= 1")
     if args.dry_run:
+        problems = [problem for problem, looks_like_path in data_specs_problems(args.spec) if not looks_like_path]
+        if problems:
+            parser.error("\n  ".join(problems))
         print("data.py: dry run ok")
         return
     kept, counts = filter_by_pass_rate(load_dataset(args.spec), args.pass_rates, args.low, args.high)

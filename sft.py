@@ -85,8 +85,8 @@ def build_parser():
     g.add_argument("--resume", default=None,
                    help="continue the run in this out_dir from its latest checkpoint, exactly (flags from run.json)")
     g.add_argument("--train_data", default="",
-                   help="worked examples (required): file(s) or hub:org/name[:split], comma-separated. The shipped "
-                        "sets with solutions (math500, gsm8k_test, minerva_math, ...) are evaluation sets: training "
+                   help="worked examples (required): file(s) or hub:org/name[:config][:split], comma-separated. "
+                        "The shipped sets with solutions (math500, gsm8k_test, minerva_math, ...) are evaluation sets: training "
                         "on one makes its eval numbers meaningless")
     g.add_argument("--problem_field", default="problem", help="column holding the problem")
     g.add_argument("--solution_field", default="solution", help="column holding the worked solution (the target)")
@@ -178,7 +178,8 @@ def parse_args(argv=None):
     if args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1 or args.time_limit_s < 0:
         errors.append("--eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1], --time_limit_s >= 0")
     errors += lora.check_flags(args)
-    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
+    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(","),
+                                                       probe_hub=args.dry_run):
         (later if args.dry_run and looks_like_path else errors).append(problem)
     looks_local = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1  # a hub id is org/name
     if not args.resume and looks_local and not Path(args.model).exists():

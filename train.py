@@ -84,7 +84,8 @@ def build_parser():
                    "optimizer, these weights as KL reference, a new data order)")
     g.add_argument("--resume", default=None, help="continue the run in this out_dir exactly (its flags, data order "
                    "and KL reference come from its latest checkpoint; only run-control flags may change)")
-    g.add_argument("--train_data", default=TRAIN_DATA, help="shipped name(s), file(s) or hub:org/name[:split], comma-separated")
+    g.add_argument("--train_data", default=TRAIN_DATA, help="shipped name(s), file(s) or "
+                   "hub:org/name[:config][:split] (data.parse_hub_spec), comma-separated")
     g.add_argument("--problem_field", default="problem", help="column holding the problem (files / hub sets)")
     g.add_argument("--answer_field", default="answer", help="column holding the gold answer")
     g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
@@ -232,7 +233,8 @@ def parse_args(argv=None):
         errors += lora.check_targets(args.init_from or args.model, args.lora_targets)
     if args.init_from and not ckpt and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
-    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
+    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(","),
+                                                       probe_hub=args.dry_run):
         (later if args.dry_run and looks_like_path else errors).append(problem)
     for note in later:
         print(f"train.py: dry run: {note} (yet)")

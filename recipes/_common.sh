@@ -10,7 +10,7 @@ VALIDATE=1
 run() {
   if [ "$VALIDATE" = 1 ]; then
     out=$("$PYTHON" "$@" --dry_run) || { echo "recipe: invalid command: $PYTHON $*" >&2; exit 1; }
-    grep -E "^[a-z]+\.py: context " <<< "$out" || true
+    grep -E "^([a-z]+\.py: context |data: )" <<< "$out" || true    # context checks; hub data not checked offline
   else
     if { [ "$1" = train.py ] || [ "$1" = sft.py ]; } && [ -n "${LAUNCHER:-}" ]; then
       echo "+ $LAUNCHER $*"

@@ -74,3 +74,24 @@ def test_plot_draws_a_tiny_run(vllm_engine, warm_model_path, tmp_path):
         png = out / name
         assert png.exists() and png.stat().st_size > 5000, name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_recipe_dry_run_checks_the_package_its_hub_data_needs(hub_cache, tmp_path):
+    """Issue 36, item 3: recipes/perplexity_llama.sh's SFT data is a hub: spec. Without the `datasets` package its
+    dry run fails (it used to pass, run the first eval, then die at SFT); with it, the hub spec that the offline
+    hub cannot check is said to be unchecked, and the gated model is noted."""
+    blocker = tmp_path / "no_datasets"
+    blocker.mkdir()
+    (blocker / "datasets.py").write_text("raise ImportError('datasets is not installed (test)')\n")
+    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(hub_cache), "HF_HUB_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf_home")}
+    env.pop("HF_TOKEN", None)
+    script = str(ROOT / "recipes" / "perplexity_llama.sh")
+    proc = subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True, timeout=600,
+                          env={**env, "PYTHONPATH": str(blocker)})
+    assert proc.returncode != 0 and "recipe: invalid command: " + sys.executable + " sft.py" in proc.stderr
+    assert "needs the `datasets` package, which setup.sh installs" in proc.stderr, proc.stderr[-2000:]
+    proc = subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "data: hub:open-r1/OpenR1-Math-220k:train: not checked against the hub" in proc.stdout
+    assert "is gated and no Hugging Face token was found" in proc.stderr
