@@ -365,3 +365,14 @@ def test_a_dry_run_refuses_hub_data_without_the_datasets_package(monkeypatch):
     problems = data.unknown_specs(["math500", "hub:open-r1/OpenR1-Math-220k:train"])
     assert len(problems) == 1 and "needs the `datasets` package, which setup.sh installs" in problems[0][0]
     assert problems[0][1] is False   # an error even in a dry run (not a path an earlier stage may create)
+
+
+def test_data_cli_dry_run_checks_hub_specs(hub_layout, monkeypatch, capsys):
+    argv = ["data.py", "SPEC", "--pass_rates", "rates.jsonl", "--out", "hard.jsonl", "--dry_run"]
+    monkeypatch.setattr("sys.argv", [a.replace("SPEC", f"hub:{hub_layout}:main:validation") for a in argv])
+    with pytest.raises(SystemExit):
+        data.main()
+    assert "no split 'validation'" in capsys.readouterr().err
+    monkeypatch.setattr("sys.argv", [a.replace("SPEC", f"hub:{hub_layout}:main:test,math500") for a in argv])
+    data.main()
+    assert "dry run ok" in capsys.readouterr().out
