@@ -7,6 +7,7 @@
                                              merged model; lora.py)
     <out_dir>/metrics.jsonl                  one JSON object per step (plot.py reads it)
     <out_dir>/samples.jsonl                  a few responses per evaluation, for a person to read
+    <out_dir>/wandb_run_id                   with --wandb: the W&B run that --resume continues
 
 A checkpoint is written to a temporary folder and renamed into place, so a crash mid-save leaves the previous one
 intact; it is gathered in full on rank 0, so it resumes on any number of ranks. Shared by train.py and sft.py.
@@ -141,6 +142,19 @@ def load_checkpoint(ckpt, model, optimizer):
     return state
 
 
+def wandb_run_id(out_dir, resumed, wandb_module):
+    """The W&B run id of this run, kept in out_dir/wandb_run_id: a resumed run continues its W&B run (one curve
+    per run, not one per --resume); a new run gets a new id. W&B ignores a step at or below the last one it has,
+    so for the steps a resume repeats after its checkpoint (fewer than --save_every) it keeps what the interrupted
+    run logged; metrics.jsonl holds the resumed run's."""
+    path = Path(out_dir) / "wandb_run_id"
+    if resumed and path.exists():
+        return path.read_text().strip()
+    run_id = wandb_module.util.generate_id()
+    path.write_text(run_id + "\n")
+    return run_id
+
+
 class Logger:
     """metrics.jsonl (one JSON object per step) and samples.jsonl (responses to read), plus wandb / TensorBoard
     when asked and installed. resumed_step: drop the lines both files got after that step (the resumed run writes
@@ -156,7 +170,8 @@ class Logger:
         if wandb:
             try:
                 import wandb as wandb_module
-                self.wandb = wandb_module.init(project=wandb, config=config, dir=str(out_dir), resume="allow")
+                self.wandb = wandb_module.init(project=wandb, config=config, dir=str(out_dir), resume="allow",
+                                               id=wandb_run_id(out_dir, resumed_step is not None, wandb_module))
             except ImportError:
                 print("--wandb given but wandb is not installed; logging to metrics.jsonl only")
         if tensorboard:
