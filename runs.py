@@ -67,6 +67,26 @@ def start_stage(args, init_from):
         args.data_seed = args.seed + args.stage - 1
 
 
+def inherit_template(args, build_parser, argv, init_from, script, log=print):
+    """A new stage from a checkpoint of this project (train.py --init_from, sft.py --model) asks its prompts the
+    way the checkpoint was trained to read them: without --template on the command line, the checkpoint's own
+    (its run.json) replaces the default, and this is said. A --template given with another value is used (a
+    stage may change it on purpose: AceReason's code stages follow its math stages), with a warning."""
+    previous = read_run_info(init_from) if init_from and Path(init_from, "run.json").exists() else None
+    theirs = previous["flags"].get("template") if previous else None
+    if theirs is None or theirs == args.template:
+        return
+    parser = build_parser()
+    for action in parser._actions:  # what was given on the command line itself: no defaults
+        action.default = argparse.SUPPRESS
+    if "template" in vars(parser.parse_args(argv)):
+        log(f"{script}: WARNING: --template {args.template}, but {init_from} was trained with --template {theirs}: "
+            f"its prompts will look different from the ones it learned on")
+    else:
+        log(f"{script}: --template {theirs}, as {init_from} was trained (its run.json); give --template to change it")
+        args.template = theirs
+
+
 def latest_checkpoint(out_dir):
     ckpts = sorted(Path(out_dir).glob("ckpt-[0-9]*[0-9]"))
     return ckpts[-1] if ckpts else None

@@ -49,8 +49,8 @@ from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_reduce, full_wei
     optimizer_step
 from reward import last_boxed
 from rollout import VLLM_RUNNER, make_engine
-from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
-    start_stage
+from runs import Logger, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, \
+    save_checkpoint, start_stage
 
 # ------------------------------------------------------------------------------------------------------------
 # Defaults (a 1.5B model on one GPU; the recipes and the CPU demo pass their own)
@@ -196,6 +196,7 @@ def parse_args(argv=None):
         args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype   # each parameter's own dtype
     if ckpt is None:  # a fresh stage: a checkpoint of this project as --model makes it the next stage
         start_stage(args, args.model if Path(args.model, "run.json").exists() else None)
+        inherit_template(args, build_parser, argv, args.model, "sft.py")
     try:  # before anything loads (preflight.py): the examples must fit the model's context
         args.overrides = preflight.parse_overrides(args.config_overrides)
         source = str(ckpt / "model") if ckpt else model_dir(args.model)
@@ -474,8 +475,19 @@ def main(argv=None, engine=None):
     return model
 
 
+def out_of_memory_message(exc):
+    """What to turn when SFT runs out of GPU memory (train.py says the same of its own knobs)."""
+    return (f"sft.py: out of GPU memory ({exc}).\nTurn down --micro_batch_tokens (activations) or --max_len (the "
+            "longest example is one micro-batch), --logprob_chunk (the output head's slice); keep "
+            "--gradient_checkpointing 1; for the weights, gradients and AdamW state (16 bytes per parameter): more "
+            "GPUs (torchrun), --fsdp_cpu_offload 1, or --lora_rank; for the periodic eval's engine: "
+            "--vllm_gpu_memory_utilization, --enforce_eager 1.")
+
+
 if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:
         sys.exit(130)
+    except torch.OutOfMemoryError as exc:  # say which knobs to turn, not a traceback
+        sys.exit(out_of_memory_message(exc))

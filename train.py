@@ -47,8 +47,8 @@ from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_gather_objects, 
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
 from reward import format_reward, score_problems
 from rollout import VLLM_RUNNER, make_engine
-from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
-    start_stage
+from runs import Logger, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, \
+    save_checkpoint, start_stage
 
 # ---- defaults (AceMath-RL stage 1; DeepSeek-R1-Distill-Qwen-1.5B) -------------------------------------------
 MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
@@ -246,6 +246,7 @@ def parse_args(argv=None):
         args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype   # each parameter's own dtype
     if ckpt is None:  # a fresh run or stage: where this stage starts (its KL reference) and its data seed
         start_stage(args, args.init_from)
+        inherit_template(args, build_parser, argv, args.init_from, "train.py")   # an SFT stage's template
     check_model_config(args, parser, ckpt)
     return args
 
