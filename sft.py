@@ -49,8 +49,8 @@ from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_reduce, full_wei
     optimizer_step
 from reward import last_boxed
 from rollout import VLLM_RUNNER, make_engine
-from runs import Logger, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, \
-    save_checkpoint, start_stage
+from runs import Logger, checkpoint_note, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, \
+    resume_flags, save_checkpoint, start_stage
 
 # ------------------------------------------------------------------------------------------------------------
 # Defaults (a 1.5B model on one GPU; the recipes and the CPU demo pass their own)
@@ -139,7 +139,8 @@ def build_parser():
     g.add_argument("--time_limit_s", type=float, default=0,
                    help="also stop after this many seconds of training (eval excluded): equal-time comparisons")
     g.add_argument("--save_every", type=int, default=0, help="checkpoint every N steps (0: only at the end)")
-    g.add_argument("--keep_last", type=int, default=2, help="checkpoints to keep")
+    g.add_argument("--keep_last", type=int, default=2, help="checkpoints to keep (0: all); each holds the fp32 "
+                   "weights (4 bytes/parameter), the newest also AdamW's state (8 bytes/parameter; runs.py)")
     g.add_argument("--eval_data", default="", help="held-out benchmark(s) for periodic eval ('' for none)")
     g.add_argument("--eval_every", type=int, default=0, help="evaluate every N steps and at the end (0: at the end only)")
     g.add_argument("--eval_before_train", type=int, default=0, help="1: also evaluate the starting weights (step 0)")
@@ -414,6 +415,8 @@ def main(argv=None, engine=None):
                        else None).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, betas=ADAM_BETAS,
                                   weight_decay=args.weight_decay)
+    if is_main:
+        print(checkpoint_note(model, args.keep_last, args.save_every, "sft.py"))
     start_step = 0
     if resume_ckpt:
         state = load_checkpoint(resume_ckpt, model, optimizer)

@@ -47,8 +47,8 @@ from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_gather_objects, 
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
 from reward import format_reward, score_problems
 from rollout import VLLM_RUNNER, make_engine
-from runs import Logger, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, \
-    save_checkpoint, start_stage
+from runs import Logger, checkpoint_note, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, \
+    resume_flags, save_checkpoint, start_stage
 
 # ---- defaults (AceMath-RL stage 1; DeepSeek-R1-Distill-Qwen-1.5B) -------------------------------------------
 MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
@@ -183,7 +183,9 @@ def build_parser():
     g.add_argument("--out_dir", default="out/run", help="checkpoints, metrics.jsonl, samples.jsonl")
     g.add_argument("--max_steps", type=int, default=500, help="optimizer steps")
     g.add_argument("--save_every", type=int, default=50, help="checkpoint every N steps (0: only at the end)")
-    g.add_argument("--keep_last", type=int, default=3, help="checkpoints to keep")
+    g.add_argument("--keep_last", type=int, default=3, help="checkpoints to keep (0: all); each holds the fp32 "
+                   "weights (4 bytes/parameter: 30 GB at 7B), the newest also AdamW's state (8 bytes/parameter); "
+                   "the run prints the sizes at start (runs.py)")
     g.add_argument("--eval_every", type=int, default=50, help="evaluate every N steps (0: never)")
     g.add_argument("--eval_data", default="aime2024", help="eval benchmark(s) for periodic evaluation ('' for none)")
     g.add_argument("--eval_k", type=int, default=1, help="samples per eval problem")
@@ -585,6 +587,8 @@ def main(argv=None, engine=None):
         reference.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr,
                                   weight_decay=args.weight_decay, betas=(0.9, 0.999))
+    if is_main:
+        print(checkpoint_note(policy, args.keep_last, args.save_every, "train.py"))
     start_step = 0
     if resume_ckpt:
         state = load_checkpoint(resume_ckpt, policy, optimizer)
