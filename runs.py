@@ -194,6 +194,7 @@ def load_checkpoint(ckpt, model, optimizer):
     ranks); only rank 0 reads trainer_state.pt. A checkpoint of the older format (the full optimizer state in
     trainer_state.pt) is read by rank 0 and broadcast, each rank keeping its shard."""
     state = torch.load(Path(ckpt) / "trainer_state.pt", weights_only=False) if get_rank() == 0 else {}
+    optimizer.zero_grad(set_to_none=True)  # torch initializes the state to load into only where no gradient is set
     if Path(ckpt, "optimizer").is_dir():
         # a state dict of the right shapes and shards to load into (get_optimizer_state_dict initializes AdamW's
         # state with a zero-gradient step at lr 0: torch's _init_optim_state), filled from disk, then applied
