@@ -38,7 +38,8 @@ class Sample:
     """One generated response. Lists are plain Python (cheap to pass around and to write as JSON)."""
     prompt_ids: list          # [P] prompt token ids
     response_ids: list        # [R] generated token ids, including the EOS token when the model sampled it
-    logprobs: list            # [R] sampler log-probs of response_ids (after temperature / top-p)
+    logprobs: list            # [R] sampler log-probs of response_ids (after temperature / top-p); None when not
+                              # asked for (evaluation: rollout.VLLMEngine.generate(logprobs=False))
     finish_reason: str        # "stop" (EOS or stop token) or "length" (cut off at max_tokens: truncated)
     text: str                 # decoded response_ids, special tokens removed
 

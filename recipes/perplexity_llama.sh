@@ -11,8 +11,8 @@
 # Full SFT and RL of an 8B model need 16 B/param = 128 GB of weights, gradients and AdamW state: more than one
 # 80 GB GPU (sft.py and train.py refuse at start). Run it on 8 GPUs, both stages sharded by FSDP2:
 #   LAUNCHER="torchrun --nproc_per_node 8" bash recipes/perplexity_llama.sh
-# (LAUNCHER applies to the sft.py and train.py steps; on one GPU, --fsdp_cpu_offload 1 keeps the state in host
-# memory, slowly, or train LoRA adapters instead.)
+# (LAUNCHER applies to the sft.py, train.py and eval.py steps; on one GPU, --fsdp_cpu_offload 1 keeps the state
+# in host memory, slowly, or train LoRA adapters instead.)
 # Llama-3.1 is a GATED model: accept Meta's licence on https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct
 # with your account, then log in on this machine (`hf auth login`, or export HF_TOKEN) before the first download;
 # without both the first eval.py step fails with a 401/403 from the hub. This script notes when it finds no token.
