@@ -418,7 +418,7 @@ def main(argv=None, engine=None):
         require_sandbox(bool(args.allow_unsafe_code_sandbox))
     # under torchrun: one engine per group of --tensor_parallel_size ranks, the problems sharded over the groups
     import torch
-    rank, world = init_distributed("cuda" if torch.cuda.is_available() and args.engine == "vllm" else "cpu")
+    rank, world = init_distributed("cuda" if torch.cuda.is_available() else "cpu")  # sets each rank's GPU
     tp = args.tensor_parallel_size if args.engine == "vllm" else 1
     if world % tp:
         sys.exit(f"eval.py: {world} ranks are not divisible by --tensor_parallel_size {tp}")
