@@ -372,6 +372,19 @@ def unknown_specs(specs, probe_hub=False, log=print):
     return problems
 
 
+def has_code_rows(spec):
+    """Does a shipped set or an existing local file hold code problems (rows with tests)? Read without validating
+    (a shipped set: its first row). Hub sets and paths not there yet: False (not known before loading)."""
+    if spec in SHIPPED_EVAL + SHIPPED_TRAIN:
+        with gzip.open(DATA_DIR / f"{spec}.jsonl.gz", "rt", encoding="utf-8") as f:
+            return json.loads(f.readline()).get("tests") is not None
+    try:
+        return Path(spec).is_file() and any(isinstance(r, dict) and r.get("tests") is not None
+                                            for _, r in _read_file(Path(spec)))
+    except DatasetError:
+        return False
+
+
 def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests"):
     """Problems from a shipped name, a local file, or hub:org/name[:config][:split]; a comma-separated list mixes sets
     (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names."""

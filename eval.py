@@ -405,13 +405,16 @@ def main(argv=None, engine=None):
         sys.exit("eval.py: --tensor_parallel_size must be >= 1, --chunk_samples >= 0")
     if args.batch_invariant and args.engine != "vllm":
         sys.exit("eval.py: --batch_invariant is vLLM's mode (--engine vllm)")
-    from preflight import check_context  # --max_model_len must fit the model's context (preflight.py)
+    from preflight import check_code_sandbox, check_context  # before anything loads (preflight.py)
     error, note = check_context("eval.py", args.model, None, offline=args.dry_run, max_model_len=args.max_model_len)
     if error:
         sys.exit(f"eval.py: {error}")
     if int(os.environ.get("RANK", "0")) == 0:
         print(note)
     if args.dry_run:
+        problem = check_code_sandbox("eval.py", benchmarks, args.template, bool(args.allow_unsafe_code_sandbox))
+        if problem:
+            sys.exit(problem)
         print(f"eval.py: dry run ok: {benchmarks}")
         return None
     if any("tests" in p for p in load_benchmarks(",".join(benchmarks))):  # code runs: the full sandbox, or refuse

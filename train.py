@@ -238,6 +238,10 @@ def parse_args(argv=None):
     for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(","),
                                                        probe_hub=args.dry_run):
         (later if args.dry_run and looks_like_path else errors).append(problem)
+    if args.dry_run:  # a run that grades code needs the sandbox (a real run checks it in main, after its data)
+        errors += list(filter(None, [preflight.check_code_sandbox(
+            "train.py", args.train_data.split(",") + args.eval_data.split(","), args.template,
+            bool(args.allow_unsafe_code_sandbox))]))
     for note in later:
         print(f"train.py: dry run: {note} (yet)")
     if errors:

@@ -95,3 +95,24 @@ def test_a_recipe_dry_run_checks_the_package_its_hub_data_needs(hub_cache, tmp_p
     assert proc.returncode == 0, proc.stderr
     assert "data: hub:open-r1/OpenR1-Math-220k:train: not checked against the hub" in proc.stdout
     assert "is gated and no Hugging Face token was found" in proc.stderr
+
+
+def test_a_dry_run_refuses_to_grade_code_without_the_sandbox(monkeypatch, capsys):
+    """AceReason's code stages come after days of math stages: their dry run checks the sandbox they will need
+    (bubblewrap + libseccomp), as the real run does at its start, unless the fallback is accepted."""
+    import code_reward
+    import data
+    import eval as evaluation
+    import preflight
+    import train
+    assert data.has_code_rows("mbpp_train") and data.has_code_rows("humaneval") and not data.has_code_rows("aime2024")
+    monkeypatch.setattr(code_reward, "sandbox_mode", lambda requested=None: "unavailable")
+    code = ["--device", "cpu", "--dry_run", "--train_data", "mbpp_train", "--eval_data", "humaneval"]
+    with pytest.raises(SystemExit):
+        train.parse_args(code + ["--template", "code"])
+    assert "the full code sandbox does not work here" in capsys.readouterr().err
+    train.parse_args(code + ["--template", "code", "--allow_unsafe_code_sandbox", "1"])
+    train.parse_args(["--device", "cpu", "--dry_run"])                 # math only: no sandbox needed
+    with pytest.raises(SystemExit, match="sandbox does not work here"):
+        evaluation.main(["--model", "m", "--benchmarks", "humaneval,mbpp_test", "--template", "code", "--dry_run"])
+    assert preflight.check_code_sandbox("eval.py", ["math500"], "chat", False) is None
