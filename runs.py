@@ -230,6 +230,19 @@ def checkpoint_note(model, keep_last, save_every, script):
             f"{gb(weights)} each (model/), AdamW state {gb(optim)} in the newest only (optimizer/); {disk}")
 
 
+def wandb_run_id(out_dir, resumed, wandb_module):
+    """The W&B run id of this run, kept in out_dir/wandb_run_id: a resumed run continues its W&B run (one curve
+    per run, not one per --resume); a new run gets a new id. W&B ignores a step at or below the last one it has,
+    so for the steps a resume repeats after its checkpoint (fewer than --save_every) it keeps what the interrupted
+    run logged; metrics.jsonl holds the resumed run's."""
+    path = Path(out_dir) / "wandb_run_id"
+    if resumed and path.exists():
+        return path.read_text().strip()
+    run_id = wandb_module.util.generate_id()
+    path.write_text(run_id + "\n")
+    return run_id
+
+
 class Logger:
     """metrics.jsonl (one JSON object per step) and samples.jsonl (responses to read), plus wandb / TensorBoard
     when asked and installed. resumed_step: drop the lines both files got after that step (the resumed run writes
