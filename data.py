@@ -126,7 +126,10 @@ def prompt_opens_think(tokenizer, template):
 # Loading and validation
 # ------------------------------------------------------------------------------------------------------------
 def _answer_text(value):
-    """Gold answers as strings: 13.0 -> '13' (AMC golds stored as floats), 7 -> '7'."""
+    """Gold answers as strings: 13.0 -> '13' (AMC golds stored as floats), 7 -> '7', and GSM8K's worked solution
+    ending in '#### 72' (hub:openai/gsm8k's answer column) -> '72'."""
+    if isinstance(value, str) and "####" in value:
+        return value.rsplit("####", 1)[1].strip()
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float) and value.is_integer():

@@ -315,7 +315,9 @@ def hub_layout(tmp_path, monkeypatch):
         card += [f"- config_name: {config}", "  data_files:"]
         for split, n in (("train", 5), ("test", 3)):
             (root / config).mkdir(parents=True, exist_ok=True)
-            rows = [{"question": f"{config} {split} {k} + 1?", "answer": str(k + 1)} for k in range(n)]
+            # gsm8k's answer column: the worked solution, then '#### <answer>'
+            rows = [{"question": f"{config} {split} {k} + 1?", "answer": f"{k} + 1 = {k + 1}\n#### {k + 1}"}
+                    for k in range(n)]
             pq.write_table(pa.Table.from_pylist(rows), root / config / f"{split}-00000-of-00001.parquet")
             card += [f"  - split: {split}", f"    path: {config}/{split}-*"]
     (root / "README.md").write_text("\n".join(card + ["---", "# a local copy in the hub's layout", ""]))
@@ -325,7 +327,7 @@ def hub_layout(tmp_path, monkeypatch):
 def test_a_hub_set_with_configs_loads_through_datasets(hub_layout):
     test = load_dataset(f"hub:{hub_layout}:main:test", problem_field="question")
     assert [p["problem"] for p in test] == [f"main test {k} + 1?" for k in range(3)]
-    assert [p["answer"] for p in test] == ["1", "2", "3"] and test[0]["source"] == "gsm8k"
+    assert [p["answer"] for p in test] == ["1", "2", "3"] and test[0]["source"] == "gsm8k"   # after '####'
     train = load_dataset(f"hub:{hub_layout}:socratic", problem_field="question")   # a config alone: split train
     assert len(train) == 5 and train[0]["problem"] == "socratic train 0 + 1?"
     assert len(load_dataset(f"hub:{hub_layout}:main:train[:2]", problem_field="question")) == 2
