@@ -6,7 +6,8 @@ Sample: what both engines return (rollout.py, hf_engine.py) and what the trainer
 
     load_dataset("math500")                       a set shipped in data/ (see data/README.md)
     load_dataset("path/to/file.jsonl")            .jsonl, .jsonl.gz, .json, .parquet
-    load_dataset("hub:org/name:train")            a Hugging Face hub dataset (needs `pip install datasets`)
+    load_dataset("hub:org/name:train")            a Hugging Face hub dataset (`datasets`, which setup.sh installs)
+    load_dataset("hub:openai/gsm8k:main:test")    ... with its config name (parse_hub_spec)
     load_dataset("math_train12k,gsm8k_train")     several, concatenated (ids prefixed with their set's name)
     load_dataset("gpqa_diamond")                  a set the seed tables need from the hub, converted with its
                                                   protocol: gpqa_diamond, livecodebench[:window], deepcoder[:config]
@@ -40,7 +41,8 @@ class Sample:
     """One generated response. Lists are plain Python (cheap to pass around and to write as JSON)."""
     prompt_ids: list          # [P] prompt token ids
     response_ids: list        # [R] generated token ids, including the EOS token when the model sampled it
-    logprobs: list            # [R] sampler log-probs of response_ids (after temperature / top-p)
+    logprobs: list            # [R] sampler log-probs of response_ids (after temperature / top-p); None when not
+                              # asked for (evaluation: rollout.VLLMEngine.generate(logprobs=False))
     finish_reason: str        # "stop" (EOS or stop token) or "length" (cut off at max_tokens: truncated)
     text: str                 # decoded response_ids, special tokens removed
 
@@ -99,10 +101,22 @@ def render_prompt(problem, tokenizer, template="chat"):
         text = BOXED_TEMPLATE.replace("{problem}", problem)
     else:
         raise ValueError(f"unknown template {template!r}; choose one of {sorted(TEMPLATES)}")
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    if tokenizer.bos_token_id is not None and getattr(tokenizer, "add_bos_token", False):
-        ids = [tokenizer.bos_token_id] + ids
-    return ids
+    return text_prefix_ids(tokenizer) + tokenizer.encode(text, add_special_tokens=False)
+
+
+def text_prefix_ids(tokenizer):
+    """The token ids the tokenizer's own post-processor puts before a text: Llama-3's [<|begin_of_text|>] (added by
+    the TemplateProcessing of its tokenizer.json), [] for Qwen2.5 and others that add nothing. What it would put
+    AFTER the text (an EOS, with some configs) is left out: it would end the prompt. The plain-text templates use
+    this; a chat template writes its own BOS, and transformers' apply_chat_template tokenizes the rendered text
+    with add_special_tokens=False (tokenization_utils_base.py), so a chat prompt never gets two.
+    Not `tokenizer.add_bos_token`: transformers 5 drops that flag whenever a tokenizer.json exists
+    (tokenization_utils_base.py: `init_kwargs.pop("add_bos_token", None)`), and it then reads False."""
+    plain, full = tokenizer.encode("1", add_special_tokens=False), tokenizer.encode("1", add_special_tokens=True)
+    for start in range(len(full) - len(plain) + 1):
+        if full[start:start + len(plain)] == plain:
+            return full[:start]
+    return []
 
 
 def prompt_opens_think(tokenizer, template):
@@ -117,7 +131,10 @@ def prompt_opens_think(tokenizer, template):
 # Loading and validation
 # ------------------------------------------------------------------------------------------------------------
 def _answer_text(value):
-    """Gold answers as strings: 13.0 -> '13' (AMC golds stored as floats), 7 -> '7'."""
+    """Gold answers as strings: 13.0 -> '13' (AMC golds stored as floats), 7 -> '7', and GSM8K's worked solution
+    ending in '#### 72' (hub:openai/gsm8k's answer column) -> '72'."""
+    if isinstance(value, str) and "####" in value:
+        return value.rsplit("####", 1)[1].strip()
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float) and value.is_integer():
@@ -270,6 +287,68 @@ def _read_file(path):
     raise DatasetError(f"{path}: unsupported file type (use .jsonl, .jsonl.gz, .json or .parquet)")
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Hugging Face hub datasets: hub:org/name[:config][:split]
+# ------------------------------------------------------------------------------------------------------------
+HUB_SPLITS = ("train", "test", "validation", "valid", "dev")  # one field after the name is a split if it is one
+HUB_DEFAULT_SPLIT = "train"
+
+
+def parse_hub_spec(spec):
+    """'hub:org/name[:config][:split]' -> (name, config or None, split), or DatasetError for a malformed spec.
+        hub:org/name                    the default config, split train
+        hub:org/name:test               one field: a split when it is one of HUB_SPLITS (sliced too: train[:1000]) ...
+        hub:openai/gsm8k:main           ... else a config (split train): gsm8k has no default config
+        hub:openai/gsm8k:main:test      config, then split
+    `name` is whatever datasets.load_dataset takes: a hub id, or a local folder in the hub's layout."""
+    fields = re.split(r":(?![^\[]*\])", spec[len("hub:"):])   # a ':' inside a slice (train[:100]) is not a field
+    name, rest = fields[0], fields[1:]
+    if not name or len(rest) > 2 or any(not f for f in rest):
+        raise DatasetError(f"{spec}: expected hub:org/name[:config][:split]")
+    if len(rest) == 2:
+        return name, rest[0], rest[1]
+    if rest and re.fullmatch(r"(?:%s)(?:\[[^\]]*\])?" % "|".join(HUB_SPLITS), rest[0]) is None:
+        return name, rest[0], HUB_DEFAULT_SPLIT
+    return name, None, rest[0] if rest else HUB_DEFAULT_SPLIT
+
+
+def _import_datasets(spec):
+    try:
+        import datasets  # only hub: specs need the `datasets` package
+    except ImportError:
+        raise DatasetError(f"{spec}: loading from the hub needs the `datasets` package, which setup.sh installs "
+                           f"(requirements-common.txt); or `pip install datasets`") from None
+    return datasets
+
+
+def check_hub_spec(spec, probe=False):
+    """What can be known of a hub: spec before any data is read: (error or None, note or None). Always its syntax and
+    the `datasets` package; with probe (dry runs), its config and split, from the dataset's metadata only
+    (datasets.load_dataset_builder reads the card and the file list, no rows). Offline (HF_HUB_OFFLINE=1) or with
+    the hub out of reach, a dataset not in the local cache is not checked: the note says so. A gated or private
+    dataset needs `hf auth login` (or HF_TOKEN) first."""
+    try:
+        name, config, split = parse_hub_spec(spec)
+        datasets = _import_datasets(spec)
+    except DatasetError as exc:
+        return str(exc), None
+    if not probe:
+        return None, None
+    try:
+        builder = datasets.load_dataset_builder(name, config)
+    except ValueError as exc:  # "Config name is missing ... available configs", "BuilderConfig 'x' not found"
+        return f"{spec}: {' '.join(str(exc).split())}".replace("Example of usage: ", "e.g. "), None
+    except ConnectionError as exc:  # offline, or the hub out of reach: nothing cached to check against
+        return None, f"{spec}: not checked against the hub ({' '.join(str(exc).split())[:120]})"
+    except Exception as exc:  # noqa: BLE001 -- no such dataset, gated, private: datasets raises several kinds
+        return f"{spec}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} (a gated or private dataset " \
+               f"needs `hf auth login` or HF_TOKEN)", None
+    splits = list(builder.config.data_files or {}) or list(builder.info.splits or {})
+    if splits and split.split("[")[0] not in splits:
+        return f"{spec}: no split {split.split('[')[0]!r} in config {builder.config.name!r} (splits: {splits})", None
+    return None, None
+
+
 def _load_one(spec, fields, validate=_validate):
     if hub_sets.is_named(spec):  # gpqa_diamond, livecodebench[:window], deepcoder[:config]
         if validate is not _validate:
@@ -277,19 +356,15 @@ def _load_one(spec, fields, validate=_validate):
         where, rows = hub_sets.named_rows(spec)
         return validate(rows, where, hub_sets.base_name(spec), fields)
     if spec.startswith("hub:"):
-        name, _, split = spec[4:].partition(":")
-        try:
-            import datasets  # only this path needs the `datasets` package
-        except ImportError:
-            raise DatasetError(f"{spec}: loading from the hub needs `pip install datasets`") from None
-        table = datasets.load_dataset(name, split=split or "train")
+        name, config, split = parse_hub_spec(spec)
+        table = _import_datasets(spec).load_dataset(name, config, split=split)
         return validate([(f"row {k}", dict(r)) for k, r in enumerate(table)], spec, name.split("/")[-1], fields)
     if spec in SHIPPED_EVAL + SHIPPED_TRAIN:
         return validate(_read_json_lines(DATA_DIR / f"{spec}.jsonl.gz"), f"data/{spec}.jsonl.gz", spec, fields)
     path = Path(spec)
     if not path.exists():
         raise DatasetError(f"{spec}: not a shipped set ({', '.join(SHIPPED_EVAL + SHIPPED_TRAIN)}), "
-                           f"not an existing file, and not hub:org/name[:split]")
+                           f"not an existing file, and not hub:org/name[:config][:split]")
     source = path.name.split(".")[0]
     return validate(_read_file(path), str(path), source, fields)
 
@@ -313,20 +388,47 @@ def is_hub_set(spec):
     return hub_sets.is_named(spec)
 
 
-def unknown_specs(specs):
-    """For each data spec that is not a shipped set, an existing file or hub:org/name: (message, looks like a
-    path). A path may be one an earlier recipe stage creates, so a dry run only notes it."""
+def unknown_specs(specs, probe_hub=False, log=print):
+    """For each data spec that is not a shipped set, a named hub set (hub_sets.py), an existing file or a usable
+    hub:org/name[:config][:split]: (message, looks like a path). A path may be one an earlier recipe stage creates,
+    so a dry run only notes it. A hub: spec is checked by check_hub_spec (probe_hub: its config and split too;
+    what could not be checked is logged)."""
     shipped = SHIPPED_TRAIN + SHIPPED_EVAL
-    return [(f"data {spec!r}: not a shipped set ({', '.join(shipped)}), a hub set ({', '.join(hub_sets.NAMES)}), "
-             f"an existing file, or hub:org/name", "/" in spec or "." in spec)
-            for spec in specs if spec and not (spec in shipped or spec.startswith("hub:") or Path(spec).exists()
-                                               or hub_sets.is_named(spec))] + \
-        [(f"data {hub_sets.spec_error(spec)}", False) for spec in specs if hub_sets.is_named(spec)
-         and hub_sets.spec_error(spec)]
+    problems = []
+    for spec in specs:
+        if spec.startswith("hub:"):
+            error, note = check_hub_spec(spec, probe_hub)
+            problems += [(f"data {error}", False)] if error else []
+            if note:
+                log(f"data: {note}")
+        elif hub_sets.is_named(spec):
+            error = hub_sets.spec_error(spec)
+            problems += [(f"data {error}", False)] if error else []
+        elif spec and not (spec in shipped or Path(spec).exists()):
+            problems.append((f"data {spec!r}: not a shipped set ({', '.join(shipped)}), a hub set "
+                             f"({', '.join(hub_sets.NAMES)}), an existing file, or hub:org/name[:config][:split]",
+                             "/" in spec or "." in spec))
+    return problems
+
+
+def has_code_rows(spec):
+    """Does a shipped set or an existing local file hold code problems (rows with tests)? Read without validating
+    (a shipped set: its first row). A named hub set (hub_sets.py): by its kind. hub: sets and paths not there yet:
+    False (not known before loading)."""
+    if hub_sets.is_named(spec):
+        return hub_sets.is_code(spec)
+    if spec in SHIPPED_EVAL + SHIPPED_TRAIN:
+        with gzip.open(DATA_DIR / f"{spec}.jsonl.gz", "rt", encoding="utf-8") as f:
+            return json.loads(f.readline()).get("tests") is not None
+    try:
+        return Path(spec).is_file() and any(isinstance(r, dict) and r.get("tests") is not None
+                                            for _, r in _read_file(Path(spec)))
+    except DatasetError:
+        return False
 
 
 def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests"):
-    """Problems from a shipped name, a local file, or hub:org/name[:split]; a comma-separated list mixes sets
+    """Problems from a shipped name, a local file, or hub:org/name[:config][:split]; a comma-separated list mixes sets
     (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names."""
     return _load_specs(spec, (id_field, problem_field, answer_field, tests_field), _validate)
 
@@ -485,6 +587,11 @@ class PromptBatcher:
         self._order = self._shuffled(self.epoch)
 
 
+def data_specs_problems(spec):
+    """unknown_specs of a comma-separated spec, hub specs probed (the CLI's dry run)."""
+    return unknown_specs([s.strip() for s in spec.split(",") if s.strip()], probe_hub=True)
+
+
 def main():
     """CLI: write the problems of SPEC whose pass rate lies in [low, high] to a JSONL file (AceMath-RL stage 3)."""
     import argparse
@@ -499,6 +606,9 @@ def main():
     if not 0 <= args.low <= args.high <= 1:
         parser.error("need 0 <= --low <= --high <= 1")
     if args.dry_run:
+        problems = [problem for problem, looks_like_path in data_specs_problems(args.spec) if not looks_like_path]
+        if problems:
+            parser.error("\n  ".join(problems))
         print("data.py: dry run ok")
         return
     kept, counts = filter_by_pass_rate(load_dataset(args.spec), args.pass_rates, args.low, args.high)

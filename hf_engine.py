@@ -32,12 +32,13 @@ class HFEngine:
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(
             model if isinstance(model, str) else self.model.name_or_path)
         self.seed = seed
-        self.batch_size = batch_size
+        self.batch_size = self.max_num_seqs = batch_size   # sequences per generate() call (eval.py sizes by it)
         self.max_model_len = max_model_len or self.model.config.max_position_embeddings
         self.last_sync_s = 0.0
 
     @torch.no_grad()
-    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None):
+    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None,
+                 logprobs=True):  # logprobs: computed either way (cheap here); rollout.py's engine may skip them
         check_prompt_ids(prompt_token_ids)
         eos = self.model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}

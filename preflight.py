@@ -16,6 +16,9 @@ parse_args (dry runs included) and at the start of main().
 - Memory for full fine-tuning: fp32 weights + gradients + AdamW's two moments = 16 bytes per trained parameter,
   sharded over the ranks by FSDP2 (distributed.py's table). Counted from the config on the meta device (no
   memory), compared with the GPU before the model loads.
+- The code sandbox. A run that grades code refuses to start without the full sandbox (bubblewrap and libseccomp:
+  code_reward.require_sandbox); check_code_sandbox says so in the dry run, so that a recipe whose code stages
+  follow days of math stages fails at validation, not when they start.
 - Why torch sees no GPU when nvidia-smi does: usually an NVIDIA driver older than torch's CUDA needs (CUDA 13
   wheels, which setup.sh installs by default, need driver >= 580).
 """
@@ -202,6 +205,20 @@ def check_memory(tool, params, gpu_bytes, world=1, cpu_offload=False, vllm_share
 # ------------------------------------------------------------------------------------------------------------
 # No GPU in torch although nvidia-smi sees one
 # ------------------------------------------------------------------------------------------------------------
+def check_code_sandbox(tool, specs, template, allow_fallback):
+    """An error message, or None: the run grades code (template "code", or a spec whose rows hold tests) and the
+    full sandbox does not work here, and the fallback was not accepted (--allow_unsafe_code_sandbox 1)."""
+    import code_reward
+    import data
+    if allow_fallback or not (template == "code" or any(data.has_code_rows(s) for s in specs if s)):
+        return None
+    if code_reward.sandbox_mode("bwrap") == "bwrap":
+        return None
+    return (f"{tool}: this run grades code, and the full code sandbox does not work here: install bubblewrap and "
+            f"libseccomp (setup.sh does, as root), or accept the weaker rlimits fallback with "
+            f"{code_reward.UNSAFE_FLAG} 1 (code_reward.py's docstring says what it lets a program do)")
+
+
 def nvidia_driver():
     """(driver version string, GPU names) from nvidia-smi, or (None, []) when it is missing or fails."""
     if not shutil.which("nvidia-smi"):

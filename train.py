@@ -47,8 +47,8 @@ from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_gather_objects, 
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
 from reward import format_reward, score_problems
 from rollout import VLLM_RUNNER, make_engine
-from runs import Logger, latest_checkpoint, load_checkpoint, refuse_used_out_dir, resume_flags, save_checkpoint, \
-    start_stage
+from runs import Logger, checkpoint_note, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, \
+    resume_flags, save_checkpoint, start_stage
 
 # ---- defaults (AceMath-RL stage 1; DeepSeek-R1-Distill-Qwen-1.5B) -------------------------------------------
 MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
@@ -84,8 +84,9 @@ def build_parser():
                    "optimizer, these weights as KL reference, a new data order)")
     g.add_argument("--resume", default=None, help="continue the run in this out_dir exactly (its flags, data order "
                    "and KL reference come from its latest checkpoint; only run-control flags may change)")
-    g.add_argument("--train_data", default=TRAIN_DATA, help="shipped name(s), hub set(s) (deepcoder[:config], livecodebench[:window]: hub_sets.py), "
-                   "file(s) or hub:org/name[:split], comma-separated")
+    g.add_argument("--train_data", default=TRAIN_DATA, help="shipped name(s), hub set(s) (deepcoder[:config], "
+                   "livecodebench[:window]: hub_sets.py), file(s) or hub:org/name[:config][:split] (data.parse_hub_spec), "
+                   "comma-separated")
     g.add_argument("--problem_field", default="problem", help="column holding the problem (files / hub sets)")
     g.add_argument("--answer_field", default="answer", help="column holding the gold answer")
     g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
@@ -188,7 +189,9 @@ def build_parser():
     g.add_argument("--out_dir", default="out/run", help="checkpoints, metrics.jsonl, samples.jsonl")
     g.add_argument("--max_steps", type=int, default=500, help="optimizer steps")
     g.add_argument("--save_every", type=int, default=50, help="checkpoint every N steps (0: only at the end)")
-    g.add_argument("--keep_last", type=int, default=3, help="checkpoints to keep")
+    g.add_argument("--keep_last", type=int, default=3, help="checkpoints to keep (0: all); each holds the fp32 "
+                   "weights (4 bytes/parameter: 30 GB at 7B), the newest also AdamW's state (8 bytes/parameter); "
+                   "the run prints the sizes at start (runs.py)")
     g.add_argument("--eval_every", type=int, default=50, help="evaluate every N steps (0: never)")
     g.add_argument("--eval_data", default="aime2024", help="eval benchmark(s) for periodic evaluation ('' for none)")
     g.add_argument("--eval_k", type=int, default=1, help="samples per eval problem")
@@ -239,8 +242,13 @@ def parse_args(argv=None):
         errors += lora.check_targets(args.init_from or args.model, args.lora_targets)
     if args.init_from and not ckpt and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
         (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or config.json)")
-    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(",")):
+    for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(","),
+                                                       probe_hub=args.dry_run):
         (later if args.dry_run and looks_like_path else errors).append(problem)
+    if args.dry_run:  # a run that grades code needs the sandbox (a real run checks it in main, after its data)
+        errors += list(filter(None, [preflight.check_code_sandbox(
+            "train.py", args.train_data.split(",") + args.eval_data.split(","), args.template,
+            bool(args.allow_unsafe_code_sandbox))]))
     for note in later:
         print(f"train.py: dry run: {note} (yet)")
     if errors:
@@ -251,6 +259,7 @@ def parse_args(argv=None):
         args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype   # each parameter's own dtype
     if ckpt is None:  # a fresh run or stage: where this stage starts (its KL reference) and its data seed
         start_stage(args, args.init_from)
+        inherit_template(args, build_parser, argv, args.init_from, "train.py")   # an SFT stage's template
     check_model_config(args, parser, ckpt)
     return args
 
@@ -621,6 +630,8 @@ def main(argv=None, engine=None):
         reference.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr,
                                   weight_decay=args.weight_decay, betas=(0.9, 0.999))
+    if is_main:
+        print(checkpoint_note(policy, args.keep_last, args.save_every, "train.py"))
     start_step = 0
     if resume_ckpt:
         state = load_checkpoint(resume_ckpt, policy, optimizer)

@@ -274,3 +274,129 @@ def test_no_import_cycle_among_the_project_files():
         return any(d == target or (d not in seen and reaches(d, target, seen | {d})) for d in graph[start])
     cycles = [name for name in graph if reaches(name, name, {name})]
     assert not cycles, f"import cycles through {cycles}"
+
+
+# ---------------------------------------------------------------------------------------------- issue 36, item 1
+@pytest.fixture(scope="module")
+def llama3_tokenizer(tmp_path_factory):
+    from tiny_model import build_llama3_tokenizer
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(build_llama3_tokenizer(tmp_path_factory.mktemp("llama3")))
+
+
+@pytest.mark.parametrize("template", sorted(data.TEMPLATES))
+def test_llama3_prompts_start_with_one_bos_from_its_post_processor(llama3_tokenizer, tokenizer, template):
+    """Llama-3 adds <|begin_of_text|> through its tokenizer.json's post-processor, and transformers 5 reports
+    add_bos_token False for it: every template, plain text or chat, starts with exactly one BOS (a chat template
+    that writes BOS itself does not get a second). The Qwen-style tiny tokenizer adds nothing, as before."""
+    bos = llama3_tokenizer.bos_token_id
+    assert not getattr(llama3_tokenizer, "add_bos_token", False)   # the flag the old code read
+    ids = render_prompt("What is $1+1$?", llama3_tokenizer, template)
+    assert ids[0] == bos and ids.count(bos) == 1, llama3_tokenizer.decode(ids)
+    assert ids[1:] == render_prompt("What is $1+1$?", llama3_tokenizer, template)[1:]
+    if template in ("boxed", "think_answer"):   # the rest is the plain text, encoded without special tokens
+        text = llama3_tokenizer.decode(ids[1:])
+        assert ids[1:] == llama3_tokenizer.encode(text, add_special_tokens=False)
+    assert data.text_prefix_ids(tokenizer) == []
+    qwen = render_prompt("What is $1+1$?", tokenizer, template)
+    if template in ("boxed", "think_answer"):
+        assert qwen == tokenizer.encode(tokenizer.decode(qwen), add_special_tokens=False)
+
+
+# ---------------------------------------------------------------------------------------------- issue 36, items 3-4
+@pytest.mark.parametrize("spec,parsed", [
+    ("hub:org/name", ("org/name", None, "train")),
+    ("hub:org/name:test", ("org/name", None, "test")),
+    ("hub:org/name:validation[:10%]", ("org/name", None, "validation[:10%]")),
+    ("hub:openai/gsm8k:main", ("openai/gsm8k", "main", "train")),
+    ("hub:openai/gsm8k:main:test", ("openai/gsm8k", "main", "test")),
+    ("hub:openai/gsm8k:socratic:train[:100]", ("openai/gsm8k", "socratic", "train[:100]")),
+])
+def test_hub_specs_name_a_config_and_a_split(spec, parsed):
+    assert data.parse_hub_spec(spec) == parsed
+
+
+@pytest.mark.parametrize("spec", ["hub:", "hub:org/name:", "hub:a:b:c:d", "hub:org/name::test"])
+def test_malformed_hub_specs_are_refused(spec):
+    with pytest.raises(DatasetError, match=r"hub:org/name\[:config\]\[:split\]"):
+        data.parse_hub_spec(spec)
+    assert data.check_hub_spec(spec)[0]
+
+
+@pytest.fixture()
+def hub_layout(tmp_path, monkeypatch):
+    """A local folder in the layout of openai/gsm8k on the hub: two configs (main, socratic), no default one,
+    parquet files per split, the configs declared in the README's YAML header. datasets writes its cache to tmp."""
+    pa = pytest.importorskip("pyarrow")
+    datasets = pytest.importorskip("datasets")
+    import pyarrow.parquet as pq
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
+    root = tmp_path / "gsm8k"
+    card = ["---", "configs:"]
+    for config in ("main", "socratic"):
+        card += [f"- config_name: {config}", "  data_files:"]
+        for split, n in (("train", 5), ("test", 3)):
+            (root / config).mkdir(parents=True, exist_ok=True)
+            # gsm8k's answer column: the worked solution, then '#### <answer>'
+            rows = [{"question": f"{config} {split} {k} + 1?", "answer": f"{k} + 1 = {k + 1}\n#### {k + 1}"}
+                    for k in range(n)]
+            pq.write_table(pa.Table.from_pylist(rows), root / config / f"{split}-00000-of-00001.parquet")
+            card += [f"  - split: {split}", f"    path: {config}/{split}-*"]
+    (root / "README.md").write_text("\n".join(card + ["---", "# a local copy in the hub's layout", ""]))
+    return root
+
+
+def test_a_hub_set_with_configs_loads_through_datasets(hub_layout):
+    test = load_dataset(f"hub:{hub_layout}:main:test", problem_field="question")
+    assert [p["problem"] for p in test] == [f"main test {k} + 1?" for k in range(3)]
+    assert [p["answer"] for p in test] == ["1", "2", "3"] and test[0]["source"] == "gsm8k"   # after '####'
+    train = load_dataset(f"hub:{hub_layout}:socratic", problem_field="question")   # a config alone: split train
+    assert len(train) == 5 and train[0]["problem"] == "socratic train 0 + 1?"
+    assert len(load_dataset(f"hub:{hub_layout}:main:train[:2]", problem_field="question")) == 2
+
+
+def test_a_dry_run_checks_a_hub_specs_config_and_split(hub_layout, capsys):
+    """What a dry run knows without reading rows (the card and file list): a missing or unknown config, a split
+    the config does not have. A dataset the offline hub cannot reach is said to be unchecked, not refused."""
+    ok = f"hub:{hub_layout}:main:test"
+    assert data.check_hub_spec(ok, probe=True) == (None, None)
+    missing = data.check_hub_spec(f"hub:{hub_layout}:test", probe=True)[0]
+    assert "Config name is missing" in missing and "['main', 'socratic']" in missing
+    assert "'nope' not found" in data.check_hub_spec(f"hub:{hub_layout}:nope:train", probe=True)[0]
+    assert "no split 'validation' in config 'main'" in data.check_hub_spec(f"hub:{hub_layout}:main:validation",
+                                                                          probe=True)[0]
+    assert data.check_hub_spec(f"hub:{hub_layout}:main:validation") == (None, None)   # without probe: syntax only
+    error, note = data.check_hub_spec("hub:nobody/nothing:train", probe=True)     # tests run with HF_HUB_OFFLINE=1
+    assert error is None and "not checked against the hub" in note
+    # the scripts' dry runs: train.py and sft.py refuse a bad hub spec, print what they could not check
+    import sft
+    import train
+    with pytest.raises(SystemExit):
+        sft.parse_args(["--train_data", f"hub:{hub_layout}:main:validation", "--dry_run", "--device", "cpu"])
+    assert "no split 'validation'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.parse_args(["--train_data", f"hub:{hub_layout}:train", "--dry_run", "--device", "cpu"])
+    assert "Config name is missing" in capsys.readouterr().err
+    assert data.unknown_specs([ok, "hub:nobody/nothing"], probe_hub=True) == []
+    assert "data: hub:nobody/nothing: not checked against the hub" in capsys.readouterr().out
+
+
+def test_a_dry_run_refuses_hub_data_without_the_datasets_package(monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "datasets" else real_import(name, *a, **k))
+    problems = data.unknown_specs(["math500", "hub:open-r1/OpenR1-Math-220k:train"])
+    assert len(problems) == 1 and "needs the `datasets` package, which setup.sh installs" in problems[0][0]
+    assert problems[0][1] is False   # an error even in a dry run (not a path an earlier stage may create)
+
+
+def test_data_cli_dry_run_checks_hub_specs(hub_layout, monkeypatch, capsys):
+    argv = ["data.py", "SPEC", "--pass_rates", "rates.jsonl", "--out", "hard.jsonl", "--dry_run"]
+    monkeypatch.setattr("sys.argv", [a.replace("SPEC", f"hub:{hub_layout}:main:validation") for a in argv])
+    with pytest.raises(SystemExit):
+        data.main()
+    assert "no split 'validation'" in capsys.readouterr().err
+    monkeypatch.setattr("sys.argv", [a.replace("SPEC", f"hub:{hub_layout}:main:test,math500") for a in argv])
+    data.main()
+    assert "dry run ok" in capsys.readouterr().out

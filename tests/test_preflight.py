@@ -229,8 +229,8 @@ def test_no_gpu_message_names_the_driver_and_torchs_cuda(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- item 3: launcher
 def test_launcher_starts_sft_and_train_alike(tmp_path):
-    """LAUNCHER applies to sft.py as to train.py (recipes/_common.sh); eval.py stays one process. A fake
-    interpreter records what the run phase would start (tests/test_recipes.py runs the real dry runs)."""
+    """LAUNCHER applies to sft.py as to train.py (recipes/_common.sh), and to eval.py (issue 36: an engine per
+    GPU). A fake interpreter records what the run phase would start (tests/test_recipes.py runs the real dry runs)."""
     log = tmp_path / "launched"
     fake = tmp_path / "fake"
     fake.write_text(f'#!/bin/sh\ncase "$*" in *--dry_run*) exit 0 ;; esac\necho "$0 $*" >> {log}\n')
@@ -238,6 +238,5 @@ def test_launcher_starts_sft_and_train_alike(tmp_path):
     proc = run(["bash", "recipes/perplexity_llama.sh"], {"PYTHON": str(fake), "LAUNCHER": f"{fake} --nproc 8"})
     assert proc.returncode == 0, proc.stderr
     started = log.read_text().splitlines()
-    assert [l.split()[1:3] for l in started] == [["eval.py", "--model"], ["--nproc", "8"], ["--nproc", "8"],
-                                                ["eval.py", "--model"]]
-    assert started[1].split()[3] == "sft.py" and started[2].split()[3] == "train.py"
+    assert [l.split()[1:4] for l in started] == [["--nproc", "8", script] for script in
+                                                ("eval.py", "sft.py", "train.py", "eval.py")]

@@ -74,3 +74,45 @@ def test_plot_draws_a_tiny_run(vllm_engine, warm_model_path, tmp_path):
         png = out / name
         assert png.exists() and png.stat().st_size > 5000, name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_recipe_dry_run_checks_the_package_its_hub_data_needs(hub_cache, tmp_path):
+    """Issue 36, item 3: recipes/perplexity_llama.sh's SFT data is a hub: spec. Without the `datasets` package its
+    dry run fails (it used to pass, run the first eval, then die at SFT); with it, the hub spec that the offline
+    hub cannot check is said to be unchecked, and the gated model is noted."""
+    blocker = tmp_path / "no_datasets"
+    blocker.mkdir()
+    (blocker / "datasets.py").write_text("raise ImportError('datasets is not installed (test)')\n")
+    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(hub_cache), "HF_HUB_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf_home")}
+    env.pop("HF_TOKEN", None)
+    script = str(ROOT / "recipes" / "perplexity_llama.sh")
+    proc = subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True, timeout=600,
+                          env={**env, "PYTHONPATH": str(blocker)})
+    assert proc.returncode != 0 and "recipe: invalid command: " + sys.executable + " sft.py" in proc.stderr
+    assert "needs the `datasets` package, which setup.sh installs" in proc.stderr, proc.stderr[-2000:]
+    proc = subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "data: hub:open-r1/OpenR1-Math-220k:train: not checked against the hub" in proc.stdout
+    assert "is gated and no Hugging Face token was found" in proc.stderr
+
+
+def test_a_dry_run_refuses_to_grade_code_without_the_sandbox(monkeypatch, capsys):
+    """AceReason's code stages come after days of math stages: their dry run checks the sandbox they will need
+    (bubblewrap + libseccomp), as the real run does at its start, unless the fallback is accepted."""
+    import code_reward
+    import data
+    import eval as evaluation
+    import preflight
+    import train
+    assert data.has_code_rows("mbpp_train") and data.has_code_rows("humaneval") and not data.has_code_rows("aime2024")
+    monkeypatch.setattr(code_reward, "sandbox_mode", lambda requested=None: "unavailable")
+    code = ["--device", "cpu", "--dry_run", "--train_data", "mbpp_train", "--eval_data", "humaneval"]
+    with pytest.raises(SystemExit):
+        train.parse_args(code + ["--template", "code"])
+    assert "the full code sandbox does not work here" in capsys.readouterr().err
+    train.parse_args(code + ["--template", "code", "--allow_unsafe_code_sandbox", "1"])
+    train.parse_args(["--device", "cpu", "--dry_run"])                 # math only: no sandbox needed
+    with pytest.raises(SystemExit, match="sandbox does not work here"):
+        evaluation.main(["--model", "m", "--benchmarks", "humaneval,mbpp_test", "--template", "code", "--dry_run"])
+    assert preflight.check_code_sandbox("eval.py", ["math500"], "chat", False) is None

@@ -300,3 +300,27 @@ def test_cli(tmp_path):
     bad.write_text('{"response": "x", "gold": "1"}\n{not json}\n')
     proc = subprocess.run([sys.executable, str(ROOT / "reward.py"), str(bad)], capture_output=True, text=True, env=env)
     assert proc.returncode != 0 and "bad.jsonl:2" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------- issue 36, item 2
+def test_code_and_math_follow_one_rule_after_a_prefilled_think(monkeypatch):
+    """R1-distill templates open <think> in the prompt. A response that never closes it was cut off (or stopped)
+    mid-thought: math gives it 0, and so does code, even when a draft program written while thinking would pass;
+    the program after </think> is the one graded. A <think> the response opens itself follows the same rule."""
+    import code_reward
+    from reward import score_problems
+    monkeypatch.setattr(code_reward, "SANDBOX", "auto")   # bwrap where it works here, else the rlimits fallback
+    code = {"id": "c", "problem": "Write add.", "tests": {"kind": "functional", "asserts": ["assert add(1, 2) == 3"]}}
+    math = {"id": "m", "problem": "1 + 2?", "answer": "3"}
+    program = "```python\ndef add(a, b):\n    return a + b\n```"
+    draft = f"Let me try:\n{program}\nHmm, but wait"                  # cut off while thinking
+    closed = f"Let me try:\n```python\ndef add(a, b):\n    return 0\n```\nNo.</think>\n\nThe program:\n{program}"
+    rows = [(draft, code, True, 0.0), (closed, code, True, 1.0), (draft, code, False, 1.0),
+            (f"<think>{draft}", code, False, 0.0), ("hmm \\boxed{3}", math, True, 0.0),
+            ("hmm</think> \\boxed{3}", math, True, 1.0)]
+    for response, problem, prefilled, want in rows:
+        stats = {}
+        assert score_problems([response], [problem], workers=1, stats=stats, think_prefilled=prefilled) == [want], \
+            (response, prefilled, stats)
+        if problem is code and want == 0.0:
+            assert stats["code_no_program"] == 1, stats

@@ -2,7 +2,6 @@
 and 2 ranks change nothing, resume is exact, and the checkpoint is what train.py, eval.py and vLLM load."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -134,7 +133,7 @@ def comparable(metrics):
     return [{k: v for k, v in m.items() if not k.startswith(("time/", "perf/"))} for m in metrics]
 
 
-def test_resume_is_exact(tiny_model_path, tmp_path):
+def test_resume_is_exact(tiny_model_path, tmp_path, monkeypatch):
     """A run interrupted after its step-2 checkpoint and resumed equals the straight run: weights, optimizer
     state, data order (a cosine schedule and 2 epochs of a 12-example set) and metrics."""
     examples = tmp_path / "worked.jsonl"
@@ -142,8 +141,19 @@ def test_resume_is_exact(tiny_model_path, tmp_path):
     flags = dict(train_data=examples, batch_size=5, max_steps=4, save_every=2, keep_last=5, min_lr_ratio=0.1,
                  max_len=1000)
     sft.main(sft_args(tiny_model_path, tmp_path / "a", **flags))
-    shutil.copytree(tmp_path / "a", tmp_path / "b")
-    shutil.rmtree(tmp_path / "b" / "ckpt-000004")                  # as if it had stopped after step 2
+    real_step, steps = sft.sft_step, []
+
+    def interrupted(*args, **kwargs):  # stopped after the step-2 checkpoint (only the newest keeps the optimizer)
+        if len(steps) == 2:
+            raise KeyboardInterrupt
+        steps.append(args[-1])
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(sft, "sft_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sft.main(sft_args(tiny_model_path, tmp_path / "b", **flags))
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "b").glob("ckpt-*")) == ["ckpt-000002"]
     sft.main(["--resume", str(tmp_path / "b")])
     assert comparable(read_metrics(tmp_path / "a")) == comparable(read_metrics(tmp_path / "b"))
     a, b = weights(tmp_path / "a" / "ckpt-000004" / "model"), weights(tmp_path / "b" / "ckpt-000004" / "model")
@@ -151,8 +161,13 @@ def test_resume_is_exact(tiny_model_path, tmp_path):
         assert torch.equal(a[name], b[name]), name
     sa, sb = (torch.load(tmp_path / r / "ckpt-000004" / "trainer_state.pt", weights_only=False) for r in "ab")
     assert sa["batcher"] == sb["batcher"] and sa["batcher"]["epoch"] == 1
-    for key, value in sa["optimizer"]["state"].items():
-        assert torch.equal(value["exp_avg_sq"], sb["optimizer"]["state"][key]["exp_avg_sq"]), key
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # optimizer/: DCP's format (runs.py)
+    for r in "ab":
+        dcp_to_torch_save(tmp_path / r / "ckpt-000004" / "optimizer", tmp_path / f"{r}_optimizer.pt")
+    oa, ob = (torch.load(tmp_path / f"{r}_optimizer.pt", weights_only=False)["optimizer"] for r in "ab")
+    assert oa["state"].keys() == ob["state"].keys() and oa["state"]
+    for key, value in oa["state"].items():
+        assert torch.equal(value["exp_avg_sq"], ob["state"][key]["exp_avg_sq"]), key
 
 
 def test_resume_refuses_a_learning_flag_change(tiny_model_path, tmp_path, capsys):

@@ -576,15 +576,23 @@ def test_metric_names_mean_one_thing(vllm_engine, warm_model_path, toy, tmp_path
     assert "perf/tokens_per_s" not in m and m["perf/generated_tokens_per_s"] > 0
 
 
-def test_samples_log_has_no_duplicates_after_a_resume(vllm_engine, warm_model_path, toy, tmp_path):
+def test_samples_log_has_no_duplicates_after_a_resume(vllm_engine, warm_model_path, toy, tmp_path, monkeypatch):
     """Defect 6: a run killed after logging step 2 but before its checkpoint resumes from step 1 and logs step 2
     again: samples.jsonl (like metrics.jsonl) must hold each step once."""
     common = dict(batch_size=8, group_size=4, save_every=1, keep_last=5, eval_every=1, eval_data=toy, eval_limit=2,
                   eval_temperature=0)
     out = tmp_path / "run"
-    train.main(demo_args(warm_model_path, toy, out, max_steps=2, **common), engine=vllm_engine)
-    import shutil
-    shutil.rmtree(out / "ckpt-000002")  # the kill: step 2 logged, its checkpoint never written
+    real_save = train.save_checkpoint
+
+    def killed_at_step_2(out_dir, step, *args, **kwargs):  # the kill: step 2 logged, its checkpoint never written
+        if step == 2:
+            raise KeyboardInterrupt
+        return real_save(out_dir, step, *args, **kwargs)
+
+    monkeypatch.setattr(train, "save_checkpoint", killed_at_step_2)
+    with pytest.raises(KeyboardInterrupt):
+        train.main(demo_args(warm_model_path, toy, out, max_steps=2, **common), engine=vllm_engine)
+    monkeypatch.undo()
     train.main(demo_args(warm_model_path, toy, tmp_path / "ignored", max_steps=3, **common) + ["--resume", str(out)],
                engine=vllm_engine)
     steps = [json.loads(line)["step"] for line in (out / "samples.jsonl").read_text().splitlines()]

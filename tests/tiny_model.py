@@ -140,3 +140,39 @@ TOY_FLAGS = ["--device", "cpu", "--batch_size", "16", "--group_size", "8", "--ma
              "--temperature", "1.0", "--lr", "2e-3", "--kl_coef", "0", "--max_steps", "30", "--eval_data", "",
              "--save_every", "0", "--contamination_check", "0", "--max_model_len", "256",
              "--micro_batch_tokens", "8192", "--gradient_checkpointing", "0", "--vllm_gpu_memory_utilization", "0.3"]
+
+
+# A Llama-3-style chat template (meta-llama/Llama-3.1-8B-Instruct's, without its system-prompt and date lines): it
+# writes the BOS token itself, as Llama-3's does.
+LLAMA3_CHAT_TEMPLATE = (
+    "{{- bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def build_llama3_tokenizer(path, vocab_size=512):
+    """A tokenizer saved as Llama-3's is: only tokenizer.json + tokenizer_config.json, and the BOS token
+    <|begin_of_text|> added by the tokenizer.json's TemplateProcessing post-processor, not by an `add_bos_token`
+    flag (transformers 5 drops that flag whenever a tokenizer.json exists: tokenization_utils_base.py,
+    `init_kwargs.pop("add_bos_token", None)`). Returns path (str)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    bpe.train_from_iterator(_training_text(300), trainer)
+    bos = bpe.token_to_id("<|begin_of_text|>")
+    bpe.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                       pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                                                       special_tokens=[("<|begin_of_text|>", bos)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
+                                        pad_token="<|end_of_text|>")
+    tokenizer.chat_template = LLAMA3_CHAT_TEMPLATE
+    Path(path).mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(path)
+    return str(path)
