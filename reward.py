@@ -158,24 +158,15 @@ def format_reward(response, mode="strict"):
 # ------------------------------------------------------------------------------------------------------------
 # Worker processes with a hard per-item timeout (workers.py: killed when late)
 # ------------------------------------------------------------------------------------------------------------
-def _hang_or(op):
-    """Tests only: with REWARD_TEST_HANG_S set in a worker's environment, a check of "<hang>" sleeps that long."""
-    def run(*args):
-        if args and args[0] == "<hang>" and float(os.environ.get("REWARD_TEST_HANG_S", "0")):
-            time.sleep(float(os.environ["REWARD_TEST_HANG_S"]))
-        return op(*args)
-    return run
-
-
-WORKER_OPS = {"_math_reward_unbounded": _hang_or(_math_reward_unbounded),
-              "_is_equiv_unbounded": _hang_or(_is_equiv_unbounded),
-              "_choice_reward_unbounded": _hang_or(_choice_reward_unbounded)}
+WORKER_MODULE = "reward"   # the module whose WORKER_OPS the grading workers import and serve (workers.py)
+WORKER_OPS = {"_math_reward_unbounded": _math_reward_unbounded, "_is_equiv_unbounded": _is_equiv_unbounded,
+              "_choice_reward_unbounded": _choice_reward_unbounded}
 
 
 def _run_pool(op, arg_lists, workers, timeout_s, memory_limit_gb, counts):
     """Results of op(*args) for each args in arg_lists (None when late or crashed), `workers` processes at a time."""
     results = []
-    for kind, value in get_pool("reward", memory_limit_gb * 2**30).run(op, arg_lists, workers, timeout_s):
+    for kind, value in get_pool(WORKER_MODULE, memory_limit_gb * 2**30).run(op, arg_lists, workers, timeout_s):
         if kind != "ok":
             counts["timeouts" if kind == "timeout" else "errors"] += 1
         results.append(value if kind == "ok" else None)
@@ -188,7 +179,7 @@ def _pool_call(op_name, args, timeout_s):
 
 def close_pool():
     """Stop the math grading workers (the next batch starts new ones)."""
-    close_pools("reward")
+    close_pools(WORKER_MODULE)
 
 
 def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=None, stats=None,

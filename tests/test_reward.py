@@ -233,7 +233,7 @@ def test_in_process_checks_are_bounded_in_any_thread(monkeypatch):
     assert results == [(1.0, True)]
     # a check that really hangs, from a thread: the worker is killed at the deadline
     reward.close_pool()
-    monkeypatch.setenv("REWARD_TEST_HANG_S", "600")
+    monkeypatch.setattr(reward, "WORKER_MODULE", "hanging_grader")   # tests/hanging_grader.py: "<hang>" hangs
     out = []
     thread = threading.Thread(target=lambda: out.append(math_reward("<hang>", "5", timeout_s=1)))
     start = time.time()
@@ -273,8 +273,7 @@ def test_power_tower_gold_against_itself_does_not_hang():
 def test_timeout_kills_and_counts(monkeypatch):  # noqa: D103
     """A check that really hangs is killed at the timeout, counted, and the batch still completes."""
     import reward
-    reward.close_pool()  # fresh workers that see the test-only hang switch
-    monkeypatch.setenv("REWARD_TEST_HANG_S", "600")
+    monkeypatch.setattr(reward, "WORKER_MODULE", "hanging_grader")   # tests/hanging_grader.py: "<hang>" hangs
     stats = {}
     start = time.time()
     scores = reward.score_batch(["\\boxed{5}", "<hang>", "\\boxed{5}", "<hang>", "\\boxed{6}"], ["5"] * 5,
