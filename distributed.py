@@ -80,6 +80,7 @@ Verified on a GPU: nothing of this file yet. NOT verified: NCCL, CPUOffloadPolic
 gloo beside NCCL, several GPUs or nodes, the memory figures in practice, TP on GPUs, resuming on another number
 of ranks, bf16 parameters' speed (bench.py gpu runs one GPU: no collectives to halve).
 """
+import atexit
 import math
 import os
 import socket
@@ -128,6 +129,10 @@ def init_distributed(device_type, timeout_min=DIST_TIMEOUT_MIN, one_rank_group=F
                 port = probe.getsockname()[1]
             os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group(**process_group_options(device_type, timeout_min))
+        # destroyed before the interpreter tears down: a group left alive at exit can abort the process in C++
+        # ("terminate called without an active exception", exit -6 after a finished run) and torchrun then
+        # reports the whole job failed
+        atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
     if device_type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return dist.get_rank(), dist.get_world_size()
