@@ -48,7 +48,8 @@ from pathlib import Path
 import data
 import hub_sets
 from code_reward import UNSAFE_FLAG, require_sandbox
-from distributed import all_gather_objects, broadcast_object, distributed, get_rank, init_distributed
+from distributed import all_gather_objects, broadcast_object, distributed, get_rank, init_distributed, \
+    shutdown_distributed
 from reward import extract_answer, is_equiv, score_problems
 
 # The seed table: AIME 2024/2025 avg@64, MATH-500 avg@4, AMC23 avg@5, the rest avg@1 (temperature 0.6, top-p 0.95)
@@ -542,3 +543,4 @@ def main(argv=None, engine=None):
 
 if __name__ == "__main__":
     main()
+    shutdown_distributed()   # every rank done, then the process groups go (distributed.py)

@@ -46,7 +46,7 @@ import lora
 import preflight
 from batching import collate, same_count_micro_batches
 from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_reduce, full_weights, init_distributed, load_model, \
-    optimizer_step
+    optimizer_step, shutdown_distributed
 from reward import last_boxed
 from rollout import VLLM_RUNNER, make_engine
 from runs import Logger, checkpoint_note, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, \
@@ -490,6 +490,7 @@ def out_of_memory_message(exc):
 if __name__ == "__main__":
     try:
         main()
+        shutdown_distributed()   # every rank done, then the process groups go (distributed.py)
     except KeyboardInterrupt:
         sys.exit(130)
     except torch.OutOfMemoryError as exc:  # say which knobs to turn, not a traceback

@@ -43,7 +43,7 @@ import preflight
 from batching import collate, pad_rows, same_count_micro_batches
 from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_gather_objects, all_reduce, full_weights, \
-    init_distributed, load_model, optimizer_step
+    init_distributed, load_model, optimizer_step, shutdown_distributed
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
 from reward import format_reward, score_problems
 from rollout import VLLM_RUNNER, make_engine
@@ -711,6 +711,7 @@ def main(argv=None, engine=None):
 if __name__ == "__main__":
     try:
         main()
+        shutdown_distributed()   # every rank done, then the process groups go (distributed.py)
     except KeyboardInterrupt:
         sys.exit(130)
     except torch.OutOfMemoryError as exc:  # say which knobs to turn

@@ -20,6 +20,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 import train  # noqa: E402
+from distributed import shutdown_distributed  # noqa: E402
 from replay import ReplayEngine  # noqa: E402
 
 
@@ -64,3 +65,4 @@ if __name__ == "__main__":
         probe(argv, engine, os.environ["DIST_PROBE"])
     else:
         train.main(argv, engine=engine)
+    shutdown_distributed()   # as train.py's own entry point ends

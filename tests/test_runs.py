@@ -91,7 +91,7 @@ from pathlib import Path
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 from transformers import AutoTokenizer
 import runs
-from distributed import init_distributed, load_model
+from distributed import init_distributed, load_model, shutdown_distributed
 rank, world = init_distributed("cpu")
 model_path, out = os.environ["MODEL"], Path(os.environ["OUT"])
 tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -117,6 +117,7 @@ if rank == 0:
         for key in ("exp_avg", "exp_avg_sq", "step"):
             assert torch.equal(value[key], resumed["state"][name][key]), (name, key)
     print("resumed on", world, "ranks: optimizer state equal")
+shutdown_distributed()   # as train.py's entry point ends
 '''
 
 
