@@ -7,7 +7,9 @@ parse_args (dry runs included) and at the start of main().
   (vllm/config/model.py:_get_and_verify_max_len): the smallest of max_position_embeddings, n_positions,
   max_seq_len, seq_length, model_max_length, max_sequence_length, max_seq_length, seq_len; times the RoPE scaling
   factor for scalings that do not already raise max_position_embeddings (linear, dynamic; not yarn, llama3,
-  longrope); capped by the tokenizer's model_max_length. --config_overrides (a JSON object of config fields)
+  longrope). The tokenizer's model_max_length does NOT cap it: vLLM reads it for pooling models only
+  (ModelConfig.get_and_verify_max_len), and DeepSeek-R1-Distill-Qwen ships 16,384 there beside a 131,072-token
+  config, which the AceReason and DeepScaleR recipes run past. --config_overrides (a JSON object of config fields)
   changes the config before this, in the trainer's model AND in vLLM (hf_overrides), identically: the DAPO
   authors ran Qwen2.5-Math-7B (context 4,096) with max_position_embeddings raised to 32,768 (verl
   recipe/dapo/test_dapo_7b_math.sh: `+actor_rollout_ref.model.override_config.max_position_embeddings=32768`),
@@ -22,12 +24,12 @@ parse_args (dry runs included) and at the start of main().
 - Why torch sees no GPU when nvidia-smi does: usually an NVIDIA driver older than torch's CUDA needs (CUDA 13
   wheels, which setup.sh installs by default, need driver >= 580).
 """
+import copy
 import json
 import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 # config keys vLLM reads the context from (the smallest wins), and RoPE types whose factor it applies on top
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
@@ -77,7 +79,29 @@ def read_config(model, overrides=None, offline=True):
                          f"({type(base).__name__})")
     if not overrides:
         return base, None
-    return AutoConfig.for_model(**{**config_dict, **overrides}), None
+    # a deep copy: transformers completes RoPE dicts in place (adds rope_theta), which must not reach the caller's
+    return AutoConfig.for_model(**{**config_dict, **copy.deepcopy(overrides)}), None
+
+
+ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
+
+
+def vllm_overrides(model, overrides):
+    """--config_overrides as vLLM's hf_overrides must carry them for vLLM to build the trainer's model.
+    vLLM 0.32 (transformers_utils/config.py:get_config) applies plain values with config.update AFTER the config is
+    built and dict values after that (config/model.py:_apply_dict_overrides), so nothing derived from them is
+    derived again: an overridden rope_theta is ignored (rope_parameters keeps the checkpoint's), and a rope_scaling
+    dict replaces rope_parameters without its theta (Qwen2 then runs at theta 1e6). Whenever a RoPE field is
+    overridden, the trainer's derived rope_parameters (read_config, as distributed.load_model builds the trainer)
+    go along whole, last, as a dict: vLLM sets it after everything else."""
+    overrides = dict(overrides or {})
+    if any(k in overrides for k in ROPE_KEYS):
+        config, _ = read_config(model, overrides, offline=False)
+        rope = getattr(config, "rope_parameters", None)  # transformers 4 configs have none: rope_theta is read as is
+        if rope is not None:
+            overrides.pop("rope_parameters", None)
+            overrides["rope_parameters"] = dict(rope)
+    return overrides
 
 
 def _rope_parameters(config):
@@ -89,9 +113,9 @@ def _rope_parameters(config):
     return [dict(d, rope_type=d.get("rope_type", d.get("type", "default"))) for d in dicts]
 
 
-def context_length(config, model=None, offline=True):
-    """(tokens, how it was derived) of a config, as vLLM derives max_model_len (module docstring); None when the
-    config names no context."""
+def context_length(config):
+    """(tokens, how it was derived) of a config, as vLLM derives max_model_len for a generating model (module
+    docstring); None when the config names no context."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     found = {k: getattr(text, k) for k in CONTEXT_KEYS if isinstance(getattr(text, k, None), int)}
     if not found:
@@ -104,21 +128,7 @@ def context_length(config, model=None, offline=True):
             factor = float(rope["factor"])
     if factor != 1.0:
         tokens, how = int(tokens * factor), f"{key} x RoPE factor {factor:g}"
-    cap = _tokenizer_max_length(model, offline) if model else None
-    if cap and cap < tokens:
-        tokens, how = cap, "the tokenizer's model_max_length"
     return tokens, how
-
-
-def _tokenizer_max_length(model, offline):
-    try:
-        from transformers.utils import cached_file
-        path = cached_file(str(model), "tokenizer_config.json", local_files_only=offline,
-                           _raise_exceptions_for_missing_entries=False)
-        value = json.loads(Path(path).read_text()).get("model_max_length") if path else None
-        return int(value) if isinstance(value, (int, float)) and value < 1e12 else None
-    except (OSError, ValueError):
-        return None
 
 
 def check_context(tool, model, wanted, overrides=None, offline=True, max_model_len=None):
@@ -130,7 +140,7 @@ def check_context(tool, model, wanted, overrides=None, offline=True, max_model_l
     config, why = read_config(model, overrides, offline)
     if config is None:
         return None, f"{tool}: context not checked: {why}; it is checked when the run starts"
-    context, how = context_length(config, model, offline)
+    context, how = context_length(config)
     if context is None:
         return None, f"{tool}: context not checked: {model}: {how}"
     extension = (" (with --config_overrides)" if overrides else

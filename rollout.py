@@ -89,6 +89,7 @@ import torch
 
 from data import Sample, check_prompt_ids
 from hf_engine import HFEngine
+from preflight import vllm_overrides
 
 # vLLM's model runner on GPU. vLLM 0.32 picks V2 where triton is present, and V2's load_model creates the per-model
 # state and the sampler's buffers inside the "weights" memory pool (vllm/v1/worker/gpu_worker.py:load_model ->
@@ -143,7 +144,8 @@ class VLLMEngine:
                  distributed_executor_backend=None, enable_prefix_caching=True, max_num_batched_tokens=None,
                  cpu_kv_cache_gb=2, hf_overrides=None, runner=VLLM_RUNNER, sleep_level=2, sampling_overrides=None,
                  sampler_logprobs=True, batch_invariant=False):
-        """hf_overrides: config fields (--config_overrides), as the trainer's model gets them.
+        """hf_overrides: config fields (--config_overrides), as the trainer's model gets them (RoPE fields need
+        help to reach vLLM's model: preflight.vllm_overrides).
         runner: "v1" / "v2" set VLLM_USE_V2_MODEL_RUNNER for this engine ("auto": vLLM decides; VLLM_RUNNER says
         why V1). sleep_level: 2 discards the weights between steps, 1 keeps a host copy (the fallback).
         sampling_overrides: extra SamplingParams fields for every request (bench.py: ignore_eos for fixed lengths).
@@ -188,7 +190,7 @@ class VLLMEngine:
         if distributed_executor_backend:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
         if hf_overrides:
-            kwargs["hf_overrides"] = dict(hf_overrides)
+            kwargs["hf_overrides"] = vllm_overrides(model, hf_overrides)
         quiet_vllm_per_step_logs()
         self.llm = LLM(**kwargs)
         self.runner = "v2" if self.llm.llm_engine.vllm_config.use_v2_model_runner else "v1"

@@ -336,8 +336,7 @@ def make_eval_engine(args, source, tokenizer, world):
     """The periodic eval's engine, started as train.py starts its own: dummy weights, the trainer pushes its own."""
     max_model_len = args.max_model_len
     if not max_model_len:  # prompt + response room, clamped to the model's own context (as vLLM derives it)
-        context = preflight.context_length(preflight.read_config(source, args.overrides, offline=False)[0], source,
-                                           offline=False)[0]
+        context = preflight.context_length(preflight.read_config(source, args.overrides, offline=False)[0])[0]
         max_model_len = min(args.max_len + args.max_response_len, context or 10 ** 9)
     return make_engine(args.engine, source, tokenizer, args.dtype, args.seed, world, load_format="dummy",
                        max_model_len=max_model_len, gpu_memory_utilization=args.vllm_gpu_memory_utilization,

@@ -5,6 +5,7 @@ the no-GPU message and setup.sh's driver check with a fake nvidia-smi on PATH, L
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def test_sft_and_eval_check_the_same_context(tiny_model_path, capsys):
 
 def test_context_as_vllm_derives_it(tmp_path):
     """Linear RoPE scaling multiplies the context (vLLM multiplies it too); llama3 / yarn do not (their
-    max_position_embeddings is already the extended one); the tokenizer's model_max_length caps it."""
+    max_position_embeddings is already the extended one); the tokenizer's model_max_length does not cap it (vLLM
+    reads it for pooling models only: DeepSeek-R1-Distill-Qwen ships 16,384 there and runs at 131,072)."""
     from transformers import AutoConfig
     linear = AutoConfig.for_model("qwen2", max_position_embeddings=4096,
                                   rope_scaling={"rope_type": "linear", "factor": 2.0})
@@ -70,7 +72,9 @@ def test_context_as_vllm_derives_it(tmp_path):
     model.mkdir()
     (model / "config.json").write_text(json.dumps(HUB_CONFIGS["Qwen/Qwen2.5-Math-7B"]))
     (model / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 2048}))
-    assert preflight.context_length(AutoConfig.from_pretrained(model), model) == (2048, "the tokenizer's model_max_length")
+    assert preflight.context_length(AutoConfig.from_pretrained(model)) == (4096, "max_position_embeddings")
+    assert preflight.check_context("train.py", model, (3000, "--max_prompt_len 1000 + --max_response_len 2000"))[0] \
+        is None
 
 
 def test_config_overrides_reach_the_trainer_model(tiny_model_path):
@@ -105,13 +109,21 @@ print(json.dumps({n: math.exp((lp - torch.tensor(sample.logprobs)).abs().mean().
 """
 
 
-def test_a_rope_override_reaches_the_trainer_and_a_pushed_engine_alike(tiny_model_path):
-    """--config_overrides with a RoPE change (linear scaling x4) goes to the trainer's model (load_model) and to
-    vLLM (hf_overrides) of an engine started as train.py starts it (dummy load, then the push). On a 600-token
-    prompt the scaling moves log-probs measurably (alignment against the unscaled model ~1.0004, ~2,000x the fp32
-    noise), and the engine matches the scaled trainer to fp32 noise (~1.0000002)."""
-    overrides = json.dumps({"rope_scaling": {"rope_type": "linear", "factor": 4.0}})
-    proc = run([sys.executable, "-c", ROPE_PROBE, tiny_model_path, overrides],
+@pytest.mark.parametrize("overrides", [{"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
+                                       {"rope_theta": 40000.0}])
+def test_a_rope_override_reaches_the_trainer_and_a_pushed_engine_alike(tiny_model_path, tmp_path, overrides):
+    """--config_overrides with a RoPE change goes to the trainer's model (load_model) and to vLLM (hf_overrides,
+    through preflight.vllm_overrides) of an engine started as train.py starts it (dummy load, then the push). On a
+    600-token prompt the change moves log-probs measurably (alignment against the unchanged model ~1.0004, ~2,000x
+    the fp32 noise), and the engine matches the changed trainer to fp32 noise (~1.0000002). The model's config is
+    written as the hub's Qwen2.5-Math configs are (a top-level rope_theta of 10,000). Without vllm_overrides, vLLM
+    ignored an overridden rope_theta, and a rope_scaling dict lost the theta (Qwen2: 1e6)."""
+    model = tmp_path / "hub_style"
+    shutil.copytree(tiny_model_path, model)
+    config = json.loads((model / "config.json").read_text())
+    config["rope_theta"] = config.pop("rope_parameters")["rope_theta"]
+    (model / "config.json").write_text(json.dumps(config))
+    proc = run([sys.executable, "-c", ROPE_PROBE, str(model), json.dumps(overrides)],
                {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     alignment = json.loads(proc.stdout.strip().splitlines()[-1])
