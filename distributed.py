@@ -149,7 +149,12 @@ def init_distributed(device_type, timeout_min=DIST_TIMEOUT_MIN, one_rank_group=F
                 port = probe.getsockname()[1]
             os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group(**process_group_options(device_type, timeout_min))
-        atexit.register(_destroy_groups)   # on any exit; a normal end calls shutdown_distributed first
+        # A normal end calls shutdown_distributed on every rank. On any other exit, only a gloo-only group is
+        # destroyed: destroying NCCL communicators can wait for the peers (ncclCommAbort was a collective in some
+        # NCCL versions; torch's destroy_process_group says so), so a rank that dies alone (OOM, a full disk) would
+        # hang there instead of exiting, and torchrun would not stop the job (torchtitan PR 1342 met this).
+        if device_type != "cuda":
+            atexit.register(_destroy_groups)
     if device_type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return dist.get_rank(), dist.get_world_size()
@@ -171,11 +176,9 @@ def all_reduce(values, op="sum"):
         return dict(zip(values, all_reduce(list(values.values()), op)))
     if not distributed():
         return list(values)
-    t = torch.tensor(values, dtype=torch.float64)
-    if dist.get_backend() == "nccl":
-        t = t.cuda()
+    t = torch.tensor(values, dtype=torch.float64)  # a CPU tensor: gloo carries it (process_group_options)
     dist.all_reduce(t, op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op])
-    return t.cpu().tolist()
+    return t.tolist()
 
 
 def broadcast_object(obj):
@@ -249,7 +252,10 @@ def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpo
     if not shard:
         return model.to(device)
     shard_model(model, cpu_offload, param_dtype)
-    model.to_empty(device=device)  # every rank allocates its shard only (on the GPU: NCCL broadcasts need it there)
+    # every rank allocates its shard only, on the GPU, where NCCL broadcasts the full state into it. Under
+    # --fsdp_cpu_offload, FSDP2 puts the shards back in pinned host memory here (_fsdp_param.reset_sharded_param),
+    # so the broadcast goes over gloo: slower (minutes for a 7B model across nodes), not wrong.
+    model.to_empty(device=device)
     full_state, buffers = {}, {}
     if dist.get_rank() == 0:
         loaded = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype)      # host memory

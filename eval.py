@@ -244,10 +244,16 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         template = benchmark_template(name, requested_template)
         per_rank = max(1, (chunk_samples or CHUNK_WAVES * getattr(engine, "max_num_seqs", 256)) // bench_k)
         try:
-            problems = data.load_dataset(name)[:limit]
+            problems, why = data.load_dataset(name)[:limit], None
         except hub_sets.HubUnavailable as exc:
-            log(f"{name}: SKIPPED: {exc}")
-            unavailable[name] = str(exc)
+            problems, why = None, str(exc)
+        # every rank walks the same benchmarks (each chunk's gather pairs them): one rank's failed download or
+        # other cache skips the set on all ranks
+        if gather is not None:
+            why = next((w for w in all_gather_objects(why) if w is not None), None)
+        if why is not None:
+            log(f"{name}: SKIPPED: {why}")
+            unavailable[name] = why
             continue
         prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
         problems, prompts, skipped = split_long_prompts(problems, prompts, engine.max_model_len)

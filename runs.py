@@ -160,7 +160,8 @@ def save_checkpoint(out_dir, step, model, tokenizer, optimizer, keep_last, train
     tokenizer.save_pretrained(tmp / "model")
     torch.save({"step": step, **(trainer_state or {}), "world_size": int(os.environ.get("WORLD_SIZE", "1")),
                 "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
-                        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}},
+                        # this device's only: a list of every visible GPU's would not load where fewer are visible
+                        "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}},
                tmp / "trainer_state.pt")
     if run_info is not None:
         (tmp / "run.json").write_text(json.dumps(run_info, indent=1, sort_keys=True))
@@ -191,8 +192,7 @@ def load_checkpoint(ckpt, model, optimizer):
     """Restore the optimizer state and RNGs saved by save_checkpoint into `optimizer` (built over `model`, whose
     weights load_model already read from ckpt/model). Returns the trainer state dict (step, data cursor, ...),
     the same on every rank. Each rank reads the pieces of optimizer/ its own shard needs (DCP: any number of
-    ranks); only rank 0 reads trainer_state.pt. A checkpoint of the older format (the full optimizer state in
-    trainer_state.pt) is read by rank 0 and broadcast, each rank keeping its shard."""
+    ranks); only rank 0 reads trainer_state.pt."""
     state = torch.load(Path(ckpt) / "trainer_state.pt", weights_only=False) if get_rank() == 0 else {}
     optimizer.zero_grad(set_to_none=True)  # torch initializes the state to load into only where no gradient is set
     if Path(ckpt, "optimizer").is_dir():
@@ -202,9 +202,6 @@ def load_checkpoint(ckpt, model, optimizer):
         with _plain_errors():
             dcp.load(sharded, checkpoint_id=Path(ckpt) / "optimizer", no_dist=not dist.is_initialized())
         set_optimizer_state_dict(model, optimizer, optim_state_dict=sharded["optimizer"])
-    elif broadcast_object("optimizer" in state):
-        set_optimizer_state_dict(model, optimizer, optim_state_dict=state.pop("optimizer", {}),
-                                 options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=distributed()))
     else:
         sys.exit(f"{ckpt} holds no optimizer state (only the newest checkpoint of a run keeps it): resume from the "
                  f"run's newest checkpoint, or start a new stage from these weights with --init_from {ckpt}")
@@ -212,7 +209,7 @@ def load_checkpoint(ckpt, model, optimizer):
     random.setstate(state["rng"]["python"])
     torch.set_rng_state(state["rng"]["torch"])
     if state["rng"]["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        torch.cuda.set_rng_state(state["rng"]["cuda"])  # the current device (distributed.init_distributed set it)
     return state
 
 

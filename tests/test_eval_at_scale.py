@@ -114,3 +114,42 @@ def test_eval_under_torchrun_on_two_ranks_equals_one_rank(tiny_model_path, tmp_p
     for name in ("amc2023", "aime2024"):
         assert (tmp_path / "tp" / name / "samples.jsonl").read_text() == \
             (tmp_path / "one" / name / "samples.jsonl").read_text()
+
+
+ONE_RANK_WITHOUT_THE_HUB = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import data, hub_sets
+import eval as evaluation
+from distributed import all_gather_objects, get_rank, init_distributed, shutdown_distributed
+from transformers import AutoTokenizer
+init_distributed("cpu")
+real_load = data.load_dataset
+def load_dataset(name):
+    if name == "hub:org/set" and get_rank() == 1:
+        raise hub_sets.HubUnavailable("not in this rank's cache")
+    return [{"id": "p0", "problem": "1+1?", "answer": "2"}] if name == "hub:org/set" else real_load(name)
+data.load_dataset = load_dataset
+class NoEngine:  # every benchmark is skipped: nothing may be sampled
+    max_model_len = 512
+    def generate(self, *args, **kwargs):
+        raise AssertionError("sampled a benchmark another rank skipped")
+results = evaluation.evaluate(NoEngine(), AutoTokenizer.from_pretrained(sys.argv[2]), ["hub:org/set"], k=1,
+                              shard=(get_rank(), 2), gather=evaluation.gather_over_ranks(1), log=print)
+print("RESULT", json.dumps(results))
+shutdown_distributed()
+"""
+
+
+def test_a_hub_set_one_rank_cannot_load_is_skipped_on_every_rank(tiny_model_path, tmp_path):
+    """Under torchrun each rank loads the benchmarks itself; every chunk's gather pairs the ranks' benchmarks, so
+    when one rank cannot load a hub set (another cache, a failed download) all ranks skip it. Before, rank 0
+    sampled it alone while rank 1 went on: its gathers met other calls (a hang, or records of another set)."""
+    script = tmp_path / "probe.py"
+    script.write_text(ONE_RANK_WITHOUT_THE_HUB)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(script), str(ROOT), str(tiny_model_path)], capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("hub:org/set: SKIPPED: not in this rank's cache") == 2
+    assert proc.stdout.count("RESULT {}") == 2

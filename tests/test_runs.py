@@ -174,28 +174,3 @@ def test_the_run_states_its_checkpoint_sizes(hub_cache):
     assert note == ("train.py: checkpoints (every 50 steps and at the end): weights 30.5 GB each (model/), AdamW state "
                     "60.9 GB in the newest only (optimizer/); with --keep_last 3: 152.3 GB on disk, 243.7 GB while the "
                     "next is written"), note
-
-
-def test_a_checkpoint_of_the_older_format_still_resumes(tiny_model_path, tmp_path):
-    """Before optimizer/, the full optimizer state (keyed by parameter name) sat inside trainer_state.pt."""
-    import shutil
-
-    import torch
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-    from transformers import AutoTokenizer
-
-    import distributed
-    model = distributed.load_model(tiny_model_path, torch.device("cpu"), torch.float32).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    model(input_ids=torch.arange(10).view(1, 10)).logits.pow(2).mean().backward()
-    optimizer.step()
-    ckpt = runs.save_checkpoint(tmp_path, 1, model, AutoTokenizer.from_pretrained(tiny_model_path), optimizer, 2,
-                                {"epoch": 0})
-    state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
-    state["optimizer"] = get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
-    torch.save(state, ckpt / "trainer_state.pt")
-    shutil.rmtree(ckpt / "optimizer")
-    fresh = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    assert runs.load_checkpoint(ckpt, model, fresh)["step"] == 1
-    for a, b in zip(optimizer.state.values(), fresh.state.values()):
-        assert torch.equal(a["exp_avg_sq"], b["exp_avg_sq"])
