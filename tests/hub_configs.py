@@ -1,5 +1,6 @@
-"""A Hugging Face cache holding only the config.json of the models the recipes and the README name, so that dry
-runs check their context lengths offline (tests/test_recipes.py, tests/test_preflight.py)."""
+"""A Hugging Face cache holding only the config.json (and tokenizer_config.json's model_max_length) of the models
+the recipes and the README name, so that dry runs check their context lengths offline (tests/test_recipes.py,
+tests/test_preflight.py)."""
 import json
 
 import pytest
@@ -26,17 +27,23 @@ HUB_CONFIGS = {
         rope_scaling=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                           original_max_position_embeddings=8192, rope_type="llama3"), tie_word_embeddings=False),
 }
+# tokenizer_config.json's model_max_length where it is below the config's context: vLLM does not cap a generating
+# model's context with it, and neither may preflight (the AceReason / DeepScaleR recipes run these past 16,384)
+TOKENIZER_MAX_LENGTH = {"deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": 16384,
+                        "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": 16384}
 
 
 @pytest.fixture(scope="module")
 def hub_cache(tmp_path_factory):
-    """A Hugging Face cache (HF_HUB_CACHE layout) holding only those config.json files."""
+    """A Hugging Face cache (HF_HUB_CACHE layout) holding only those config.json and tokenizer_config.json files."""
     cache = tmp_path_factory.mktemp("hub")
     for repo, config in HUB_CONFIGS.items():
         folder = cache / f"models--{repo.replace('/', '--')}"
         snapshot = folder / "snapshots" / ("0" * 40)
         snapshot.mkdir(parents=True)
         (snapshot / "config.json").write_text(json.dumps(config))
+        if repo in TOKENIZER_MAX_LENGTH:
+            (snapshot / "tokenizer_config.json").write_text(json.dumps({"model_max_length": TOKENIZER_MAX_LENGTH[repo]}))
         (folder / "refs").mkdir()
         (folder / "refs" / "main").write_text("0" * 40)
     return cache
