@@ -27,6 +27,13 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+if os.environ.get("ATEN_CPU_CAPABILITY"):
+    # torch's compile cache is not keyed by the kernel set: a kernel vLLM's sampler compiled for AVX-512 in an
+    # earlier run on this machine is rebuilt without AVX-512's headers and fails ("'at::vec' has not been declared")
+    import getpass
+    import tempfile
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(
+        tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}_{os.environ['ATEN_CPU_CAPABILITY']}"))
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
