@@ -9,6 +9,9 @@ and under torchrun, one process per GPU, each with its own colocated vLLM engine
     torchrun --nproc_per_node 8 train.py ...                             # one node, 8 GPUs
     torchrun --nnodes 4 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 train.py ...   # 4 nodes
 
+(Across nodes, gloo carries the CPU-side collectives (process_group_options): where a host name resolves to a
+loopback address, name the network interface with GLOO_SOCKET_IFNAME, as NCCL's with NCCL_SOCKET_IFNAME.)
+
 - Data: each rank takes its slice of every global batch of --batch_size prompts and generates all --group_size
   samples of its prompts, so group statistics never cross ranks. Loss normalisers (tokens, sequences) are summed
   over ranks, so the gradient equals the single-process one.
