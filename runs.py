@@ -25,8 +25,7 @@ Written by every rank at once: optimizer/ is torch.distributed.checkpoint's form
 FSDP2 shard in parallel (no rank gathers the 8 bytes/parameter, none waits for one that does), and reading back
 only the pieces of its current shard, so a run resumes on another number of ranks (DCP reshards at load). model/
 is gathered on rank 0's CPU and written there (Hugging Face format is one set of full tensors). Several nodes need
-out_dir on a filesystem they all see (each rank writes its shard there, and reads it back on resume). Checkpoints
-written before optimizer/ existed (the full state inside trainer_state.pt) still resume.
+out_dir on a filesystem they all see (each rank writes its shard there, and reads it back on resume).
 """
 import argparse
 import contextlib
