@@ -96,8 +96,9 @@ def print_plan():
               + (f"   (NOT BUILT HERE: {missing}: python bench_gpu.py kit)" if missing else ""))
         print("   " + json.dumps(call))
     print(f"   then give_back (~{OVERHEAD_S['give_back']} s); between the calls ~{OVERHEAD_S['gap before call b']} s")
+    expected_left = 900 - OVERHEAD_S["machine start"] - sum(CALLS[0]["seconds"].values())
     print(f"total ~{total} s of the {PLAN_LIMIT_S} planned (900 lent). If call A's reply shows budget_left_s under "
-          f"{900 - OVERHEAD_S['machine start'] - 15 - 200}, lower call B's --budget_s by the difference.")
+          f"{expected_left}, lower call B's --budget_s by the difference.")
     rerun = {"command": device_command(RERUN["args"], "r"), "carry": RERUN["carry"], "timeout_s": RERUN["timeout_s"]}
     print("only if call B's loop at 8K was cut short, at once (RUNNER:LEVEL from b.jsonl's passing engine line):")
     print("   " + json.dumps(rerun))
@@ -122,18 +123,16 @@ KIT_DROP = [  # read in vLLM 0.26's sources: what a Qwen2 engine on Hopper never
     *[f"vllm/third_party/deep_gemm/_C.cpython-{v}-x86_64-linux-gnu.so" for v in (310, 311, 313, 314)]]
 KIT_SOLO = ["vllm/_C_stable_libtorch.abi3.so"]   # 53 MiB compressed (its fatbins are): a part of its own, the last
 KIT_PART_MIB = 55      # a call carries the working tree (~4 MiB) beside one part, 64 MiB in all
-KIT_PROBE = "import vllm, vllm._C_stable_libtorch, vllm.cumem_allocator; from vllm import LLM; print(vllm.__version__)"
 PLATFORM_ARGS = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312",
                  "--abi", "abi3", "--abi", "none"] + [a for n in (39, 35, 34, 31, 28, 27, 26, 24, 17, 5) for a in
                                                       ("--platform", f"manylinux_2_{n}_x86_64")] + [
                  "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64", "--platform", "any"]
 
 
-def kit_build(out, wheels, *, pins=KIT_PINS, drop=KIT_DROP, solo=KIT_SOLO, probe=KIT_PROBE, download=True,
-              part_mib=KIT_PART_MIB):
+def kit_build(out, wheels, *, pins=KIT_PINS, drop=KIT_DROP, solo=KIT_SOLO, download=True, part_mib=KIT_PART_MIB):
     """Wheels (downloaded into `wheels` unless there) -> one install tree for Python 3.12 -> less `drop` -> parts
     out/k01/part.tar.xz, ... (each a self-contained tar.xz; the files of `solo` each in a part of their own, after
-    the rest) with out/kNN/MANIFEST.json (every part's size and sha256, the import probe). Returns the manifest."""
+    the rest) with out/kNN/MANIFEST.json (every part's size and sha256). Returns the manifest."""
     import hashlib
     import tarfile
     out, wheels = Path(out), Path(wheels)
@@ -174,7 +173,7 @@ def kit_build(out, wheels, *, pins=KIT_PINS, drop=KIT_DROP, solo=KIT_SOLO, probe
             raise SystemExit(f"kit: {folder.name} is {len(data) / 2**20:.1f} MiB > {part_mib} MiB: split KIT_SOLO")
         parts.append({"part": folder.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                       "files": len(group)})
-    manifest = {"parts": parts, "probe": probe, "pins": list(pins), "dropped": list(drop)}
+    manifest = {"parts": parts, "pins": list(pins), "dropped": list(drop)}
     for part in parts:
         (out / part["part"] / "MANIFEST.json").write_text(json.dumps(manifest, indent=1))
     shutil.rmtree(tree)
@@ -183,7 +182,7 @@ def kit_build(out, wheels, *, pins=KIT_PINS, drop=KIT_DROP, solo=KIT_SOLO, probe
 
 def kit_install(kit, site, *, require_all):
     """Check every part present in `kit` against its manifest and extract the ones not yet in `site` (a marker per
-    part and sha256), then byte-compile the tree once all are in. Returns {"installed", "missing", "seconds"}.
+    part and sha256), then byte-compile what came. Returns {"installed", "missing", "seconds"}.
     Raises RuntimeError naming the part when one is corrupt, or when require_all and one is missing."""
     import compileall
     import hashlib
@@ -193,7 +192,7 @@ def kit_install(kit, site, *, require_all):
     if not manifests:
         raise RuntimeError(f"kit: no {kit}/kNN/MANIFEST.json (send the parts first: python bench_gpu.py plan)")
     manifest = json.loads(manifests[0].read_text())
-    missing, installed = [], []
+    missing, installed, extracted = [], [], False
     site.mkdir(parents=True, exist_ok=True)
     for part in manifest["parts"]:
         path = kit / part["part"] / "part.tar.xz"
@@ -211,13 +210,13 @@ def kit_install(kit, site, *, require_all):
             tar.extractall(site, filter="data")
         marker.touch()
         installed.append(part["part"])
+        extracted = True
     if missing and require_all:
         raise RuntimeError(f"kit: part(s) {', '.join(missing)} of {len(manifest['parts'])} missing in {kit} (the "
                            f"machine went back between the calls?): send them again, in order")
-    if not missing:
-        compileall.compile_dir(str(site), quiet=1, workers=0)   # once: later imports read the .pyc files
-    return {"installed": installed, "missing": missing, "seconds": round(time.time() - start, 1),
-            "probe": manifest["probe"]}
+    if extracted:   # bytecode now (up-to-date files are skipped): the engines' first import reads .pyc files
+        compileall.compile_dir(str(site), quiet=1, workers=1)   # one process: call A runs this in a thread
+    return {"installed": installed, "missing": missing, "seconds": round(time.time() - start, 1)}
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -239,10 +238,19 @@ class Results:
             os.close(fd)
 
     def read(self, phase=None, event="result"):
-        if not self.path.exists():
-            return []
-        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        rows = read_rows(self.path) if self.path.exists() else []
         return [r for r in rows if (phase is None or r["phase"] == phase) and (event is None or r["event"] == event)]
+
+
+def read_rows(path):
+    """The whole lines of a results file (a command killed mid-write leaves at most its last line cut)."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return rows
 
 
 class Runner:
@@ -302,14 +310,14 @@ class Runner:
 # The two calls' commands (parents: no torch here, so no CUDA context beside the phases)
 # ------------------------------------------------------------------------------------------------------------
 TRAINER_PHASES = ["setup", "step", "logprobs", "pack", "fsdp", "lora", "attention"]
-VLLM_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false"}
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+VLLM_ENV = {**OFFLINE_ENV, "VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
 
 def command_trainer(opts):
     """Call A: the kit's parts that came with this call are extracted in the background (no vLLM is imported: the
     trainer's phases run with the machine's own packages), while the trainer-only phases run in turn."""
-    runner = Runner(opts, "a")
+    runner = Runner(opts, "a", OFFLINE_ENV)
     print(f"== bench_gpu trainer: phases {', '.join(opts['phases'])} within {opts['budget_s']:.0f} s", flush=True)
     kit = threading.Thread(target=_install_in_background, args=(opts, runner.results), daemon=True)
     if opts["kit"]:
@@ -330,9 +338,10 @@ def _install_in_background(opts, results):
 
 def command_vllm(opts):
     """Call B: install the whole kit, then vLLM in the order a first user meets it. For each runner and sleep level
-    of --sleep_checks: the reference (a normal load), then the engine (the dummy-loaded, pushed candidate); the
-    first engine whose samples align runs the real loop in its own process; later pairs run their checks only,
-    with what is left (level 1 only when no level-2 pair passed)."""
+    of --sleep_checks: the reference (a normal load; skipped when it, the engine and the loop would not all fit),
+    then the engine (the dummy-loaded, pushed candidate); the first engine whose samples align runs the real loop
+    in its own process; later pairs run their checks only, with what is left (level 1 only when no level-2 pair
+    passed)."""
     env = dict(VLLM_ENV)
     if opts["kit"]:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(opts["site"]), os.environ.get("PYTHONPATH")]))
@@ -353,10 +362,15 @@ def command_vllm(opts):
             continue
         if looped and runner.left() < FLOOR_SHARE * (PHASE_S["reference"] + PHASE_S["engine"]):
             break
-        if not opts["skip_reference"]:
+        loops = 0 if looped else sum(PHASE_S.get(f"loop:{n}", 60) for n in opts["loop_lengths"])
+        need = PHASE_S["reference"] + PHASE_S["engine"] + loops
+        if runner.left() >= need and not opts["skip_reference"]:
             runner.run("reference", runner_name=runner_name, level=level)
+        elif not opts["skip_reference"]:   # the loop first: the engine's own alignment check still gates it
+            runner.results.write("reference", "skipped", left_s=round(runner.left()), expected_s=need)
+            print(f"[reference] SKIPPED: {runner.left():.0f} s left, the reference, engine and loop need {need}")
         rows = runner.run("engine", runner_name=runner_name, level=level, loop=not looped)
-        checks = [r for r in rows if r.get("kind") == "checks"]
+        checks = [r for r in rows if r.get("kind") == "checks" and (r["asked"], r["level"]) == (runner_name, level)]
         ok = bool(checks) and checks[-1]["functional"]
         passed_level2 |= ok and level == 2
         looped |= ok
@@ -566,7 +580,7 @@ def child_setup(cfg, results):
     import torch
     from preflight import nvidia_driver
     figures = {"gpu": gpu_name(), "python": sys.version.split()[0], "torch_cuda": torch.version.cuda,
-               "peak_bf16_tflops": peak_tflops()}
+               "peak_bf16_tflops": peak_tflops(), "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
     figures["driver"], gpus = nvidia_driver()
     figures["gpus"] = len(gpus)
     for name in ("torch", "transformers", "triton", "peft", "flash-attn"):
@@ -1209,7 +1223,7 @@ def main(argv=None):
         print(f"kit: {total / 2**20:.1f} MiB in {len(manifest['parts'])} parts: {len(manifest['parts'])} device calls "
               f"(python bench_gpu.py plan)")
     elif args.command == "report":
-        report([json.loads(line) for f in args.files for line in Path(f).read_text().splitlines() if line.strip()])
+        report([row for f in args.files for row in read_rows(f)])
     elif args.command == "trainer":
         command_trainer(opts)
     else:

@@ -44,7 +44,7 @@ def kit(tmp_path_factory):
     """A two-part kit (k01: the module, k02: big.bin alone), as the real kit's layout."""
     out = tmp_path_factory.mktemp("kit")
     manifest = bench_gpu.kit_build(out, probe_wheel(out / "wheels"), pins=["gpukit-probe==1.0"], drop=[],
-                                   solo=["gpukit_probe/big.bin"], probe="import gpukit_probe", download=False)
+                                   solo=["gpukit_probe/big.bin"], download=False)
     assert [p["part"] for p in manifest["parts"]] == ["k01", "k02"]
     return out
 
@@ -96,7 +96,7 @@ def test_kit_parts_install_one_at_a_time_and_refuse_damage(kit, tmp_path):
         bench_gpu.kit_install(first, site, require_all=True)
     done = bench_gpu.kit_install(kit, site, require_all=True)                             # call B: the rest
     assert done["installed"] == ["k01", "k02"] and not done["missing"]
-    probe = subprocess.run([sys.executable, "-c", done["probe"] + "; print(gpukit_probe.VALUE)"],
+    probe = subprocess.run([sys.executable, "-c", "import gpukit_probe; print(gpukit_probe.VALUE)"],
                            env={**ENV, "PYTHONPATH": str(site)}, capture_output=True, text=True)
     assert probe.stdout.strip() == "41" and (site / "gpukit_probe" / "big.bin").stat().st_size == 1 << 16
     damaged = tmp_path / "damaged"
