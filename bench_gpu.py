@@ -12,10 +12,10 @@ the transfer rate is unknown until call A's reply (lease.held_s minus wall_s). 6
   machine start                                                                                        90
   call A  carries .gpukit/k01 (28.5 MiB: vLLM's Python, FlashAttention 3, 25 small wheels)              15
           --budget_s 200, phases in turn while k01 is extracted in the background (no vLLM imported):
-          setup 25 (versions, bf16 matmul ceiling, the random model), step 45 (full fine-tuning tokens/s and
-          MFU at 2K and 8K), logprobs 20 (fwd+bwd memory at 32K x 152K, chunk 256 / 1024), pack 30 (packed vs
-          padded), fsdp 40 (one-rank FSDP2: fp32 vs bf16 parameters, the push's gather), lora 20 (rank 32),
-          attention 15 (sdpa_varlen vs torch varlen vs padded)                                             200
+          setup 25 (versions, bf16 matmul ceiling, the random model); full 80, one full fine-tuning policy
+          for step (tokens/s and MFU at 2K and 8K), logprobs (fwd+bwd memory at 32K x 152K, chunk 256 /
+          1024) and pack (packed vs padded); fsdp 40 (one-rank FSDP2: fp32 vs bf16 parameters, the push's
+          gather); lora 20 (rank 32); attention 15 (sdpa_varlen vs torch varlen vs padded)                   200
   the next call at once: the machine goes back 30 s after a reply, and the kit's parts with it          15
   call B  carries .gpukit/k02 (53.3 MiB: vllm/_C_stable_libtorch.abi3.so alone)                         25
           --budget_s 345: install 5; reference 70 (V2 runner, normal load: the cold start with compilation
@@ -56,8 +56,9 @@ SITE = Path("/tmp/site")           # where the kit is installed on the GPU machi
 # The plan: device calls in order (plan() prints them as `run` arguments; the test runs each on CPU)
 # ------------------------------------------------------------------------------------------------------------
 PHASE_S = {  # expected seconds of each phase on one H100/H200 (the sums are checked against the calls' budgets)
-    "setup": 25, "step": 45, "logprobs": 20, "pack": 30, "fsdp": 40, "lora": 20, "attention": 15,
+    "setup": 25, "full": 80, "fsdp": 40, "lora": 20, "attention": 15,
     "install": 5, "reference": 70, "engine": 62, "loop:2048": 85, "loop:8192": 115}
+SUB_PHASE_S = {"step": 40, "logprobs": 12, "pack": 28}   # the "full" phase's parts, the model loaded
 FLOOR_SHARE = 0.6   # a phase starts when at least this share of its expected seconds is left
 CALLS = [
     {"call": "a", "carry": [".gpukit/k01"], "args": ["trainer", "--budget_s", "200"], "timeout_s": 270,
@@ -309,7 +310,7 @@ class Runner:
 # ------------------------------------------------------------------------------------------------------------
 # The two calls' commands (parents: no torch here, so no CUDA context beside the phases)
 # ------------------------------------------------------------------------------------------------------------
-TRAINER_PHASES = ["setup", "step", "logprobs", "pack", "fsdp", "lora", "attention"]
+TRAINER_PHASES = ["setup", "full", "fsdp", "lora", "attention"]
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 VLLM_ENV = {**OFFLINE_ENV, "VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
@@ -608,11 +609,23 @@ def child_setup(cfg, results):
     results.write("setup", "result", **figures)
 
 
-def child_step(cfg, results):
-    """Full fine-tuning (fp32 masters, bf16 autocast, gradient checkpointing, packed, chunked log-probs, AdamW) at
-    each length: a warm-up step, then cfg["timed_steps"] timed ones; one line per length."""
+def child_full(cfg, results):
+    """Full fine-tuning as train.py runs it (fp32 masters, bf16 autocast, gradient checkpointing, packed, chunked
+    log-probs, AdamW), one policy for three sub-phases in turn, each skipped when the budget has no room left for
+    it: step (tokens/s, MFU and peak at each length), logprobs (one long sequence's memory), pack (packed vs
+    padded)."""
     t = Trainer(cfg)
     policy, optimizer = t.full_policy()
+    for name, run in (("step", full_step), ("logprobs", full_logprobs), ("pack", full_pack)):
+        left = cfg["deadline"] - time.time()
+        if left < FLOOR_SHARE * SUB_PHASE_S[name]:
+            results.write(name, "skipped", left_s=round(left), expected_s=SUB_PHASE_S[name])
+            continue
+        run(t, policy, optimizer, cfg, results)
+
+
+def full_step(t, policy, optimizer, cfg, results):
+    """At each length a warm-up step, then cfg["timed_steps"] timed ones (the fastest counts); one line each."""
     for length, count in zip(cfg["lengths"], cfg["step_samples"]):
         samples = t.samples([(cfg["prompt_len"], length)] * count, seed=length)
         t.reset_peak()
@@ -622,12 +635,41 @@ def child_step(cfg, results):
                       micro_batch_tokens=cfg["micro_batch_tokens"], **t.figures(samples, seconds), **t.memory())
 
 
-def child_pack(cfg, results):
+def full_logprobs(t, policy, optimizer, cfg, results):
+    """logprobs.token_logprobs forward + backward of one sequence of cfg["logprob_seq"] tokens through the whole
+    model, every position scored: the peak above what is resident (weights, AdamW state) at each chunk size, and
+    above that plus the weights' gradients. The naive way holds [S, V] fp32 logits (plus log-softmax and its
+    gradient)."""
+    import logprobs
+    seq, vocab = cfg["logprob_seq"], t.shape["vocab_size"]
+    ids = t.torch.randint(0, vocab, (1, seq), device=t.device)
+    attention = t.torch.ones_like(ids)
+    grads = sum(p.numel() * p.element_size() for p in policy.parameters())
+    for chunk in cfg["chunks"]:
+        policy.zero_grad(set_to_none=True)
+        t.reset_peak()
+        base = t.torch.cuda.memory_allocated() if t.cuda else None
+        start = time.perf_counter()
+        with t.autocast:
+            logp = logprobs.token_logprobs(policy, ids, attention, temperature=0.6, chunk_size=chunk, packed=True)
+        logp.sum().backward()
+        if t.cuda:
+            t.torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        peak = t.torch.cuda.max_memory_allocated() - base if t.cuda else None
+        results.write("logprobs", "result", seq=seq, vocab=vocab, chunk=chunk, seconds=round(seconds, 2),
+                      above_resident_gib=gib(peak), above_resident_and_grads_gib=gib(peak and peak - grads),
+                      naive_logits_gib=gib(seq * vocab * 4))
+        del logp
+    policy.zero_grad(set_to_none=True)
+
+
+def full_pack(t, policy, optimizer, cfg, results):
     """Packed (--packing 1) vs padded (--packing 0) micro-batches over the same long-tailed step, interleaved:
     a warm-up of each, then a timed step of each."""
     import random
-    t = Trainer(cfg)
-    policy, optimizer = t.full_policy()
+
+    import batching
     cap = max(cfg["lengths"])
     rng = random.Random(0)
     lengths = [(rng.randint(min(64, cfg["prompt_len"]), cfg["prompt_len"]), response_length("long-tailed", rng, cap))
@@ -638,7 +680,7 @@ def child_pack(cfg, results):
         for packing in (1, 0):
             t.args.packing = packing
             seconds[packing] = t.update(policy, optimizer, samples, step=repeat)
-    import batching
+    t.args.packing = 1
     total = [p + r for p, r in lengths]
     padded = sum(len(mb) * max(total[i] for i in mb) for mb in batching.micro_batches(
         list(range(len(total))), total, cfg["micro_batch_tokens"]))
@@ -697,35 +739,6 @@ def child_lora(cfg, results):
     results.write("lora", "result", rank=cfg["lora_rank"], length=length, samples=count,
                   adapter_params=sum(p.numel() for p in trained), merged_gather_s=round(time.perf_counter() - start, 3),
                   **t.figures(samples, seconds), **memory)
-
-
-def child_logprobs(cfg, results):
-    """logprobs.token_logprobs forward + backward of one sequence of cfg["logprob_seq"] tokens through the whole
-    model (fp32 masters, bf16 autocast, gradient checkpointing), every position scored: peak memory above the
-    weights at each chunk size. The naive way holds [S, V] fp32 logits (plus log-softmax and its gradient)."""
-    import logprobs
-    t = Trainer(cfg)
-    policy, _ = t.full_policy()
-    seq, vocab = cfg["logprob_seq"], t.shape["vocab_size"]
-    ids = t.torch.randint(0, vocab, (1, seq), device=t.device)
-    attention = t.torch.ones_like(ids)
-    weights = sum(p.numel() * p.element_size() for p in policy.parameters())
-    for chunk in cfg["chunks"]:
-        policy.zero_grad(set_to_none=True)
-        t.reset_peak()
-        base = t.torch.cuda.memory_allocated() if t.cuda else None
-        start = time.perf_counter()
-        with t.autocast:
-            logp = logprobs.token_logprobs(policy, ids, attention, temperature=0.6, chunk_size=chunk, packed=True)
-        logp.sum().backward()
-        if t.cuda:
-            t.torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        peak = t.torch.cuda.max_memory_allocated() - base if t.cuda else None
-        results.write("logprobs", "result", seq=seq, vocab=vocab, chunk=chunk, seconds=round(seconds, 2),
-                      above_weights_gib=gib(peak), above_weights_and_grads_gib=gib(peak and peak - weights),
-                      naive_logits_gib=gib(seq * vocab * 4))
-        del logp
 
 
 def child_attention(cfg, results):
@@ -1064,8 +1077,8 @@ def report(rows):
               f"{fmt(lo.get('peak_gib'), '.1f')} GiB, merged gather {lo['merged_gather_s']:.2f} s")
     for lp in res.get("logprobs", []):
         print(f"token_logprobs fwd+bwd, 1 x {lp['seq']} tokens x vocab {lp['vocab']}, chunk {lp['chunk']}: "
-              f"{fmt(lp['above_weights_gib'], '.2f')} GiB above the weights "
-              f"({fmt(lp['above_weights_and_grads_gib'], '.2f')} above weights + gradients), {lp['seconds']} s; "
+              f"{fmt(lp['above_resident_gib'], '.2f')} GiB above the resident weights and AdamW state "
+              f"({fmt(lp['above_resident_and_grads_gib'], '.2f')} above that + gradients), {lp['seconds']} s; "
               f"naive fp32 logits alone {lp['naive_logits_gib']} GiB")
     for a in res.get("attention", []):
         print(f"attention {a['kernel']:18s} " + (a["error"] if "error" in a else
@@ -1130,16 +1143,15 @@ def report(rows):
 # ------------------------------------------------------------------------------------------------------------
 # Command line
 # ------------------------------------------------------------------------------------------------------------
-CHILDREN = {"setup": child_setup, "step": child_step, "pack": child_pack, "fsdp": child_fsdp, "lora": child_lora,
-            "logprobs": child_logprobs, "attention": child_attention, "reference": child_reference,
-            "engine": child_engine}
+CHILDREN = {"setup": child_setup, "full": child_full, "fsdp": child_fsdp, "lora": child_lora,
+            "attention": child_attention, "reference": child_reference, "engine": child_engine}
 GPU_SIZES = dict(shape="1.5b", lengths=[2048, 8192], step_samples=[32, 8], timed_steps=2, prompt_len=512,
                  loop_prompt_len=512, micro_batch_tokens=32768, pack_samples=24, logprob_seq=32768,
                  chunks=[256, 1024], lora_rank=32,
                  loop_lengths=[2048, 8192], loop_prompts=[8, 2], loop_steps=[3, 2], group=8, check_tokens=48,
                  sleep_checks="v2:2,v1:2,v1:1", kit=".gpukit", site=str(SITE), state=str(STATE))
 DRY_RUN_SIZES = dict(shape="tiny", lengths=[16, 32], step_samples=[4, 2], timed_steps=1, prompt_len=48,
-                     loop_prompt_len=384, micro_batch_tokens=1024, pack_samples=6, logprob_seq=512,
+                     loop_prompt_len=384, micro_batch_tokens=256, pack_samples=6, logprob_seq=512,
                      chunks=[64, 256], lora_rank=4,
                      loop_lengths=[16, 32], loop_prompts=[2, 2], loop_steps=[2, 1], group=2, check_tokens=16,
                      sleep_checks="v1:2",
