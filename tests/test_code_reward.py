@@ -23,6 +23,7 @@ import pytest
 
 import code_reward
 import data
+import sandbox
 import workers
 from code_reward import extract_program, from_literal, score_code_batch, to_literal
 from tiny_model import TOY_FLAGS  # noqa: E402
@@ -86,7 +87,7 @@ def leftover_runners(wait_s=2.0, uids=()):
     go): the runner's command line names its entry function. As root, a sandbox runs as SANDBOX_UID_BASE + its
     grading worker's pid, which tells ours from those of other checkouts tested on the same machine."""
     note_our_workers()
-    ours = {code_reward.SANDBOX_UID_BASE + pid for pid in OUR_WORKERS} | set(uids) if os.geteuid() == 0 else None
+    ours = {sandbox.SANDBOX_UID_BASE + pid for pid in OUR_WORKERS} | set(uids) if os.geteuid() == 0 else None
     deadline = time.monotonic() + wait_s
     while True:
         found = []
@@ -227,7 +228,7 @@ def test_fork_bomb_is_contained_and_reaped(mode):
     score, result, seconds = grade(bomb, functional("assert f() == 1"), mode, timeout_s=FAST_S)
     assert score == 0 and result["status"] == "timeout" and seconds < FAST_S + MARGIN_S
     # the limit binds (root included: the program runs as an unprivileged uid): it forks fewer than MAX_PROCESSES
-    score, _, _ = grade(counter, functional(f"assert f() < {code_reward.MAX_PROCESSES}"), mode)
+    score, _, _ = grade(counter, functional(f"assert f() < {sandbox.MAX_PROCESSES}"), mode)
     assert score == 1
     score, result, _ = grade(escaper, functional("assert f() > 0"), mode)   # children that leave the process group
     assert score == 1, result["detail"]
@@ -268,7 +269,7 @@ def test_many_files_fill_only_the_size_limited_directory():
               "            with open(f'part{k}', 'wb') as out:\n                for _ in range(8):\n"
               "                    out.write(chunk)\n        except OSError as e:\n"
               "            return errno.errorcode[e.errno], k\n    return 'wrote 8 GB'\n")
-    score, result, _ = grade(filler, functional(f"assert f()[0] == 'ENOSPC' and f()[1] <= {code_reward.SANDBOX_DIR_MB // 8}"),
+    score, result, _ = grade(filler, functional(f"assert f()[0] == 'ENOSPC' and f()[1] <= {sandbox.SANDBOX_DIR_MB // 8}"),
                              "bwrap")
     assert score == 1, result["detail"]
 
@@ -459,7 +460,8 @@ UNPRIVILEGED_CHECKS = r"""
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
 import code_reward as c
-assert c.sandbox_mode("auto") == "bwrap", c._PROBED
+import sandbox
+assert c.sandbox_mode("auto") == "bwrap", sandbox.PROBED
 T = lambda *a: {"kind": "functional", "asserts": list(a)}
 
 
@@ -477,10 +479,10 @@ assert time.monotonic() - start < 2 + float(sys.argv[2])   # the item's timeout 
 forks = ("import os, time\ndef f():\n    n = 0\n    for _ in range(100):\n        try:\n"
          "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
          "            n += 1\n        except OSError:\n            break\n    return n\n")
-assert run(forks, T(f"assert f() < {c.MAX_PROCESSES}"))["status"] == "passed"
+assert run(forks, T(f"assert f() < {sandbox.MAX_PROCESSES}"))["status"] == "passed"
 fill = ("import errno\ndef f():\n    for k in range(1000):\n        try:\n            open(f'p{k}', 'wb').write(b'x' * (8 << 20))\n"
         "        except OSError as e:\n            return errno.errorcode[e.errno]\n")
-rw = c._memory_cgroup_parent() is not None   # else the working directory is read-only (issue 31)
+rw = sandbox.memory_cgroup_parent() is not None   # else the working directory is read-only (issue 31)
 assert run(fill, T("assert f() == %r" % ("ENOSPC" if rw else "EROFS")))["status"] == "passed"
 import socket
 listener = socket.socket()
@@ -509,7 +511,7 @@ def test_an_unprivileged_user_gets_the_same_sandbox():
     readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
     try:
         readable.chmod(0o755)
-        for module in ("code_reward.py", "workers.py", "data.py", "hub_sets.py"):
+        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py"):
             shutil.copy(ROOT / module, readable / module)
             (readable / module).chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c",
@@ -570,7 +572,7 @@ def test_memory_outside_the_address_space_is_bounded(mode, route):
                                       "            grab(k)\n        except (OSError, MemoryError):\n            break\n"
                                       "        held += 16\n    return held\n")
     before = set(Path("/dev/shm").glob("nano-grab-*"))
-    score, result, _ = grade(program, functional(f"assert f() <= {code_reward.SANDBOX_DIR_MB}"), mode)
+    score, result, _ = grade(program, functional(f"assert f() <= {sandbox.SANDBOX_DIR_MB}"), mode)
     assert score == 1, result
     assert set(Path("/dev/shm").glob("nano-grab-*")) <= before
 
@@ -735,11 +737,11 @@ def test_a_crafted_reply_is_decoded_within_the_items_deadline(mode):
 def test_training_refuses_to_run_code_without_the_full_sandbox(monkeypatch, capsys):
     """require_sandbox: the full sandbox, or a refusal that names the flag and the risk; with the flag, the
     fallback, said out loud; every result says which mode graded it."""
-    assert code_reward.SANDBOX == "bwrap"   # the library default refuses rather than falls back
+    assert sandbox.SANDBOX == "bwrap"   # the library default refuses rather than falls back
     if HAVE_BWRAP:
         assert code_reward.require_sandbox(allow_fallback=False) == "bwrap"
-    monkeypatch.setattr(code_reward, "SANDBOX", "bwrap")
-    monkeypatch.setitem(code_reward._PROBED, "bwrap", (False, "pretend bwrap is broken"))
+    monkeypatch.setattr(sandbox, "SANDBOX", "bwrap")
+    monkeypatch.setitem(sandbox.PROBED, "bwrap", (False, "pretend bwrap is broken"))
     with pytest.raises(SystemExit, match="allow_unsafe_code_sandbox.*reference solutions"):
         code_reward.require_sandbox(allow_fallback=False)
     results = []
@@ -910,11 +912,11 @@ def test_batch_stats_count_timeouts_crashes_and_refusals(monkeypatch):
     assert stats == {"code_timeouts": 1, "code_crashes": 2, "sandbox_refusals": 0, "code_no_program": 1,
                      "code_grader_errors": 0}
     # a sandbox that cannot start refuses (never runs the program some weaker way)
-    monkeypatch.setitem(code_reward._PROBED, "bwrap", (False, "pretend bwrap is broken"))
+    monkeypatch.setitem(sandbox.PROBED, "bwrap", (False, "pretend bwrap is broken"))
     stats = {}
     assert score_code_batch(responses[:2], [tests] * 2, sandbox="bwrap", stats=stats) == [0, 0]
     assert stats["sandbox_refusals"] == 2
-    monkeypatch.setattr(code_reward, "SANDBOX_PYTHON", "/nonexistent/python")
+    monkeypatch.setattr(sandbox, "SANDBOX_PYTHON", "/nonexistent/python")
     assert code_reward._run_tests("def f():\n    return 1\n", tests, 10.0, MODES[0], False)["status"] == "refused"
 
 
@@ -1033,7 +1035,7 @@ def test_train_and_eval_refuse_code_without_the_full_sandbox(warm_model_path, tm
     loading a model, naming the flag and the risk; they never grade code with the fallback unasked."""
     import eval as evaluation
     import train
-    monkeypatch.setitem(code_reward._PROBED, "bwrap", (False, "pretend bwrap is broken"))
+    monkeypatch.setitem(sandbox.PROBED, "bwrap", (False, "pretend bwrap is broken"))
     with pytest.raises(SystemExit, match="allow_unsafe_code_sandbox"):
         train.main([*TOY_FLAGS, "--model", warm_model_path, "--train_data", "mbpp_train", "--template", "code",
                     "--out_dir", str(tmp_path / "run")])

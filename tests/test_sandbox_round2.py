@@ -29,6 +29,7 @@ import pytest
 
 import code_reward
 import data
+import sandbox
 import workers
 from code_reward import score_code_batch
 
@@ -69,7 +70,7 @@ def as_nobody(script, *args, timeout=300):
     readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
     try:
         readable.chmod(0o755)
-        for module in ("code_reward.py", "workers.py", "data.py", "hub_sets.py"):
+        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py"):
             shutil.copy(ROOT / module, readable / module)
             (readable / module).chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
@@ -85,6 +86,7 @@ NOBODY_PRELUDE = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import code_reward as c
+import sandbox
 MODES = [m for m in ("bwrap", "rlimits") if c.sandbox_mode(m) == m]
 
 
@@ -219,7 +221,7 @@ FLOOD_DIRS = 200_000   # >= 100 MB of the kernel's memory: quick to make, and pl
 
 def worker_cgroup():
     """The memory cgroup of the (first) code grading worker, as the test process sees it; None without one."""
-    parent = code_reward._memory_cgroup_parent()
+    parent = sandbox.memory_cgroup_parent()
     pool = workers.get_pool("code_reward", code_reward.WORKER_MEMORY_GB * 2**30)
     return Path(parent) / f"nano-code-{pool.workers[0].proc.pid}" if parent and pool.workers else None
 
@@ -250,21 +252,21 @@ def test_empty_directories_cannot_hold_the_kernels_memory(mode):
     assert "('made', %d)" % FLOOD_DIRS in results[0]["detail"] or results[0]["status"] == "crash", results
     peak = cgroup_file(folder, "memory.peak", "memory.max_usage_in_bytes")
     limit = cgroup_file(folder, "memory.max", "memory.limit_in_bytes")
-    assert int(limit.read_text()) == code_reward.SANDBOX_MEMORY_MB << 20
+    assert int(limit.read_text()) == sandbox.SANDBOX_MEMORY_MB << 20
     assert int(peak.read_text()) >= FLOOD_DIRS * 500, "the directories' inodes were not counted in the group"
 
 
 def test_sandboxes_are_in_a_memory_cgroup_where_the_kernel_offers_one():
     """Where this uid can make memory cgroups (v2 delegated or root, v1 memory hierarchy), each grading worker
     keeps its sandboxes in one limited to SANDBOX_MEMORY_MB, swap included: slab, pipes, sockets, tmpfs pages."""
-    if code_reward._memory_cgroup_parent() is None:
+    if sandbox.memory_cgroup_parent() is None:
         pytest.skip("no memory cgroup this uid can make here (the per-kind bounds apply)")
     mode = MODES[0]
     sleeper = "import time\ndef f():\n    time.sleep(3)\n    return 1\n"
     grade_all(["def f():\n    return 1\n"], functional("assert f() == 1"), mode)   # start the worker
     folder = worker_cgroup()
     assert int(cgroup_file(folder, "memory.max", "memory.limit_in_bytes").read_text()) == \
-        code_reward.SANDBOX_MEMORY_MB << 20
+        sandbox.SANDBOX_MEMORY_MB << 20
     members = []
     thread = threading.Thread(target=lambda: grade_all([sleeper], functional("assert f() == 1"), mode))
     thread.start()
@@ -319,7 +321,7 @@ def test_kernel_memory_without_a_bound_is_refused(mode):
                 "lease": "refused", "SO_SNDBUF": "refused", "AF_INET socket": "refused", "datagram socket": "refused",
                 "listen": "refused", "ioctl TIOCSTI": "refused",
                 "ioctl of a GPU driver": "refused", "prlimit of its parent": "refused", "own limits": "allowed",
-                "descriptor flags": "allowed", "pending signals": getattr(code_reward, "MAX_PENDING_SIGNALS", 64)}
+                "descriptor flags": "allowed", "pending signals": sandbox.MAX_PENDING_SIGNALS}
     scores, results, _ = grade_all([KERNEL_MEMORY_KINDS], functional(f"got = f()\nassert got == {expected!r}, got"),
                                    mode)
     assert scores == [1], results[0]["detail"]
@@ -362,7 +364,7 @@ def test_nothing_a_program_wrote_outlives_its_item(mode, tmp_path):
     nonce = "nano-left-" + secrets.token_hex(4)
     early = Path(tempfile.mkdtemp(prefix="nano-ww-", dir="/var/cache" if os.path.isdir("/var/cache") else None))
     early.chmod(0o777)
-    code_reward._PROBED.pop("writable", None)   # as in a new scoring process: its walk finds `early`
+    sandbox.PROBED.pop("writable", None)   # as in a new scoring process: its walk finds `early`
     late = None
     try:
         grade_all(["def f():\n    return 0\n"], functional("assert f() == 0"), mode)   # the walk happens here
@@ -379,7 +381,7 @@ def test_nothing_a_program_wrote_outlives_its_item(mode, tmp_path):
         shutil.rmtree(early, ignore_errors=True)
         if late:
             shutil.rmtree(late, ignore_errors=True)
-        code_reward._PROBED.pop("writable", None)
+        sandbox.PROBED.pop("writable", None)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -405,7 +407,7 @@ CRAFTED = {
 def assert_printable(result):
     detail = result["detail"]
     assert detail.isascii() and not any(ord(c) < 32 and c != "\n" or ord(c) == 127 for c in detail), repr(detail)
-    assert len(detail) <= 2 * getattr(code_reward, "MAX_DETAIL_CHARS", 300), len(detail)
+    assert len(detail) <= 2 * code_reward.MAX_DETAIL_CHARS, len(detail)
     print(detail, file=io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict"))   # a strict terminal
 
 
@@ -510,7 +512,7 @@ def test_decoding_and_kernel_memory_as_an_ordinary_user():
                 "lease": "refused", "SO_SNDBUF": "refused", "AF_INET socket": "refused", "datagram socket": "refused",
                 "listen": "refused", "ioctl TIOCSTI": "refused",
                 "ioctl of a GPU driver": "refused", "prlimit of its parent": "refused", "own limits": "allowed",
-                "descriptor flags": "allowed", "pending signals": getattr(code_reward, "MAX_PENDING_SIGNALS", 64)}
+                "descriptor flags": "allowed", "pending signals": sandbox.MAX_PENDING_SIGNALS}
     out = as_nobody(AS_NOBODY, json.dumps(CRAFTED), json.dumps(KERNEL_MEMORY_KINDS), json.dumps(expected))
     assert "rlimits" in out, out
     for mode, got in out.items():
@@ -546,7 +548,7 @@ if "bwrap" in MODES:
     _, results, _ = grade_all([program], {"kind": "functional", "asserts": ["r = f()\nassert r == 1, r"]}, "bwrap",
                               timeout_s=60.0)
     out["bwrap"] = [results[0]["status"], results[0]["detail"]]
-out["cgroup"] = c._memory_cgroup_parent() is not None
+out["cgroup"] = sandbox.memory_cgroup_parent() is not None
 print(json.dumps(out))
 """
 
@@ -616,13 +618,13 @@ def test_the_sweep_follows_no_link_and_survives_any_depth(tmp_path, monkeypatch)
         os.close(fd)
         fd = nxt
     os.close(fd)
-    monkeypatch.setitem(code_reward._PROBED, "writable", [str(writable)])
+    monkeypatch.setitem(sandbox.PROBED, "writable", [str(writable)])
     try:
-        code_reward._remove_owned(NOBODY)
+        sandbox._remove_owned(NOBODY)
     finally:   # pytest's own clean-up recurses: a 5,000-deep tree left behind would break it
         if (writable / "deep").exists():
             parent = os.open(writable, os.O_RDONLY | os.O_DIRECTORY)
-            code_reward._remove_tree(parent, "deep")
+            sandbox._remove_tree(parent, "deep")
             os.close(parent)
     assert (victim_dir / "victim").read_text() == "root's"
     assert sorted(os.listdir(writable)) == ["other", "other_link"]
