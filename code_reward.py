@@ -11,10 +11,13 @@ Model-written code is hostile by default, so this file is built to fail closed:
   reaches the tests as the same builtin type only if that type is an ordinary error (PROGRAM_ERRORS); any other
   (StopIteration, SystemExit, its own classes, ...) arrives as ProgramError, so it cannot end a test's
   `all(map(f, xs))` early. For stdin/stdout tests the checker compares the program's output itself.
-- The checker's own work on an item (parsing replies, running the tests) stops at the item's deadline (an alarm);
-  the grading worker is SIGKILLed only if C code holds it past the deadline + WORKER_GRACE_S.
-- Statuses are measured by the trusted side: "timeout" means the item's wall clock ran out or the program's
-  processes used their whole CPU allowance (wait4 rusage), never what the program's exit status says.
+- Each item is charged its own time (sandbox.ItemClock): the CPU seconds of its program's processes and of its
+  checker, against timeout_s, and a generous wall-clock backstop; a neighbour's load stretches the wall clock,
+  not the item's CPU time. The checker's own work (parsing replies, running the tests) stops when it is spent
+  (an alarm); the program's processes are killed then, by the pool if the checker is held in C code, and the
+  grading worker itself WORKER_GRACE_S later.
+- Statuses are measured by the trusted side: "timeout" means the item used its CPU allowance (or slept past
+  the backstop), never what the program's exit status says.
 
 The sandbox the program runs in, and what each mode promises, is sandbox.py's (sandbox_guarantees and
 the tables above it); the checker below is the same in every mode.
@@ -46,9 +49,13 @@ Tests (the `tests` field of a problem row; data.validate_tests checks the schema
         stdout equals the expected output up to trailing whitespace on each line and blank lines at the end (no
         float tolerance; compare "lcb": LiveCodeBench's comparison, same_output_lcb).
     Either kind may carry "time_limit_s", a limit per test as LiveCodeBench sets one (its 6 s per test case or
-    call, wall clock, measured here by the trusted side): each stdio case's sandbox, and each call of a
-    functional test (the program's loading too), must finish within it; the item's whole limit is then
-    LiveCodeBench's global (limit + 1) x tests + 5 s, or timeout_s if larger (item_timeout_s).
+    call; here CPU seconds charged to the item, with the wall-clock backstop): each stdio case's sandbox, and
+    each call of a functional test (the program's loading too), must finish within it; the item's whole limit
+    is then LiveCodeBench's global (limit + 1) x tests + 5 s, or timeout_s if larger (item_timeout_s).
+    Either kind may carry "modules": third-party packages the program may import (from
+    sandbox.SANDBOX_MODULES: numpy), visible read-only in the sandbox, nothing else of site-packages; and
+    "memory_mb": the program's memory for the item (its memory cgroup's limit where there is one, else
+    RLIMIT_AS per process; sandbox.py's Memory table).
 
     score_code_batch(responses, tests_list, workers=2)  the one scoring entry point (reward.score_problems uses it)
     require_sandbox(allow_fallback)                      once per run, before grading: the mode, or a refusal
@@ -493,9 +500,9 @@ def _names(code):
 def _check_functional(sandbox, program, tests, partial):
     """Returns (passed, detail)."""
     asserts = tests["asserts"]
-    item_deadline, limit = sandbox.deadline, tests.get("time_limit_s")
+    limit = tests.get("time_limit_s")
     if limit:   # LiveCodeBench's protocol: loading the program, then each call, within the limit
-        sandbox.deadline = min(item_deadline, time.monotonic() + limit)
+        sandbox.limit_test(limit)
     sandbox.send({"prelude": tests.get("prelude", ""), "program": program, "setup": tests.get("setup", "")})
     try:
         ready = sandbox.recv()
@@ -517,7 +524,7 @@ def _check_functional(sandbox, program, tests, partial):
     passed, detail = 0, ""
     for k, statement in enumerate(asserts):
         if limit:
-            sandbox.deadline = min(item_deadline, time.monotonic() + limit)
+            sandbox.limit_test(limit)
         try:
             exec(_compile(statement, f"test_{k}.py"), checker)  # noqa: S102 -- trusted (dataset) code
             ok = sandbox.failure is None   # a bare `except:` in a test cannot hide a dead or late sandbox
@@ -539,7 +546,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
     grading worker). Returns {"status": passed|failed|timeout|crash|refused|no_program, "passed": int, "total":
     int, "score": float, "detail": str, "seconds": float, "sandbox": mode}."""
     start = time.monotonic()
-    deadline = start + timeout_s
+    clock = sandboxing.ItemClock(timeout_s)   # the item's own CPU time (a neighbour's load is not), and a backstop
     cases = tests["asserts"] if tests["kind"] == "functional" else tests["cases"]
     result = {"status": "failed", "passed": 0, "total": len(cases), "score": 0.0, "detail": "", "sandbox": mode}
     if program is None or len(program) > MAX_PROGRAM_CHARS:
@@ -547,10 +554,11 @@ def _run_tests(program, tests, timeout_s, mode, partial):
         return result
     sandboxes = []
     try:
-        with _alarm(deadline + 0.05):
+        with _alarm(clock):
             limit = tests.get("time_limit_s") if tests["kind"] == "stdio" else None
             for k in range(1 if tests["kind"] == "functional" else len(cases)):
-                sandbox = _Sandbox(tests["kind"], mode, limit or timeout_s, deadline, sandboxes)
+                sandbox = _Sandbox(tests["kind"], mode, clock, sandboxes, modules=tests.get("modules", ()),
+                                   memory_mb=tests.get("memory_mb"))
                 try:
                     if sandbox.failure:
                         raise _SandboxGone()
@@ -558,7 +566,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                         result["passed"], result["detail"] = _check_functional(sandbox, program, tests, partial)
                     else:
                         if limit:   # this case's run, once its sandbox has started
-                            sandbox.deadline = min(deadline, time.monotonic() + limit)
+                            sandbox.limit_test(limit)
                         code = sandbox.run_stdio(tests["prelude"] + "\n" + program if tests.get("prelude") else program,
                                                  cases[k]["input"])
                         output = bytes(sandbox.stdout).decode(errors="replace")
@@ -657,12 +665,8 @@ def _self_check():
     return "the checker's self-check failed (a failing assert did not fail): refusing to grade"
 
 
-def _grade(program, tests, timeout_s, mode, partial, writable_dirs=None):
-    """The grading worker's op: one item, unless the self-check fails (then every item is refused). writable_dirs:
-    the scorer's sandbox.writable_dirs() for the fallback as root (walked once per scoring process, outside any
-    item's clock), None otherwise."""
-    if writable_dirs is not None:
-        sandboxing.PROBED["writable"] = writable_dirs
+def _grade(program, tests, timeout_s, mode, partial):
+    """The grading worker's op: one item, unless the self-check fails (then every item is refused)."""
     why = _self_check()
     if why:
         return {"status": "refused", "passed": 0, "score": 0.0, "detail": why, "sandbox": mode}
@@ -676,16 +680,18 @@ _STATUS_STAT = {"timeout": "code_timeouts", "crash": "code_crashes", "refused": 
 
 
 def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial):
-    """_run_tests for each item in grading workers; a worker still busy at timeout + WORKER_GRACE_S is killed
-    (and its sandbox cleaned up from here). timeout_s: one for all, or a list (one per item)."""
+    """_run_tests for each item in grading workers. timeout_s: each item's CPU allowance (one for all, or a list).
+    Per item, whatever its checker is doing, the pool kills the program's processes once the item's allowance
+    or wall backstop is spent (sandbox.pool_limits), and the worker WORKER_GRACE_S later if it still has not
+    answered; then it cleans up after it (sandbox.clean_up_after_kill) and only then starts a replacement."""
     pool = workers.get_pool("code_reward", WORKER_MEMORY_GB * 2**30)
     todo = [k for k, program in enumerate(programs) if program is not None]   # nothing to run: no worker
     results = [{"status": "no_program", "score": 0.0, "detail": "no program", "sandbox": mode}] * len(programs)
     timeouts = timeout_s if isinstance(timeout_s, list) else [timeout_s] * len(programs)
-    sweep = sandboxing.writable_dirs() if mode == "rlimits" and os.geteuid() == 0 and todo else None
-    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeouts[k], mode, partial, sweep) for k in todo],
-                        workers_n, max((timeouts[k] for k in todo), default=0) + WORKER_GRACE_S,
-                        on_kill=sandboxing.clean_up_after_kill)
+    cpu_s, wall_s = zip(*[sandboxing.pool_limits(timeouts[k]) for k in todo]) if todo else ((), ())
+    outcomes = pool.run("grade", [(programs[k], tests_list[k], timeouts[k], mode, partial) for k in todo],
+                        workers_n, list(wall_s), cpu_after_s=list(cpu_s), grace_s=WORKER_GRACE_S,
+                        cleanup_s=sandboxing.CLEANUP_S, on_kill=sandboxing.clean_up_after_kill)
     for k, (kind, value) in zip(todo, outcomes):
         if kind == "ok":
             results[k] = value

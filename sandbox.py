@@ -2,16 +2,29 @@
 
 Two modes (code_reward.py grades in them; its checker, the trusted side, never runs where the program runs):
 - "bwrap": bubblewrap's user, PID, network, IPC and UTS namespaces, a read-only view of /usr and the Python
-  install, a size-limited working directory, the seccomp allowlist below, rlimits, and a memory cgroup where
-  the kernel offers one. Training and eval refuse to grade code without it unless the user passes UNSAFE_FLAG.
-- "rlimits": the fallback where bwrap cannot start (containers without user namespaces): the same seccomp
-  allowlist and rlimits, no_new_privs, an unused uid of its own when run by root, a memory cgroup where offered.
+  install, a size-limited working directory, five devices (no GPU, no pty), the seccomp allowlist below,
+  rlimits, and a memory cgroup where the kernel offers one. Training and eval refuse to grade code without it
+  unless the user passes UNSAFE_FLAG.
+- "rlimits": the fallback where bwrap cannot start (Docker's default seccomp profile, many Kubernetes pods): the
+  same allowlist and rlimits, no_new_privs, an unused uid of its own when run by root, a memory cgroup where
+  offered, and Landlock (Linux >= 5.13): writes only in its working directory, reads only of the system, Python
+  and the allowed modules, and (Landlock ABI >= 6) signals and abstract unix sockets only within its sandbox.
+  Without Landlock it is the unsafe mode: the program writes wherever its uid may, and require_sandbox says so.
+In both, an item is charged its own time (ItemClock): the CPU seconds of its processes and its checker, against
+its allowance, with a wall-clock backstop; the pool (workers.py) kills the program's processes when that is
+spent even if the checker is stuck, and cleans up after a killed worker (cgroups included) before replacing it.
+A problem may allow third-party packages (its tests' "modules", from SANDBOX_MODULES: visible read-only, nothing
+else of site-packages) and set its memory ("memory_mb": the cgroup's limit where there is one, else RLIMIT_AS).
 What each mode promises, claim by claim: sandbox_guarantees(mode) and the tables above it.
 
 Entry points:
-    Sandbox(kind, mode, timeout_s, deadline, opened)   one sandboxed process and its pipes (subclassed by the
-                                                       caller with its runner: RUNNER_SOURCE and encode)
+    ItemClock(cpu_s)                                   one item's time; limit_test(s) narrows it for one test
+    Sandbox(kind, mode, clock, opened, modules=(), memory_mb=None)   one sandboxed process and its pipes,
+                                                       subclassed by the caller with its runner (RUNNER_SOURCE,
+                                                       encode, recv)
+    item_alarm(clock)                                  raises Late in the checker when the item's time is spent
     sandbox_mode(requested) / require_sandbox(allow_fallback) / sandbox_guarantees(mode)
+    pool_limits(cpu_s)                                 what workers.Pool.run enforces for an item of cpu_s
     clean_up_after_kill(notes)                         the scorer's cleanup after it killed a grading worker
     worker_start()                                     once in each grading worker (reaps the sandboxes' orphans)
     python sandbox.py                                  print the mode and what it guarantees here
@@ -20,9 +33,9 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import importlib.util
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -35,12 +48,16 @@ import time
 
 import workers
 
-CPU_MARGIN_S = 1              # RLIMIT_CPU = ceil(timeout) + this: a busy loop dies even if the wall clock stalls
+WALL_BACKSTOP_FACTOR = 3      # an item's wall clock may run to this x its CPU allowance (a program that sleeps)
+KILL_MARGIN_S = 0.5           # the pool kills the program's processes this far past their item's allowance
+CLEANUP_S = 60.0              # a worker removing what an item left may take this long past the item's wall clock
+CPU_MARGIN_S = 1              # RLIMIT_CPU per process = ceil(allowance) + this (the kernel's own backstop)
 MEMORY_MB = 512               # address space per sandboxed process (RLIMIT_AS); at most MAX_PROCESSES x this
 MAX_PROCESSES = 8             # processes + threads per sandbox (RLIMIT_NPROC; binds in bwrap mode and as root)
 MAX_FILE_MB = 16              # largest file a program may write (RLIMIT_FSIZE)
 SANDBOX_DIR_MB = 64           # size of the program's tmpfs working directory (bwrap mode, with a memory cgroup)
 SANDBOX_MEMORY_MB = 1024      # all memory of one sandbox, the kernel's for it included (memory cgroup, where offered)
+MAX_MEMORY_MB = 16384         # the most a problem's tests may ask for ("memory_mb")
 MAX_OPEN_FILES = 64           # RLIMIT_NOFILE
 MAX_PENDING_SIGNALS = 64      # RLIMIT_SIGPENDING: queued signals and POSIX timers (kernel memory) of the program's uid
 MAX_OUTPUT_BYTES = 8 << 20    # stdout kept from a stdio program (more fails the case)
@@ -50,10 +67,11 @@ SANDBOX = "bwrap"             # "bwrap": the full sandbox or refuse each item; "
 SANDBOX_UID_BASE = 1_500_000_000  # when root, a program runs as uid SANDBOX_UID_BASE + its grading worker's pid (unused uids)
 SANDBOX_SITE_PACKAGES = False # False: programs get the standard library only (python -S; ~6 ms faster start-up)
 SANDBOX_PYTHON = None         # the programs' interpreter; None: this one, or /usr/bin/python3 (see sandbox_python)
+SANDBOX_MODULES = ("numpy",)  # third-party packages a problem may let its program import (its tests' "modules")
+MODULE_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # BLAS at import
 WORKDIR_IN_SANDBOX = "/sandbox"
-# mounts of the kernel's own that hold no file a program could make: the fallback's sweep does not walk them
-KERNEL_FILESYSTEMS = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "debugfs", "tracefs", "securityfs", "bpf",
-                      "pstore", "configfs", "fusectl", "binfmt_misc", "efivarfs", "nsfs", "autofs", "selinuxfs"}
+MODULES_IN_SANDBOX = "/modules"
+DEVICES = ("null", "zero", "full", "random", "urandom")   # the only devices a program can open (no GPU, no pty)
 PROBE_TIMEOUT_S = 30.0        # a probe program's limit (generous: the first start on a loaded machine is slow)
 UNSAFE_FLAG = "--allow_unsafe_code_sandbox"   # the flag train.py / eval.py pass to require_sandbox(allow_fallback)
 
@@ -61,13 +79,14 @@ UNSAFE_FLAG = "--allow_unsafe_code_sandbox"   # the flag train.py / eval.py pass
 # architecture, unknown names skipped). Anything else fails with ENOSYS ("not implemented": library fallbacks
 # such as glibc's clone3 -> clone work). Some only with the arguments listed, each compared as a whole 64-bit
 # value (high bits the kernel would ignore never pass): socket/socketpair only for the families (else
-# EAFNOSUPPORT) and types below; clone only without namespace flags (else EPERM); fcntl and ioctl only for
-# FCNTL_COMMANDS and IOCTL_REQUESTS; prlimit64 only on itself (pid 0: another process's limits, its grading
-# worker's included, are not its to change). Left out on purpose: ptrace, process_vm_*, keyctl & co, bpf,
-# userfaultfd, perf_event_open, io_uring_*, memfd_create, SysV IPC, mq_*, mount & co, unshare, setns, chroot,
-# set*id, kexec, modules, swap, reboot, time setting, mknod, open_by_handle_at, kcmp, pidfd_getfd, vmsplice,
-# setsockopt (socket buffers stay at the system's default size), bind/listen/accept (no connection can wait in a
-# queue without a descriptor), ...
+# EAFNOSUPPORT) and types below; clone only without namespace flags (else EPERM); fcntl, ioctl and prctl only for
+# FCNTL_COMMANDS, IOCTL_REQUESTS and PRCTL_OPTIONS; prlimit64 only on itself (pid 0: another process's limits,
+# its grading worker's included, are not its to change); rt_sigaction may not set SIGCHLD's action (ignoring it
+# makes the kernel reap children unseen, and their CPU time would be charged to no item). Left out on purpose:
+# ptrace, process_vm_*, keyctl & co, bpf, userfaultfd, perf_event_open, io_uring_*, memfd_create, SysV IPC,
+# mq_*, mount & co, unshare, setns, chroot, set*id, kexec, modules, swap, reboot, time setting, mknod,
+# open_by_handle_at, kcmp, pidfd_getfd, vmsplice, landlock_*, setsockopt (socket buffers stay at the system's
+# default size), bind/listen/accept (no connection can wait in a queue without a descriptor), ...
 ALLOWED_SYSCALLS = """
 read write readv writev pread64 pwrite64 preadv preadv2 pwritev pwritev2 lseek close close_range dup dup2 dup3
 open openat creat stat fstat lstat newfstatat statx fstatfs statfs access faccessat faccessat2 readlink
@@ -97,10 +116,16 @@ SOCKET_TYPES = {"SOCK_STREAM": 1}   # (flags such as SOCK_CLOEXEC aside): no dat
 # (a GPU, /dev/fuse, a terminal's TIOCSTI can only be driven through them).
 FCNTL_COMMANDS = ("F_DUPFD", "F_DUPFD_CLOEXEC", "F_GETFD", "F_SETFD", "F_GETFL", "F_SETFL")
 IOCTL_REQUESTS = ("TCGETS", "TIOCGWINSZ", "TIOCGPGRP", "FIONREAD", "FIONBIO", "FIOCLEX", "FIONCLEX")
+# prctl options a program may use (linux/prctl.h): its name, its parent-death signal, and reading its own state.
+# Left out, among others: PR_FUTEX_HASH (a private futex hash of 2^24 slots made the kernel allocate 1 GB per
+# process outside RLIMIT_AS), PR_SET_MM, PR_SET_VMA (names held per mapping), PR_SET_THP_DISABLE,
+# PR_SET_CHILD_SUBREAPER, PR_SCHED_CORE, PR_SET_SYSCALL_USER_DISPATCH, PR_SET_IO_FLUSHER, PR_SET_SECCOMP.
+PRCTL_OPTIONS = {"PR_SET_PDEATHSIG": 1, "PR_GET_PDEATHSIG": 2, "PR_GET_DUMPABLE": 3, "PR_SET_NAME": 15,
+                 "PR_GET_NAME": 16, "PR_GET_SECCOMP": 21, "PR_CAPBSET_READ": 23, "PR_GET_TIMERSLACK": 30,
+                 "PR_GET_NO_NEW_PRIVS": 39}
 CLONE_NAMESPACE_FLAGS = 0x7E020080   # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 
-
-PROBED = {}   # per process: probe results, the seccomp program, whether this worker reaps orphans
+PROBED = {}   # per process: probe results, the seccomp program, Landlock's ABI, cgroups, whether this worker reaps
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -111,7 +136,7 @@ class _ArgCmp(ctypes.Structure):   # struct scmp_arg_cmp
                 ("datum_b", ctypes.c_uint64)]
 
 
-_SCMP_ALLOW, _SCMP_EQ, _SCMP_GT, _SCMP_MASKED_EQ = 0x7FFF0000, 4, 6, 7
+_SCMP_ALLOW, _SCMP_NE, _SCMP_EQ, _SCMP_GT, _SCMP_MASKED_EQ = 0x7FFF0000, 1, 4, 6, 7
 
 
 def _scmp_errno(code):
@@ -150,13 +175,14 @@ def _seccomp_program():
     import fcntl
     import termios
     conditional = {"fcntl": [getattr(fcntl, name) for name in FCNTL_COMMANDS],
-                   "ioctl": [getattr(termios, name) for name in IOCTL_REQUESTS], "prlimit64": [0]}
+                   "ioctl": [getattr(termios, name) for name in IOCTL_REQUESTS], "prlimit64": [0],
+                   "prctl": list(PRCTL_OPTIONS.values())}
+    argument = {"fcntl": 1, "ioctl": 1, "prlimit64": 0, "prctl": 0}   # the command, the pid, the option
     try:
         ok = all(rule(_SCMP_ALLOW, name) for name in ALLOWED_SYSCALLS
-                 if name not in ("socket", "socketpair", "clone", *conditional))
-        for name, values in conditional.items():   # argument 1 (the command), or 0 for prlimit64 (the pid)
-            arg = 0 if name == "prlimit64" else 1
-            ok &= all(rule(_SCMP_ALLOW, name, (arg, _SCMP_EQ, value, 0)) for value in values)
+                 if name not in ("socket", "socketpair", "clone", "rt_sigaction", *conditional))
+        for name, values in conditional.items():
+            ok &= all(rule(_SCMP_ALLOW, name, (argument[name], _SCMP_EQ, value, 0)) for value in values)
         for name in ("socket", "socketpair"):   # arg 0: the family, arg 1: the type (low 4 bits; the rest: flags)
             ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0), (1, _SCMP_MASKED_EQ, 0xF, kind))
                       for family in SOCKET_FAMILIES.values() for kind in SOCKET_TYPES.values())
@@ -165,6 +191,9 @@ def _seccomp_program():
             ok &= rule(_scmp_errno(errno.EAFNOSUPPORT), name, (0, _SCMP_GT, max(SOCKET_FAMILIES.values()), 0))
         ok &= rule(_SCMP_ALLOW, "clone", (0, _SCMP_MASKED_EQ, CLONE_NAMESPACE_FLAGS, 0))
         ok &= rule(_scmp_errno(errno.EPERM), "unshare") and rule(_scmp_errno(errno.EPERM), "setns")
+        # rt_sigaction(signal, new action, ...): any signal but SIGCHLD, and SIGCHLD's only to read it (no action)
+        ok &= rule(_SCMP_ALLOW, "rt_sigaction", (0, _SCMP_NE, signal.SIGCHLD, 0))
+        ok &= rule(_SCMP_ALLOW, "rt_sigaction", (0, _SCMP_EQ, signal.SIGCHLD, 0), (1, _SCMP_EQ, 0, 0))
         if not ok:
             PROBED["seccomp_why"] = "libseccomp refused a rule of the allowlist"
             return None
@@ -195,12 +224,14 @@ def _join_cgroup(cgroup):
     return join
 
 
-def _fallback_lock_down(program, cgroup):
+def _fallback_lock_down(program, cgroup, ruleset):
     """preexec_fn of the fallback's sandboxed process (between fork and exec, after the uid change): join the
-    memory cgroup, set no_new_privs (a setuid binary it execs gains nothing) and load the seccomp allowlist; exit
-    127 if any fails, so the item is refused, never run weaker. The grading worker is single-threaded (fork-safe)."""
+    memory cgroup, set no_new_privs (a setuid binary it execs gains nothing), restrict itself to the Landlock
+    ruleset (a descriptor, or None where the kernel has no Landlock) and load the seccomp allowlist; exit 127 if
+    any fails, so the item is refused, never run weaker. The grading worker is single-threaded (fork-safe)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    libc.syscall.restype = ctypes.c_long
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
@@ -210,44 +241,137 @@ def _fallback_lock_down(program, cgroup):
     def lock_down():
         join()
         if libc.prctl(pr_set_no_new_privs, 1, None, 0, 0) != 0 or \
+                ruleset is not None and libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0 or \
                 libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.addressof(fprog), 0, 0) != 0:
             os._exit(127)
     lock_down.keep = (buffer, fprog)   # alive until the fork
     return lock_down
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Landlock: the fallback's filesystem (and, from ABI 6, signals and abstract sockets), enforced by the kernel
+# ------------------------------------------------------------------------------------------------------------
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446   # the same on every arch
+_FS = {name: 1 << bit for bit, name in enumerate(
+    "EXECUTE WRITE_FILE READ_FILE READ_DIR REMOVE_DIR REMOVE_FILE MAKE_CHAR MAKE_DIR MAKE_REG MAKE_SOCK "
+    "MAKE_FIFO MAKE_BLOCK MAKE_SYM REFER TRUNCATE IOCTL_DEV".split())}
+_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+_READ = _FS["EXECUTE"] | _FS["READ_FILE"] | _FS["READ_DIR"]
+_DEVICE = _FS["READ_FILE"] | _FS["WRITE_FILE"]   # no IOCTL_DEV: a device's own ioctls stay refused
+_WORKDIR = ~(_FS["MAKE_CHAR"] | _FS["MAKE_BLOCK"] | _FS["MAKE_SOCK"] | _FS["MAKE_FIFO"] | _FS["IOCTL_DEV"])
+
+
+class _RulesetAttr(ctypes.Structure):   # struct landlock_ruleset_attr
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):   # struct landlock_path_beneath_attr (packed)
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version (7 on Linux 6.15+), or 0 where it has none (Linux < 5.13, or the LSM not
+    enabled: then the fallback is the unsafe mode). Cached per process."""
+    if "landlock" not in PROBED:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        PROBED["landlock"] = max(0, libc.syscall(_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                                                 ctypes.c_uint32(1)))   # LANDLOCK_CREATE_RULESET_VERSION
+    return PROBED["landlock"]
+
+
+def _landlock_ruleset(workdir, readable):
+    """A Landlock ruleset (its descriptor; the caller closes it) for one fallback sandbox: every filesystem
+    right its ABI knows is handled, and granted only as follows -- under `workdir` everything but making
+    devices, sockets and fifos; the five DEVICES read and written (no ioctl); each of `readable` (the system's
+    and Python's directories, the allowed modules) read and executed. Nothing else: no write, no read (/proc,
+    /tmp, home, datasets), no pty. From ABI 4 TCP bind/connect are handled with no rule (none), from ABI 6
+    signals and abstract unix sockets are scoped to the sandbox. None where the kernel has no Landlock."""
+    abi = landlock_abi()
+    if not abi:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    handled = _FS_BY_ABI.get(abi, _FS_BY_ABI[5])
+    attr = _RulesetAttr(handled, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)   # net: bind+connect TCP
+    ruleset = libc.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    rules = [(workdir, _WORKDIR)] + [(f"/dev/{name}", _DEVICE) for name in DEVICES] + \
+        [(path, _READ) for path in readable]
+    try:
+        for path, access in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue   # not on this machine (/lib32, ...)
+            try:
+                file_only = _FS["EXECUTE"] | _FS["WRITE_FILE"] | _FS["READ_FILE"] | _FS["TRUNCATE"] | _FS["IOCTL_DEV"]
+                allowed = access & handled & (file_only if not stat.S_ISDIR(os.fstat(fd).st_mode) else ~0)
+                beneath = _PathBeneath(allowed, fd)
+                if libc.syscall(_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(beneath), 0) != 0:   # PATH_BENEATH
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+            finally:
+                os.close(fd)
+    except OSError:
+        os.close(ruleset)
+        raise
+    return ruleset
+
 
 # ------------------------------------------------------------------------------------------------------------
-# Launching: bwrap's command line, the interpreter
+# Launching: bwrap's command line, the interpreter, the allowed modules
 # ------------------------------------------------------------------------------------------------------------
-def bwrap_argv(command, seccomp_fd=None, writable=True):
-    """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, as the working
-    directory a size-limited tmpfs (writable: where a memory cgroup counts its inodes; else an empty read-only
-    directory), no other host path, no device but bwrap's own /dev (null, zero, full, random, urandom, tty: no GPU,
-    whatever its mode on the host), and the seccomp allowlist (read from seccomp_fd). bwrap
-    always runs as an unprivileged user (as root we start it as an unused uid), so the program is in a user
-    namespace in which it cannot create another one (--disable-userns, and seccomp), RLIMIT_NPROC counts only its
-    own processes, and it holds no capability outside its namespaces. command: what runs inside (argv)."""
-    # --as-pid-1: the runner is the namespace's init, a direct child of bwrap, so that wait4 on bwrap reports the
-    # program's CPU time (with bwrap's own init in between it does not; see Sandbox._ended)
-    argv = [shutil.which("bwrap") or "bwrap", "--as-pid-1", "--unshare-user", "--disable-userns", "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):  # merged-/usr symlinks, or real dirs
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+def workdir_parent():
+    """Where the fallback makes each sandbox's working directory: /dev/shm where it is a writable tmpfs (what a
+    program writes there is memory, counted in its cgroup where there is one, and removing even a million
+    entries takes seconds: on a disk's journal 50,000 took 105 s here), else TMPDIR."""
+    if "workdir_parent" not in PROBED:
+        PROBED["workdir_parent"] = tempfile.gettempdir()
+        with contextlib.suppress(OSError), open("/proc/self/mounts", encoding="utf-8") as f:
+            if any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in f) and os.access("/dev/shm", os.W_OK):
+                PROBED["workdir_parent"] = "/dev/shm"
+    return PROBED["workdir_parent"]
+
+
+def _python_installs():
+    """The directories of the programs' interpreter and its standard library (read-only in every mode)."""
     python = sandbox_python()
     installs = {os.path.dirname(os.path.dirname(python))}
     if python == os.path.realpath(sys.executable):
         installs.add(sys.base_prefix)
         if SANDBOX_SITE_PACKAGES:
             installs.add(sys.prefix)
+    return sorted(installs)
+
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def bwrap_argv(command, seccomp_fd=None, writable=True, modules=None):
+    """bwrap command line: new user/pid/net/ipc/uts namespaces, read-only /usr and Python install, as the working
+    directory a size-limited tmpfs (writable: where a memory cgroup counts its inodes; else an empty read-only
+    directory), the allowed modules read-only under MODULES_IN_SANDBOX (modules: {name: [host directories]}),
+    no other host path, and no device but DEVICES (null, zero, full, random, urandom, bound one by one: no GPU
+    whatever its mode on the host, no ptmx or devpts), and the seccomp allowlist (read from seccomp_fd). bwrap
+    always runs as an unprivileged user (as root we start it as an unused uid), so the program is in a user
+    namespace in which it cannot create another one (--disable-userns, and seccomp), RLIMIT_NPROC counts only its
+    own processes, and it holds no capability outside its namespaces. command: what runs inside (argv)."""
+    # --as-pid-1: the runner is the namespace's init, a direct child of bwrap (no bwrap init in between)
+    argv = [shutil.which("bwrap") or "bwrap", "--as-pid-1", "--unshare-user", "--disable-userns", "--unshare-pid",
+            "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+    for top in SYSTEM_DIRS[1:]:  # merged-/usr symlinks, or real dirs
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     made = set()
-    for target in sorted(installs):
+    for target in _python_installs():
         if target == "/usr" or target.startswith("/usr/"):
             continue
         parts = target.split("/")[1:-1]
@@ -257,25 +381,78 @@ def bwrap_argv(command, seccomp_fd=None, writable=True):
                 argv += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
         argv += ["--ro-bind", os.path.realpath(target), target]
-    # the root and /dev are tmpfs that bwrap builds, owned by the sandbox user: read-only, so that the
-    # size-limited working directory is the only place a program can write. A tmpfs's size bounds its data, not
-    # its inodes (empty files and directories: ~1 KB of kernel memory each, millions per second), and bwrap
-    # cannot set nr_inodes: without a memory cgroup to count them the working directory is read-only.
+    for folders in (modules or {}).values():
+        for folder in folders:
+            argv += ["--ro-bind", folder, f"{MODULES_IN_SANDBOX}/{os.path.basename(folder)}"]
+    # the root is a tmpfs that bwrap builds, owned by the sandbox user: read-only, so that the size-limited
+    # working directory is the only place a program can write. A tmpfs's size bounds its data, not its inodes
+    # (empty files and directories: ~1 KB of kernel memory each, millions per second), and bwrap cannot set
+    # nr_inodes: without a memory cgroup to count them the working directory is read-only. /dev is a directory of
+    # that root with the five devices bound in (bwrap's --dev would add a devpts instance and ptmx).
     workdir = ["--perms", "1777", "--size", str(SANDBOX_DIR_MB << 20), "--tmpfs", WORKDIR_IN_SANDBOX] if writable \
         else ["--dir", WORKDIR_IN_SANDBOX]
-    argv += ["--proc", "/proc", "--dev", "/dev", *workdir,
-             "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKDIR_IN_SANDBOX]
-    assert not any(a.startswith("--dev-bind") for a in argv)   # no host device, a GPU least of all
+    argv += ["--proc", "/proc", "--dir", "/dev"]
+    for name in DEVICES:
+        argv += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        argv += ["--symlink", target, f"/dev/{name}"]
+    argv += [*workdir, "--remount-ro", "/", "--chdir", WORKDIR_IN_SANDBOX]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     return argv + command
 
 
-def python_command(source):
+def python_command(source, modules=None):
     """python in isolated mode (no PYTHON* variables, no user site directory, no script directory on sys.path)
-    running `source`."""
+    running `source`; modules ({name: package directory as the sandbox sees it}) are imported first, by path,
+    with one BLAS thread (MODULE_THREADS: their libraries read it as they load; the runner then empties the
+    environment): the program's `import numpy` finds them loaded, and nothing else of site-packages."""
     flags = ["-I"] if SANDBOX_SITE_PACKAGES else ["-I", "-S"]
+    if modules:
+        source = (f"import os as _o, sys as _s, importlib.util as _u\n_o.environ.update({MODULE_THREADS!r})\n"
+                  f"for _n, _p in {sorted(modules.items())!r}:\n"
+                  "    _m = _u.spec_from_file_location(_n, _p + '/__init__.py', submodule_search_locations=[_p])\n"
+                  "    _s.modules[_n] = _x = _u.module_from_spec(_m)\n"
+                  "    _m.loader.exec_module(_x)\n"
+                  "del _o, _s, _u, _n, _p, _m, _x\n") + source
     return [sandbox_python()] + flags + ["-c", source]
+
+
+def module_dirs(names):
+    """{name: [its package directory, and the directory of the shared libraries its wheel ships (numpy.libs)]}
+    for allowed modules, as this interpreter finds them. Raises ValueError saying why a module cannot be given
+    to the sandbox: not in SANDBOX_MODULES, not installed, built for another Python, or (as root) not readable by
+    the sandbox's uid."""
+    found = {}
+    for name in names:
+        if name not in SANDBOX_MODULES:
+            raise ValueError(f"module {name!r} is not one a program may import (SANDBOX_MODULES)")
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"module {name!r} is not installed for the grading workers' Python")
+        package = os.path.realpath(list(spec.submodule_search_locations)[0])
+        libs = os.path.join(os.path.dirname(package), f"{name}.libs")
+        found[name] = [package] + ([libs] if os.path.isdir(libs) else [])
+    if found and _sandbox_python_version() != sys.version_info[:2]:
+        raise ValueError(f"{', '.join(found)} is installed for Python {'.'.join(map(str, sys.version_info[:2]))}; "
+                         f"the sandbox runs {sandbox_python()}")
+    if found and os.geteuid() == 0:
+        for folder in [f for folders in found.values() for f in folders]:
+            if not _reachable_by_others(folder, need=stat.S_IROTH | stat.S_IXOTH):
+                raise ValueError(f"{folder} is not readable by the sandbox's uid")
+    return found
+
+
+def _sandbox_python_version():
+    if "python_version" not in PROBED:
+        if sandbox_python() == os.path.realpath(sys.executable):
+            PROBED["python_version"] = sys.version_info[:2]
+        else:
+            out = subprocess.run([sandbox_python(), "-I", "-S", "-c", "import sys; print(*sys.version_info[:2])"],
+                                 capture_output=True, text=True, timeout=60, env={})
+            PROBED["python_version"] = tuple(int(x) for x in out.stdout.split()) or None
+    return PROBED["python_version"]
 
 
 def _reachable_by_others(path, need=stat.S_IROTH):
@@ -319,54 +496,205 @@ class SandboxGone(BaseException):
 
 
 class Late(BaseException):
-    """The item's deadline passed while the checker itself was busy (raised by an alarm)."""
+    """The item's time ran out while the checker itself was busy (raised by its alarm)."""
 
 
+# ------------------------------------------------------------------------------------------------------------
+# An item's time: its own CPU seconds, and a wall-clock backstop
+# ------------------------------------------------------------------------------------------------------------
+def backstop_s(cpu_s):
+    """The wall-clock limit that goes with a CPU allowance: generous (a neighbour's load stretches the wall clock,
+    not the CPU time charged), for a program that sleeps or blocks."""
+    return WALL_BACKSTOP_FACTOR * cpu_s
+
+
+def pool_limits(cpu_s):
+    """(CPU seconds, wall seconds) past which workers.Pool kills the program's processes of an item of cpu_s,
+    whatever its checker is doing: its allowance and its backstop, plus KILL_MARGIN_S (the worker stops its own
+    sandboxes at the allowance; this is for a worker held in C code)."""
+    return cpu_s + KILL_MARGIN_S, backstop_s(cpu_s) + KILL_MARGIN_S
+
+
+class ItemClock:
+    """One item's time in a grading worker, charged to the item alone: the CPU seconds of this worker's process
+    tree since the item began (workers.tree_cpu_s: the checker's own work and every process of its sandboxes,
+    reaped or not) against cpu_s, and the wall clock against backstop_s(cpu_s). A neighbour that takes the
+    machine stretches the wall clock, not this item's CPU time, so "timeout" means the item used its allowance
+    (or slept past the backstop). A test's own limit (LiveCodeBench's per-test seconds) narrows both until the
+    next test: limit_test. The pool is told each narrowing (a note), so that it enforces the same limits."""
+
+    def __init__(self, cpu_s):
+        self.start, self.cores = time.monotonic(), max(1, len(os.sched_getaffinity(0)))
+        self.base, self.peak = self._own(), 0.0
+        self.item_cpu, self.item_wall = cpu_s, self.start + backstop_s(cpu_s)
+        self.cpu_until, self.wall_until, self.next_look, self.narrowed = self.item_cpu, self.item_wall, None, False
+
+    @staticmethod
+    def _own():
+        own, children = os.times()[:2], os.times()[2:4]   # this process, and the children it reaped
+        return sum(own) + sum(children)
+
+    def _measure(self):
+        me = os.getpid()
+        return self._own() - self.base + sum(cpu for pid, (_, cpu) in workers.process_tree(me).items() if pid != me)
+
+    def used(self):
+        """CPU seconds charged to the item so far: this worker's, and its descendants' (live ones from /proc).
+        The most ever read, since a PID namespace's init that dies reaps its processes with their times (bwrap's),
+        of two readings in a row: a child reaped between two /proc reads is counted twice in one of them."""
+        first = self._measure()
+        if first > self.peak:
+            self.peak = max(self.peak, min(first, self._measure()))
+        return self.peak
+
+    def limit_test(self, limit_s=None):
+        """From now until the next call: at most limit_s more CPU seconds and backstop_s(limit_s) more wall
+        seconds, within the item's own. None: back to the item's limits."""
+        now = time.monotonic()
+        if limit_s is None:
+            self.cpu_until, self.wall_until, self.next_look = self.item_cpu, self.item_wall, None
+        else:
+            used = self.used()
+            self.cpu_until = min(self.item_cpu, used + limit_s)
+            self.wall_until = min(self.item_wall, now + backstop_s(limit_s))
+            self.next_look = now + (self.cpu_until - used) / self.cores
+        if limit_s is not None or self.narrowed:   # the pool enforces what the worker does
+            cpu_s, wall_s = pool_limits(self.cpu_until)[0], self.wall_until - self.start + KILL_MARGIN_S
+            workers.note({"limits": [cpu_s, wall_s]})
+        self.narrowed = limit_s is not None
+
+    def spent(self):
+        """True when the test's (or item's) CPU time or wall clock is used up. The tree is walked only when it
+        could have used up its CPU time (at most `cores` CPU seconds per second of wall clock)."""
+        now = time.monotonic()
+        if now >= self.wall_until:
+            return True
+        if self.next_look is None:
+            self.next_look = self.start + self.cpu_until / self.cores
+        if now < self.next_look:
+            return False
+        used = self.used()
+        self.next_look = time.monotonic() + max(0.01, (self.cpu_until - used) / self.cores)
+        return used >= self.cpu_until
+
+    def wait_s(self):
+        """How long one may wait before spent() could change."""
+        now = time.monotonic()
+        return max(0.0, min(self.wall_until, now if self.next_look is None else self.next_look) - now)
+
+
+_ALARM = {"held": 0, "rang": False}   # the item's alarm: whether it is held off, and whether it rang meanwhile
+
+
+@contextlib.contextmanager
+def item_alarm(clock):
+    """Raise Late in this (main) thread when the item's time is spent while the checker itself works (decoding
+    replies, running tests on what the program sent): at its wall backstop (ITIMER_REAL), and once this process
+    has used the item's remaining CPU time itself (ITIMER_PROF: by then the whole tree has, at least). While the
+    checker waits for the program, Sandbox watches the clock. A no-op outside the main thread."""
+    def late(signum, frame):
+        if _ALARM["held"]:
+            _ALARM["rang"] = True
+        else:
+            raise Late()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, late), signal.signal(signal.SIGPROF, late)
+    signal.setitimer(signal.ITIMER_REAL, max(1e-3, clock.item_wall - time.monotonic()))
+    signal.setitimer(signal.ITIMER_PROF, max(1e-3, clock.item_cpu))   # the item has just begun: used() ~ 0
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGALRM, previous[0])
+        signal.signal(signal.SIGPROF, previous[1])
+        _ALARM["rang"] = False
+
+
+@contextlib.contextmanager
+def alarm_held():
+    """Hold the item's alarm off while starting or cleaning up a sandbox (a Late in the middle would leave a
+    process nobody knows of); it is raised when the block ends. (Not a signal mask: children would inherit it.)"""
+    _ALARM["held"] += 1
+    try:
+        yield
+    finally:
+        _ALARM["held"] -= 1
+        if not _ALARM["held"] and _ALARM["rang"]:
+            _ALARM["rang"] = False
+            raise Late()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# One sandboxed process, from the checker's side
+# ------------------------------------------------------------------------------------------------------------
 class Sandbox:
     """One sandboxed process and its pipes: request/reply lines (functional), stdin/stdout (stdio), and its
     merged stdout/stderr tail for diagnostics. failure: None, or "timeout" / "crash" / "refused" / "too_large".
+    clock: its item's ItemClock (every wait below stops when it is spent). modules: allowed packages the program
+    may import (SANDBOX_MODULES); memory_mb: its memory (the cgroup's limit where there is one, else RLIMIT_AS).
     The caller subclasses it with its runner: RUNNER_SOURCE (the Python source every sandboxed process runs, with
     argv: kind, "R,W" (its pipe descriptors), its limits as one message), encode (message -> one line of text)
     and recv (the next message, decoded; None at EOF when allow_eof)."""
     RUNNER_SOURCE = None
     encode = None
 
-    def __init__(self, kind, mode, timeout_s, deadline, opened):
+    def __init__(self, kind, mode, clock, opened, *, modules=(), memory_mb=None):
         opened.append(self)   # first: whatever interrupts the start, the caller closes this sandbox
-        self.deadline, self.kind, self.mode, self.failure, self.closed = deadline, kind, mode, None, False
+        self.clock, self.kind, self.mode, self.failure, self.closed = clock, kind, mode, None, False
         self.buffer, self.tail, self.stdout = bytearray(), bytearray(), bytearray()
         self.proc = self.workdir = self.uid = self.to_child = self.from_child = self.out = self.err = None
-        self.cpu_limit_s = int(timeout_s + 0.999) + CPU_MARGIN_S
+        clock.limit_test(None)   # a new sandbox (the next stdio case) starts under the item's own limits
         program = _seccomp_program()
         if program is None or mode not in ("bwrap", "rlimits"):
             self.failure = "refused"
             return
+        try:
+            found = module_dirs(modules)
+        except ValueError as exc:
+            self.failure, self.tail = "refused", bytearray(str(exc).encode())
+            return
+        cgroup = _memory_cgroup(memory_mb or SANDBOX_MEMORY_MB)
+        address_space = memory_mb or MEMORY_MB   # without a cgroup RLIMIT_AS is the bound; with one, the cgroup
+        if memory_mb and cgroup is not None:
+            address_space = max(MEMORY_MB, 4 * memory_mb)   # numpy maps more address space than it touches
         to_child_r, self.to_child = os.pipe()
         self.from_child, from_child_w = os.pipe()
-        inherited = [to_child_r, from_child_w]
-        limits = {"RLIMIT_CPU": self.cpu_limit_s, "RLIMIT_AS": MEMORY_MB << 20, "RLIMIT_FSIZE": MAX_FILE_MB << 20,
-                  "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0, "RLIMIT_SIGPENDING": MAX_PENDING_SIGNALS}
-        user, cgroup = {}, _memory_cgroup()
+        inherited, ruleset = [to_child_r, from_child_w], None
+        limits = {"RLIMIT_CPU": int(clock.item_cpu + 0.999) + CPU_MARGIN_S, "RLIMIT_AS": address_space << 20,
+                  "RLIMIT_FSIZE": MAX_FILE_MB << 20, "RLIMIT_NOFILE": MAX_OPEN_FILES, "RLIMIT_CORE": 0,
+                  "RLIMIT_SIGPENDING": MAX_PENDING_SIGNALS}
+        user = {}
         if os.geteuid() == 0:  # a program never runs as root: an unused uid of its own, no groups
             self.uid = SANDBOX_UID_BASE + os.getpid()
             user = {"user": self.uid, "group": self.uid, "extra_groups": []}
         if mode == "bwrap" or self.uid is not None:
             limits["RLIMIT_NPROC"] = MAX_PROCESSES  # bwrap: counted in its user namespace; as root: for its uid
-        command = python_command(self.RUNNER_SOURCE) + [kind, f"{to_child_r},{from_child_w}", self.encode(limits)]
-        if mode == "bwrap":
-            seccomp_r, seccomp_w = os.pipe()   # bwrap reads the filter from a descriptor (a few KB: fits a pipe)
-            os.write(seccomp_w, program)
-            os.close(seccomp_w)
-            inherited.append(seccomp_r)
-            argv, cwd = bwrap_argv(command, seccomp_r, writable=cgroup is not None), "/"
-            lock_down = _join_cgroup(cgroup) if cgroup is not None else None
-        else:
-            self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-")
-            if self.uid is not None:
-                os.chown(cwd, self.uid, self.uid)
-            argv, lock_down = command, _fallback_lock_down(program, cgroup)
-        stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
         try:
+            if mode == "bwrap":
+                inside = {name: f"{MODULES_IN_SANDBOX}/{name}" for name in found}
+                command = python_command(self.RUNNER_SOURCE, inside)
+                seccomp_r, seccomp_w = os.pipe()   # bwrap reads the filter from a descriptor (a few KB: a pipe's)
+                os.write(seccomp_w, program)
+                os.close(seccomp_w)
+                inherited.append(seccomp_r)
+                argv = bwrap_argv(command + [kind, f"{to_child_r},{from_child_w}", self.encode(limits)], seccomp_r,
+                                  writable=cgroup is not None, modules=found)
+                cwd, lock_down = "/", _join_cgroup(cgroup) if cgroup is not None else None
+            else:
+                self.workdir = cwd = tempfile.mkdtemp(prefix="nano-code-", dir=workdir_parent())
+                if self.uid is not None:
+                    os.chown(cwd, self.uid, self.uid)
+                readable = [*SYSTEM_DIRS, "/etc/ld.so.cache", *_python_installs(), *(f for fs in found.values()
+                                                                                      for f in fs)]
+                ruleset = _landlock_ruleset(cwd, readable)
+                command = python_command(self.RUNNER_SOURCE, {name: folders[0] for name, folders in found.items()})
+                argv = command + [kind, f"{to_child_r},{from_child_w}", self.encode(limits)]
+                lock_down = _fallback_lock_down(program, cgroup, ruleset)
+            stdio = subprocess.PIPE if kind == "stdio" else subprocess.DEVNULL
             with alarm_held():   # no Late between the fork and self.proc
                 self.proc = subprocess.Popen(argv, stdin=stdio, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE if kind == "stdio" else subprocess.STDOUT,
@@ -375,12 +703,13 @@ class Sandbox:
         except (OSError, subprocess.SubprocessError):  # no interpreter / no bwrap binary / lock-down failed
             self.failure = "refused"
         finally:
-            for fd in inherited:
+            for fd in inherited + ([ruleset] if ruleset is not None else []):
                 os.close(fd)
         if self.proc is None:
             return
         # the scorer cleans up after this sandbox itself if it has to kill the worker mid-item
-        workers.note({"pgid": self.proc.pid, "uid": self.uid if mode != "bwrap" else None, "workdir": self.workdir})
+        workers.note({"pgid": self.proc.pid, "uid": self.uid if mode != "bwrap" else None, "workdir": self.workdir,
+                      "cgroup": cgroup[0] if cgroup else None})
         self.out = self.proc.stdout.fileno()
         self.err = self.proc.stderr.fileno() if kind == "stdio" else None
         for fd in (self.to_child, self.from_child, self.out) + ((self.err,) if self.err else ()):
@@ -392,17 +721,21 @@ class Sandbox:
         if hello is None and self.failure in (None, "crash"):
             self.failure = "refused"    # the sandbox never started the runner (bwrap error, lock-down failed)
 
-    # -- I/O with a deadline; the program's output is drained all the time so that it never blocks on it --
+    def limit_test(self, limit_s):
+        """This test (a call, a stdio case) may use at most limit_s more CPU seconds (the clock's limit_test)."""
+        self.clock.limit_test(limit_s)
+
+    # -- I/O within the item's time; the program's output is drained all the time so that it never blocks on it --
     def _pump(self, read_fd=None, write_fd=None):
-        """Wait until read_fd is readable or write_fd writable (never past the deadline: SandboxGone), draining
+        """Wait until read_fd is readable or write_fd writable (never past the item's time: SandboxGone), draining
         the program's stdout/stderr meanwhile. Returns (read_fd is readable, write_fd is writable)."""
-        left = self.deadline - time.monotonic()
-        if left <= 0:
+        if self.clock.spent():
             self.failure = self.failure or "timeout"
             raise SandboxGone()
         outputs = [fd for fd in (self.out, self.err) if fd is not None]
         readable, writable, _ = select.select(outputs + ([read_fd] if read_fd is not None else []),
-                                              [write_fd] if write_fd is not None else [], [], min(left, 1.0))
+                                              [write_fd] if write_fd is not None else [], [],
+                                              min(self.clock.wait_s(), 1.0))
         for fd in outputs:
             if fd in readable:
                 self._drain(fd)
@@ -460,22 +793,22 @@ class Sandbox:
         return line
 
     def _ended(self, within_s, mid_protocol=False):
-        """The program's side closed: wait (at most within_s, never past the deadline) for its exit, and say what
-        ended it, from what the trusted side measured: "timeout" when its processes used their whole CPU
-        allowance (wait4's rusage, reaped descendants included), else "crash" for a signal, an abnormal exit
+        """The program's side closed: wait (at most within_s, never past the item's time) for its exit, and say
+        what ended it, from what the trusted side measured: "timeout" when the item's time is spent (its
+        processes and checker used their CPU allowance: ItemClock), else "crash" for a signal, an abnormal exit
         status, or any exit in the middle of the protocol -- whatever status the program chose. Returns the exit
         code, or None if it is still running."""
-        until = min(self.deadline, time.monotonic() + within_s)
+        until = time.monotonic() + within_s
         while True:
-            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            pid, status = os.waitpid(self.proc.pid, os.WNOHANG)
             if pid:
                 break
-            if time.monotonic() > until:
-                self.failure = self.failure or ("timeout" if time.monotonic() > self.deadline else "crash")
+            if self.clock.spent() or time.monotonic() > until:
+                self.failure = self.failure or ("timeout" if self.clock.spent() else "crash")
                 return None
             time.sleep(0.002)
         code = self.proc.returncode = os.waitstatus_to_exitcode(status)
-        if usage.ru_utime + usage.ru_stime >= self.cpu_limit_s - 0.05:
+        if self.clock.spent():   # RLIMIT_CPU (the allowance rounded up + CPU_MARGIN_S) is past it too
             self.failure = self.failure or "timeout"
         elif mid_protocol or code < 0 or code > 128:
             self.failure = self.failure or "crash"
@@ -507,8 +840,9 @@ class Sandbox:
 
     def close(self):
         """Kill everything the program started (its process group; bwrap: the PID namespace dies with it; the
-        fallback as root: every process of its uid) and remove what it left. Idempotent, and never interrupted
-        by the item's alarm (a pending one is raised when it is done)."""
+        fallback: every process below the worker, its subreaper; as root: every process of its uid) and remove
+        its working directory. Idempotent, and never interrupted by the item's alarm (a pending one is raised
+        when it is done)."""
         if self.closed:
             return
         with alarm_held():
@@ -536,101 +870,62 @@ class Sandbox:
         self.proc = self.workdir = None
 
 
-def clean_up_after_kill(notes):
-    """After the scorer killed a grading worker: clean up after each sandbox it started and had not closed."""
-    closed = {note["closed"] for note in notes if "closed" in note}
-    for child in notes:
-        if "pgid" in child and child["pgid"] not in closed:
-            _clean_up(child)
-
-
-def worker_start():
-    """Run once in each grading worker before it says it is ready (workers.py): adopt the sandboxes' orphans so
-    that they can be reaped (zombies would otherwise pile up under an init that does not reap, and count against
-    RLIMIT_NPROC)."""
-    with contextlib.suppress(OSError, AttributeError):
-        PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
-
-
+# ------------------------------------------------------------------------------------------------------------
+# Leftovers: nothing of an item outlives it, after a normal end or a kill
+# ------------------------------------------------------------------------------------------------------------
 def _clean_up(child):
-    """Kill and remove what one sandbox left: its process group; the fallback's uid (its processes, and every
-    file it owns: _remove_owned); its working directory. In a grading worker, which is a child subreaper, every
-    process a sandbox started that outlived it (setsid, double fork, a setuid binary) became the worker's child:
-    those are killed and reaped (cheap). Elsewhere the fallback's processes are found by their real uid in /proc."""
+    """Kill and remove what one sandbox left: its process group; every process below the grading worker (a
+    child subreaper: whatever a sandbox started that outlived it -- setsid, double fork, a setuid binary --
+    became its child), or else, as root, every process of the sandbox's uid (from /proc); its working directory.
+    Nothing else: the program could write nowhere else (bwrap's tmpfs; the fallback's Landlock)."""
     if child.get("pgid"):
         _kill_group(child["pgid"])
     if not _kill_orphans() and child.get("uid") is not None:
         _kill_user(child["uid"])
-    if child.get("uid") is not None:   # its processes are gone: nothing can make a file behind the sweep
-        _remove_owned(child["uid"])
     if child.get("workdir"):   # the parent is ours; the tree below it is the program's (no recursion, no links)
+        workers.note({"cleaning": True})   # the pool does not count this against the item (it is not its CPU)
         with contextlib.suppress(OSError):
             parent = os.open(os.path.dirname(child["workdir"]), DIRECTORY_FLAGS)
             try:
                 _remove_tree(parent, os.path.basename(child["workdir"]))
             finally:
                 os.close(parent)
+        workers.note({"cleaning": False})
 
 
-def writable_dirs():
-    """Every directory where a uid that owns nothing and has no group can create an entry: world-writable (o+w)
-    and reachable by others (o+x all the way down), on every writable mount except the kernel's own
-    (KERNEL_FILESYSTEMS). Found by walking those mounts once per scoring process, the first time the fallback
-    grades as root (a second or more on a big disk; the workers get the list with each item); cached."""
-    if "writable" in PROBED:
-        return PROBED["writable"]
-    found, seen = set(), set()
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            mounts = [line.split() for line in f]
-    except OSError:
-        mounts = []
-    for fields in mounts:
-        sep = fields.index("-") if "-" in fields else -1
-        if sep < 0 or fields[sep + 1] in KERNEL_FILESYSTEMS or "ro" in fields[5].split(","):
-            continue
-        top = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])   # \040 is a space
-        try:
-            device = os.stat(top).st_dev
-            if not _reachable_by_others(top, need=stat.S_IXOTH):
-                continue
-        except OSError:
-            continue
-        stack = [top]
-        while stack:
-            folder = stack.pop()
-            with contextlib.suppress(OSError):
-                st = os.stat(folder, follow_symlinks=False)
-                if (st.st_dev, st.st_ino) in seen:
-                    continue
-                seen.add((st.st_dev, st.st_ino))
-                if st.st_mode & stat.S_IWOTH:
-                    found.add(folder)
-                for entry in os.scandir(folder):
-                    with contextlib.suppress(OSError):
-                        if entry.is_dir(follow_symlinks=False):
-                            sub = entry.stat(follow_symlinks=False)
-                            if sub.st_dev == device and sub.st_mode & stat.S_IXOTH:   # other mounts: their own walk
-                                stack.append(entry.path)
-    PROBED["writable"] = sorted(found)
-    return PROBED["writable"]
+def clean_up_after_kill(notes):
+    """After the scorer killed a grading worker (workers.Pool: its descendants first): clean up after each
+    sandbox it started and had not closed, then empty and remove the worker's cgroups -- all of it before the
+    pool starts a replacement."""
+    closed = {note["closed"] for note in notes if "closed" in note}
+    for child in notes:
+        if "pgid" in child and child["pgid"] not in closed:
+            _clean_up(child)
+    for group in dict.fromkeys(note["cgroup"] for note in notes if note.get("cgroup")):
+        _remove_cgroup(group)
+
+
+def worker_start():
+    """Run once in each grading worker before it says it is ready (workers.py): adopt the sandboxes' orphans so
+    that they can be reaped (zombies would otherwise pile up under an init that does not reap, and count against
+    RLIMIT_NPROC), and so that every process an item starts stays below its worker (ItemClock, Pool's kills)."""
+    with contextlib.suppress(OSError, AttributeError):
+        PROBED["subreaper"] = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
 
 
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 REMOVE_BUDGET = 1 << 22   # entries one removal may unlink or move (a program's ~1M-inode flood fits)
 
 
-def _remove_tree(parent_fd, name, uid=None):
+def _remove_tree(parent_fd, name):
     """Remove the directory `name` below the open directory parent_fd and everything in it, through directory
     descriptors only, so that no symlink is followed anywhere: a program cannot swap a path component for a
     link between a check and the removal (the race that made root unlink a file elsewhere). Iterative, not
     recursive (a program can nest directories deeper than Python's recursion limit, and shutil.rmtree then
     raised RecursionError in the scorer): each subdirectory's entries are moved up into the top directory until
-    none is left, so at most two descriptors are open. uid: only a directory that uid owns is removed."""
+    none is left, so at most two descriptors are open."""
     top = os.open(name, DIRECTORY_FLAGS, dir_fd=parent_fd)
     try:
-        if uid is not None and os.fstat(top).st_uid != uid:
-            return
         budget, moved = REMOVE_BUDGET, 0
         while budget > 0:
             found_dir = False
@@ -661,41 +956,6 @@ def _remove_tree(parent_fd, name, uid=None):
         os.close(top)
     with contextlib.suppress(OSError):
         os.rmdir(name, dir_fd=parent_fd)
-
-
-def _remove_owned(uid):
-    """Remove everything `uid` (a fallback sandbox's own, after its item) owns wherever it could have written:
-    every entry it owns in the world-writable directories (writable_dirs), and, recursively, in world-writable
-    directories of others below them (made after the walk). A file it made can be nowhere else: it owns nothing,
-    has no group, and creating or linking a name needs write access to the directory. Every step goes through
-    directory descriptors opened with O_NOFOLLOW (never a path a program could have re-pointed) and nothing
-    recurses (_remove_tree)."""
-    stack, seen = [], set()
-    for path in writable_dirs():
-        with contextlib.suppress(OSError):
-            stack.append(os.open(path, DIRECTORY_FLAGS))
-    while stack:
-        folder = stack.pop()
-        try:
-            here = os.fstat(folder)
-            if (here.st_dev, here.st_ino) in seen:
-                continue
-            seen.add((here.st_dev, here.st_ino))
-            with os.scandir(folder) as listing:
-                entries = [e.name for e in listing]
-            for name in entries:
-                with contextlib.suppress(OSError):
-                    st = os.stat(name, dir_fd=folder, follow_symlinks=False)
-                    if st.st_uid == uid and stat.S_ISDIR(st.st_mode):
-                        _remove_tree(folder, name, uid)
-                    elif st.st_uid == uid:
-                        os.unlink(name, dir_fd=folder)
-                    elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IXOTH:
-                        stack.append(os.open(name, DIRECTORY_FLAGS, dir_fd=folder))
-        except OSError:
-            pass
-        finally:
-            os.close(folder)
 
 
 def _kill_orphans():
@@ -805,88 +1065,81 @@ def memory_cgroup_parent():
     return None
 
 
-def _memory_cgroup():
-    """This grading worker's memory cgroup for its sandboxes, made once: (path, descriptor of the file a process
-    writes "0" to to join it), or None where the kernel offers none to this uid. Limit SANDBOX_MEMORY_MB, no swap (v2: the whole group is
-    killed at the limit). The descriptor is opened here, by the worker, because a sandbox joins in its preexec
-    hook, after its uid changed: the kernel checks the rights of whoever opened the file. Groups of workers that
-    are gone are removed when a new worker makes its own, and by close_pool."""
-    if "cgroup" in PROBED:
-        return PROBED["cgroup"]
-    PROBED["cgroup"] = None
-    parent = memory_cgroup_parent()
-    if parent is None:
-        return None
-    remove_stale_cgroups(parent)
-    path = os.path.join(parent, f"nano-code-{os.getpid()}")
-    limit = str(SANDBOX_MEMORY_MB << 20)
-    try:
-        os.makedirs(path, exist_ok=True)
-        v1 = os.path.exists(path + "/memory.limit_in_bytes")
-        settings = [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)] if v1 else \
-            [("memory.max", limit), ("memory.swap.max", "0"), ("memory.oom.group", "1")]
-        for name, value in settings:
-            if os.path.exists(os.path.join(path, name)) or name in ("memory.limit_in_bytes", "memory.max"):
-                with open(os.path.join(path, name), "w") as f:
-                    f.write(value)
-        # v1: "tasks", which moves the writing thread alone -- the whole process between fork and exec -- without
-        # the kernel's process-wide lock and its RCU wait (~5 ms per sandbox under load); v2 has no such file
-        join = path + ("/tasks" if v1 else "/cgroup.procs")
-        PROBED["cgroup"] = (path, os.open(join, os.O_WRONLY | os.O_CLOEXEC))
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.rmdir(path)
+def _memory_cgroup(limit_mb):
+    """This grading worker's memory cgroup for its sandboxes, made once, with its limit set to limit_mb (the
+    item's memory: its tests' memory_mb or SANDBOX_MEMORY_MB; no swap; v2: the whole group is killed at the
+    limit): (path, descriptor of the file a process writes "0" to to join it), or None where the kernel offers
+    none to this uid. The descriptor is opened here, by the worker, because a sandbox joins in its preexec hook,
+    after its uid changed: the kernel checks the rights of whoever opened the file. Groups of workers that are
+    gone are removed when a new worker makes its own, after a kill (clean_up_after_kill), and by close_pool."""
+    if "cgroup" not in PROBED:
+        PROBED["cgroup"], PROBED["cgroup_mb"] = None, None
+        parent = memory_cgroup_parent()
+        if parent is None:
+            return None
+        remove_stale_cgroups(parent)
+        path = os.path.join(parent, f"nano-code-{os.getpid()}")
+        try:
+            os.makedirs(path, exist_ok=True)
+            v1 = os.path.exists(path + "/memory.limit_in_bytes")
+            if not v1:
+                for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                    if os.path.exists(os.path.join(path, name)):
+                        with open(os.path.join(path, name), "w") as f:
+                            f.write(value)
+            # v1: "tasks", which moves the writing thread alone -- the whole process between fork and exec --
+            # without the kernel's process-wide lock and its RCU wait (~5 ms per sandbox under load)
+            join = path + ("/tasks" if v1 else "/cgroup.procs")
+            PROBED["cgroup"] = (path, os.open(join, os.O_WRONLY | os.O_CLOEXEC))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+            return None
+    if PROBED["cgroup"] is not None and PROBED["cgroup_mb"] != limit_mb:
+        path, limit = PROBED["cgroup"][0], str(limit_mb << 20)
+        names = ["memory.max"] if os.path.exists(path + "/memory.max") else \
+            ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]   # v1: memory <= memory+swap at every step
+        if PROBED["cgroup_mb"] is not None and limit_mb > PROBED["cgroup_mb"]:
+            names.reverse()
+        try:
+            for name in names:
+                if os.path.exists(os.path.join(path, name)):
+                    with open(os.path.join(path, name), "w") as f:
+                        f.write(limit)
+            PROBED["cgroup_mb"] = limit_mb
+        except OSError:   # a group that cannot take the item's limit does not run it
+            return None
     return PROBED["cgroup"]
 
 
+def _remove_cgroup(path, within_s=5.0):
+    """SIGKILL whatever is left in a (dead worker's) cgroup until it is empty, then remove it. Bounded."""
+    until = time.monotonic() + within_s
+    while time.monotonic() < until:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.005)
+
+
 def remove_stale_cgroups(parent):
-    """Remove the (empty) memory cgroups of grading workers that are gone."""
+    """Remove the memory cgroups of grading workers that are gone (killing what is left in them)."""
     with contextlib.suppress(OSError):
         for name in os.listdir(parent):
             if name.startswith("nano-code-") and name[10:].isdigit() and not os.path.exists(f"/proc/{name[10:]}"):
-                with contextlib.suppress(OSError):
-                    os.rmdir(os.path.join(parent, name))
-
-
-_ALARM = {"held": 0, "rang": False}   # the item's alarm: whether it is held off, and whether it rang meanwhile
-
-
-@contextlib.contextmanager
-def item_alarm(deadline):
-    """Raise Late in this (main) thread at `deadline`: the checker's own work on an item (decoding replies,
-    running tests on what the program sent) never runs past it. A no-op outside the main thread."""
-    def late(signum, frame):
-        if _ALARM["held"]:
-            _ALARM["rang"] = True
-        else:
-            raise Late()
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGALRM, late)
-    signal.setitimer(signal.ITIMER_REAL, max(1e-3, deadline - time.monotonic()))
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        _ALARM["rang"] = False
-
-
-@contextlib.contextmanager
-def alarm_held():
-    """Hold the item's alarm off while starting or cleaning up a sandbox (a Late in the middle would leave a
-    process nobody knows of); it is raised when the block ends. (Not a signal mask: children would inherit it.)"""
-    _ALARM["held"] += 1
-    try:
-        yield
-    finally:
-        _ALARM["held"] -= 1
-        if not _ALARM["held"] and _ALARM["rang"]:
-            _ALARM["rang"] = False
-            raise Late()
-
+                _remove_cgroup(os.path.join(parent, name))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -909,10 +1162,10 @@ class _ProbeSandbox(Sandbox):
 
 def _probe_op(mode):
     """Worker side of _probe: None when a probe program runs in the sandbox `mode`, else why not."""
-    opened = []
+    opened, clock = [], ItemClock(PROBE_TIMEOUT_S)
     try:
-        with item_alarm(time.monotonic() + PROBE_TIMEOUT_S):
-            box = _ProbeSandbox("functional", mode, PROBE_TIMEOUT_S, time.monotonic() + PROBE_TIMEOUT_S, opened)
+        with item_alarm(clock):
+            box = _ProbeSandbox("functional", mode, clock, opened)
             if not box.failure:
                 box.send(1)
                 answer = box.recv()
@@ -964,9 +1217,9 @@ def sandbox_mode(requested=None):
 def require_sandbox(allow_fallback=False, log=print):
     """Call once before a run grades code (train.py, eval.py). Returns the mode every later grade in this process
     uses, after logging it: 'bwrap' (the full sandbox). Without it, raises SystemExit saying why, unless
-    allow_fallback (the user passed UNSAFE_FLAG): then 'rlimits', with a warning naming what is missing -- a
-    program can then read the shipped datasets (tests and reference solutions included) and earn reward
-    without solving anything. Never falls back silently."""
+    allow_fallback (the user passed UNSAFE_FLAG): then 'rlimits', with a warning naming what is missing (and,
+    where the kernel has no Landlock, that the program can then write, and read, wherever this uid may: the
+    shipped datasets' tests and reference solutions included). Never falls back silently."""
     global SANDBOX
     works, why = _probe("bwrap")
     if works:
@@ -974,16 +1227,20 @@ def require_sandbox(allow_fallback=False, log=print):
     elif not allow_fallback:
         raise SystemExit(f"sandbox.py: the full code sandbox does not work here ({why}). Install bubblewrap "
                          f"and libseccomp (setup.sh), or pass {UNSAFE_FLAG} to grade with the rlimits fallback, "
-                         f"in which a program can read the shipped datasets (the tests and reference solutions "
-                         f"included), reach the network and write where this user can.")
+                         f"in which a program shares this machine's kernel memory and processes without "
+                         f"namespaces, and, where the kernel has no Landlock, can read the shipped datasets (the "
+                         f"tests and reference solutions included) and write where this user can.")
     else:
         works, why_not = _probe("rlimits")
         if not works:
             raise SystemExit(f"sandbox.py: neither the sandbox ({why}) nor the fallback ({why_not}) runs here")
         SANDBOX = "rlimits"
         missing = [claim for claim, holds in sandbox_guarantees("rlimits").items() if not holds]
-        log(f"sandbox.py: WARNING: {why}; {UNSAFE_FLAG}: programs run with the rlimits fallback, which does "
-            f"NOT give: {'; '.join(missing)}")
+        landlock = f"Landlock ABI {landlock_abi()}" if landlock_abi() else \
+            "NO Landlock in this kernel (Linux < 5.13 or not enabled): the UNSAFE fallback, writing and reading " \
+            "wherever this uid may"
+        log(f"sandbox.py: WARNING: {why}; {UNSAFE_FLAG}: programs run with the rlimits fallback ({landlock}), "
+            f"which does NOT give: {'; '.join(missing)}")
     log(f"sandbox.py: code is graded in sandbox mode {SANDBOX!r}")
     return SANDBOX
 
@@ -991,159 +1248,153 @@ def require_sandbox(allow_fallback=False, log=print):
 # ------------------------------------------------------------------------------------------------------------
 # What each mode promises (sandbox_guarantees returns these claims; tests check each in the modes making it)
 # ------------------------------------------------------------------------------------------------------------
-# The sandbox, per mode (sandbox_guarantees() returns these claims; tests check every claim in each mode that makes
-# it). "bwrap" is the full sandbox: training and eval refuse to grade code without it (require_sandbox) unless the
-# user passes the flag that accepts the fallback. "cgroup" below: each grading worker makes one memory cgroup for
-# its sandboxes, as a child of its own, where the kernel lets this uid (cgroup v2: the memory controller enabled,
-# or enableable, for children of that group -- the top group as root, a delegated group that holds no process --;
-# cgroup v1's memory hierarchy: as root); "none": elsewhere (an ordinary user, mostly; a container).
+# "bwrap" is the full sandbox: training and eval refuse to grade code without it (require_sandbox) unless the
+# user passes the flag that accepts the fallback. "Landlock": the fallback on a kernel with Landlock (ABI >= 1,
+# Linux >= 5.13; "ABI 6": Linux >= 6.12); without it the fallback is the unsafe mode (last paragraph). "cgroup":
+# each grading worker makes one memory cgroup for its sandboxes, as a child of its own, where the kernel lets
+# this uid (cgroup v2: the memory controller enabled, or enableable, for its children -- the top group as root,
+# a delegated group that holds no process --; cgroup v1's memory hierarchy: as root); "none": elsewhere (an
+# ordinary user, mostly; a container).
 #
-#     what a program may do                          bwrap (full)                    rlimits fallback
-#     ---------------------------------------------  ------------------------------  ---------------------------------
-#     write, read or reorder the verdicts its        no (Verdicts, below)            as root: no (Verdicts, below); as
-#       grading worker sends back                                                    a user: its own no, but ANOTHER
-#                                                                                    item's sandbox, of the same uid,
-#                                                                                    yes (NOT isolated: Verdicts)
-#     change the grader itself (this checkout's      no                              as root: no (own uid); as a user:
-#       files, the trainer's processes)                                              yes, it is you (NOT isolated)
-#     crash or fool the checker with what it sends   no (code_reward.py: Decoding)            no (code_reward.py: Decoding)
-#     have the checker's semantics changed by the    no (code_reward.py: Environment)         no (code_reward.py: Environment)
-#       host's environment (PYTHONOPTIMIZE, ...)
-#     run at most timeout_s wall clock, CPU limit    yes: killed at the deadline     yes
-#     hold memory, the kernel's for it included      bounded (Memory, below)         cgroup: bounded; none: NOT bounded
-#     system calls                                   allowlist (seccomp), some with  same allowlist
-#                                                    their arguments (fcntl, ioctl,
-#                                                    prlimit64, socket, clone)
-#     sockets                                        AF_UNIX streams only, empty     AF_UNIX streams only: it can
-#                                                    network namespace               connect to the host's unix
-#                                                                                    sockets (NOT isolated)
-#     use a device (a GPU: /dev/nvidia* is mostly    none there: bwrap's own /dev    open it, but drive it no: no
-#       mode 0666)                                   (null, zero, full, random,      device ioctl passes the allowlist
-#                                                    urandom, tty); no device ioctl  (no GPU memory, context, kernel)
-#     ptrace, keyctl, bpf, userfaultfd, perf,        refused (seccomp)               refused (seccomp)
-#       io_uring, mount, unshare/setns, namespaces
-#     gain privileges (setuid binaries)              no (no_new_privs, userns)       no (no_new_privs)
-#     SysV IPC / POSIX message queues                refused (seccomp), own ns       refused (seccomp)
-#     signal other processes                         no (own PID namespace; it is    as root: no (own uid); as a
-#                                                    its init: signals it sends      user: yes, it is you (NOT
-#                                                    itself are ignored)             isolated)
-#     see other processes (/proc)                    no                              yes (NOT isolated)
-#     read host files (tests, datasets, home)        no (only /usr, Python)          yes (NOT isolated)
-#     write files                                    in its working directory only:  there, and where its uid may
-#                                                    cgroup: a 64 MB tmpfs; none:    (world-writable directories; as
-#                                                    read-only (Memory, below)       a user: yours) (NOT isolated)
-#     outlive the item (processes, IPC, files)       no (PID namespace, its tmpfs)   as root: no: its uid's processes
-#                                                                                    killed, every file its uid owns
-#                                                                                    removed (Leftovers, below); as a
-#                                                                                    user: its process group only,
-#                                                                                    files stay (NOT isolated)
+#   what a program may do                      bwrap (full)                    rlimits fallback with Landlock
+#   -----------------------------------------  ------------------------------  --------------------------------
+#   write, read or reorder the verdicts its    no (Verdicts, below)            no (Verdicts, below)
+#     grading worker sends back
+#   change the grader (this checkout's files,  no                              no files (Landlock); as root: no
+#     the trainer's processes or memory)                                       (own uid); as a user: ABI 6: no;
+#                                                                              ABI < 6: signal them, yes (NOT)
+#   crash or fool the checker                  no (code_reward.py: Decoding, Environment)
+#   use more than its CPU time                 no: the item is charged its own CPU (its processes and its checker:
+#                                              ItemClock), killed when it is spent, by its worker or, if that is
+#                                              stuck, by the pool; a wall-clock backstop of 3x for sleepers
+#   hold memory, the kernel's for it included  bounded (Memory, below)         cgroup: bounded; none: per kind
+#   system calls                               allowlist (seccomp), some with their arguments (fcntl, ioctl,
+#                                              prctl, rt_sigaction, prlimit64, socket, clone): both modes
+#   sockets                                    AF_UNIX streams only, empty     AF_UNIX streams only; the host's
+#                                              network namespace               abstract sockets: ABI 6: no;
+#                                                                              its socket FILES (0666): yes (NOT)
+#   use a device (a GPU: /dev/nvidia* is       none there but null, zero,      opens none but null, zero, full,
+#     mostly mode 0666), a pseudo-terminal     full, random, urandom; no       random, urandom (Landlock); no
+#                                              device ioctl, no ptmx/devpts    device ioctl, no pty
+#   ptrace, keyctl, bpf, userfaultfd, perf,    refused (seccomp; Landlock also keeps other processes' /proc out
+#     io_uring, mount, unshare/setns           of reach)
+#   gain privileges (setuid binaries)          no (no_new_privs, userns)       no (no_new_privs)
+#   SysV IPC / POSIX message queues            refused (seccomp), own ns       refused (seccomp)
+#   signal other processes                     no (own PID namespace)          ABI 6: no (scoped); ABI < 6: as
+#                                                                              root no (own uid), as a user yes
+#   see other processes (/proc)                no                              no (Landlock: /proc unreadable)
+#   read host files (tests, datasets, home)    no (only /usr, Python, the allowed modules)   no (the same, Landlock)
+#   write files                                in its working directory only:  in its working directory only
+#                                              cgroup: a 64 MB tmpfs; none:    (on TMPDIR's disk: 16 MB per file,
+#                                              read-only (Memory, below)       NOT bounded in number until the
+#                                                                              item ends)
+#   outlive the item (processes, IPC, files)   no (PID namespace, its tmpfs)   no: every process below the worker
+#                                                                              killed (subreaper; the pool after a
+#                                                                              kill), its directory removed
 #
 # Verdicts (workers.py has the details). In no mode can a program write, read or reorder what its grading worker
-# sends back. The worker-scorer channel is a socketpair: a pipe can be reopened through /proc/PID/fd/N by any process
-# of the same uid (the fallback run by a user shares the worker's), a socket cannot. The worker is not dumpable, so
-# no process of its uid can open its /proc/PID/fd or read its memory. Every request carries a random per-item key
-# that the program never sees, and every reply carries it back: a reply that is not the current item's fails that
-# item ("failed", never paid) and its worker is replaced, so verdicts cannot shift. What no channel can give: a
-# program run as the trainer's own uid (the fallback as a user) is that user, and can rewrite this checkout's files
-# -- the grader included --, signal the trainer, and write its memory where the kernel lets a process of the same
-# uid (/proc/PID/mem: kernel.yama.ptrace_scope 0, or no Yama). The same holds between sandboxes: a program in one
-# item can open another concurrent item's sandbox pipes through /proc/PID/fd (the red team had wrong programs of
-# other items paid that way). Run the fallback as root (a uid per sandbox), or use bwrap.
+# sends back. The worker-scorer channel is a socketpair (a pipe can be reopened through /proc/PID/fd/N by any
+# process of the same uid, a socket cannot); the worker is not dumpable; every request carries a random per-item
+# key that the program never sees, and a reply without it fails the item ("failed", never paid) and replaces the
+# worker. The fallback as a user shares the worker's uid: Landlock keeps it out of every process outside its
+# sandbox (ptrace checks: /proc/PID/fd, mem, environ) and out of /proc; signals need ABI 6.
 #
 # Memory: every kind a program can make the kernel hold, and its bound. With a cgroup the kernel also counts all of
 # them together (slab: inodes, dentries, socket buffers; pipe buffers; tmpfs pages; page tables) against
-# SANDBOX_MEMORY_MB per sandbox, swap included, and stops it there (ENOMEM, or the OOM killer: a "crash"). The
-# per-kind bounds hold either way:
+# the item's memory (its tests' memory_mb, else SANDBOX_MEMORY_MB) per sandbox, swap included, and stops it there
+# (ENOMEM, or the OOM killer: a "crash"); RLIMIT_AS is then 512 MB per process, or 4 x memory_mb (numpy maps
+# more than it touches). Without a cgroup RLIMIT_AS is memory_mb (else 512 MB) per process. The kinds:
 #
-#     kind                                   bwrap                           rlimits fallback
-#     -------------------------------------  ------------------------------  ------------------------------------
-#     all of it together                     cgroup: SANDBOX_MEMORY_MB;      cgroup: SANDBOX_MEMORY_MB; none: NOT
-#                                            none: the rows below, summed    bounded (the rows marked NOT)
-#     process memory (heap, stacks, maps)    RLIMIT_AS 512 MB x 8 processes  root: the same; user: 512 MB per
-#                                                                            process, processes unlimited (NOT)
-#     page tables, kernel stacks, VMAs       with its processes (<= 8)       root: the same; user: NOT bounded
-#     file data                              cgroup: 64 MB tmpfs; none:      <= 16 MB per file (RLIMIT_FSIZE);
-#                                            read-only, none                 on a tmpfs (/dev/shm): cgroup:
-#                                                                            counted, none: NOT bounded; on a
-#                                                                            disk: its space, NOT bounded until
-#                                                                            the item ends (then removed)
-#     inodes and dentries (empty files and   cgroup: counted; none: none     cgroup: counted; none: NOT bounded
-#       directories: ~1 KB each, no data)    (the directory is read-only:
-#                                            bwrap cannot set nr_inodes)
-#     pipe buffers                           64 KB per pipe (F_SETPIPE_SZ refused), pipes <= descriptors
-#     socket buffers                         AF_UNIX stream sockets only: net.core.wmem_default queued per socket
-#                                            (setsockopt refused), sockets <= descriptors; no datagram or pending
-#                                            connection queued without one (SOCK_DGRAM, listen, accept refused);
-#                                            TCP/UDP buffers: none (AF_INET(6) refused)
-#     descriptors (files, pipes, sockets,    RLIMIT_NOFILE 64 per process; in flight in SCM_RIGHTS messages: <=
-#       epoll, timers, pidfds)               RLIMIT_NOFILE per uid (the kernel's own limit). Fallback as a user:
-#                                            processes unlimited, so descriptors too (NOT bounded)
-#     file locks and leases                  flock: one per open file; byte-range (POSIX, OFD) locks and leases
-#                                            refused (FCNTL_COMMANDS)
-#     pending signals, POSIX timers          RLIMIT_SIGPENDING MAX_PENDING_SIGNALS
-#     memfd, SysV shm/sem/msg, mqueues,      refused (seccomp)
-#       io_uring, BPF maps, keys,
-#       userfaultfd, perf buffers
-#     negative dentries (missing names)      reclaimed by the kernel under pressure; cgroup: counted
-#     GPU memory                             no device                       no device ioctl (IOCTL_REQUESTS)
+#   kind                                   bwrap                           rlimits fallback
+#   -------------------------------------  ------------------------------  ------------------------------------
+#   all of it together                     cgroup: the item's memory;      cgroup: the item's memory; none: NOT
+#                                          none: the rows below, summed    bounded (the rows marked NOT)
+#   process memory (heap, stacks, maps)    RLIMIT_AS x 8 processes         root: the same; user: RLIMIT_AS per
+#                                                                          process, processes unlimited (NOT)
+#   page tables and VMAs                   cgroup: counted; none: per process at most vm.max_map_count (65530)
+#                                          VMAs, each with at most a page-table and a directory page (8 KB):
+#                                          ~0.5 GB per process, x 8 processes (~4 GB per sandbox: the red team
+#                                          reached 1.9 GB); user fallback: processes unlimited (NOT)
+#   kernel stacks                          16 KB per task, tasks <= 8 (RLIMIT_NPROC); user fallback: NOT
+#   file data                              cgroup: 64 MB tmpfs; none:      <= 16 MB per file (RLIMIT_FSIZE), on
+#                                          read-only, none                 TMPDIR's disk, NOT bounded in number
+#                                                                          until the item ends (then removed)
+#   inodes and dentries (empty files and   cgroup: counted; none: none     cgroup: counted; none: NOT bounded
+#     directories: ~1 KB each, no data)    (the directory is read-only)    (its directory only)
+#   pipe buffers                           64 KB per pipe (F_SETPIPE_SZ refused), pipes <= descriptors
+#   socket buffers                         AF_UNIX stream sockets only: net.core.wmem_default queued per socket
+#                                          (setsockopt refused), sockets <= descriptors; no datagram or pending
+#                                          connection queued without one (SOCK_DGRAM, listen, accept refused)
+#   descriptors (files, pipes, sockets,    RLIMIT_NOFILE 64 per process; in flight in SCM_RIGHTS messages: <=
+#     epoll, timers, pidfds)               RLIMIT_NOFILE per uid. Fallback as a user: processes unlimited (NOT)
+#   file locks and leases                  flock: one per open file; byte-range locks and leases refused
+#   pending signals, POSIX timers          RLIMIT_SIGPENDING MAX_PENDING_SIGNALS
+#   futex hash, prctl state                refused (PRCTL_OPTIONS: PR_FUTEX_HASH held 1 GB per process)
+#   pseudo-terminals                       none (no ptmx)                  none (Landlock)
+#   memfd, SysV shm/sem/msg, mqueues,      refused (seccomp)
+#     io_uring, BPF maps, keys,
+#     userfaultfd, perf buffers
+#   negative dentries (missing names)      reclaimed by the kernel under pressure; cgroup: counted
+#   GPU memory                             no device                       no device (Landlock), no ioctl
 #
-# Leftovers (the fallback as root). After each item every process of its uid is killed and every entry its uid
-# owns wherever it could have written is removed: in each world-writable directory (o+w, reachable by others) on
-# every writable mount but the kernel's own (KERNEL_FILESYSTEMS), found by one walk of those mounts per scoring
-# process (seconds on a big disk, once), and in world-writable directories made below those since. A file of its
-# uid can be nowhere else: the uid is an unused one of its own, has no group, and creating or linking a name needs
-# write access to the directory. The removal goes through directory descriptors opened with O_NOFOLLOW and never
-# recurses (_remove_tree): no link a program made, and no path component it swapped for one, is followed (as root
-# the path-based sweep once unlinked a root-owned file elsewhere), and no depth of directories stops it. Not
-# covered (NOT isolated): bytes it writes into other users' world-writable FILES (mode 0666), and a hard link it
-# makes to such a file (the name is its owner's, not the item's uid: it stays); world-writable directories made
-# after the walk outside those it found; state it leaves in host services over AF_UNIX.
+# Modules (a problem's tests' "modules", from SANDBOX_MODULES): the package's directory and its wheel's shared
+# libraries (numpy.libs), read-only (bwrap: bound under MODULES_IN_SANDBOX; the fallback: Landlock read rules),
+# imported before the runner starts, by path, with one BLAS thread; nothing else of site-packages is visible.
+#
+# Without Landlock (the unsafe fallback, said so by require_sandbox): the program writes and reads wherever its
+# uid may (as root: world-writable directories, never swept: files outlive the item), opens any device node its
+# uid may (ptys included), and as a user can signal and read the trainer and other items' sandboxes.
 #
 # Kernel features relied on: user, PID, network, IPC, UTS namespaces (bwrap, unprivileged user namespaces or
-# root), seccomp filters (CONFIG_SECCOMP_FILTER, through libseccomp.so.2: the allowlist is built with it in the
-# grading worker and handed to bwrap with `--seccomp FD`, or loaded with prctl in the fallback), no_new_privs,
-# tmpfs size limits, rlimits, /proc (the fallback's uid sweep), PR_SET_CHILD_SUBREAPER (reaping),
-# PR_SET_DUMPABLE (workers), memory cgroups where offered (else the read-only working directory). Without a
-# feature the mode that needs it does not run weaker: its probe fails, and every item is refused (score 0,
-# counted as a sandbox refusal), or require_sandbox() stops the run. The allowlist names system calls, resolved
-# by libseccomp for the machine; a call through another ABI (i386's int 0x80, x32) kills the process
-# (libseccomp's architecture check).
+# root), seccomp filters (CONFIG_SECCOMP_FILTER, through libseccomp.so.2: built in the grading worker, handed to
+# bwrap with `--seccomp FD` or loaded with prctl in the fallback), Landlock (the fallback), no_new_privs, tmpfs
+# size limits, rlimits, /proc (CPU accounting, kills), PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE (workers), memory
+# cgroups where offered. Without a feature the mode that needs it does not run weaker: its probe fails and every
+# item is refused, or require_sandbox() stops the run. A system call through another ABI (i386's int 0x80, x32)
+# kills the process (libseccomp's architecture check).
 def sandbox_guarantees(mode):
-    """What holds in each mode (the tables in the module docstring; tests check each claim in the modes that make
-    it). The fallback run by root still gives each program an unused uid of its own (so RLIMIT_NPROC binds, its
-    processes can be found and killed, its files swept, and other users' processes are out of reach); run by a
-    user, the program is you. Where this uid may make a memory cgroup, every sandbox is in one."""
+    """What holds in each mode (the tables above; tests check each claim in the modes that make it). The
+    fallback run by root gives each program an unused uid of its own (so RLIMIT_NPROC binds); run by a user, the
+    program is that user, kept from the rest by Landlock (scopes from ABI 6). Where this uid may make a memory
+    cgroup, every sandbox is in one."""
     isolated = mode == "bwrap"
     own_uid = isolated or os.geteuid() == 0
+    landlock = 0 if isolated else landlock_abi()
+    scoped = isolated or landlock >= 6
     cgroup = memory_cgroup_parent() is not None
     return {"own process group, killed at the deadline": True, "fresh empty working directory": True,
-            "empty environment": True, "CPU time, address space, file size, open files limited": True,
+            "empty environment": True,
+            "CPU time charged to the item alone (its processes and checker), a wall-clock backstop": True,
+            "address space, file size, open files limited": True,
             "system calls and their arguments limited to an allowlist; sockets AF_UNIX streams only": True,
             "no memory outside the address space limit (memfd, SysV shared memory refused)": True,
             "no SysV IPC or message queue outlives it (refused)": True,
             "cannot gain privileges (no_new_privs: setuid binaries run as the program's uid)": True,
             "its verdict channel out of its reach; replies keyed to the item": True,
-            "other items' sandboxes and channels out of its reach": own_uid,
+            "other items' sandboxes and channels out of its reach": own_uid or landlock > 0,
             "what it sends is decoded and printed by one boundary that cannot fail": True,
             "the checker ignores the host's Python environment; asserts self-checked": True,
             "devices cannot be driven (ioctl allowlist: no GPU use)": True,
             "runs as an unprivileged uid of its own; process count limited; every process reaped": own_uid,
-            "cannot signal other users' processes or read their environment": own_uid,
-            "cannot change the grader (its files, processes or memory)": own_uid,
-            "nothing it wrote outlives the item": own_uid,
+            "cannot signal other users' processes or read their environment": own_uid or scoped,
+            "cannot change the grader (its files, processes or memory)": isolated or landlock >= 3 and
+                                                                          (own_uid or scoped),
+            "nothing it wrote outlives the item": isolated or landlock > 0,
             "kernel memory for it bounded (a memory cgroup, or each kind refused or limited)": isolated or cgroup,
             "no network": isolated,
+            "no TCP/IP; the host's abstract unix sockets out of reach": scoped,
+            "nothing writable outside its working directory": isolated or landlock > 0,
             "nothing writable outside its directory; working directory size-limited": isolated and cgroup,
             "nothing writable at all but its working directory (read-only without a memory cgroup)": isolated,
             "working directory writable": cgroup or not isolated,
             "whole memory bounded, files it writes included": isolated,
-            "host files invisible (tests, datasets, home)": isolated,
+            "host files invisible (tests, datasets, home)": isolated or landlock > 0,
             "no host device visible (no GPU)": isolated,
-            "cannot see or signal any process outside the sandbox": isolated}
-
+            "no pseudo-terminal (no ptmx, no devpts)": isolated or landlock > 0,
+            "cannot see or signal any process outside the sandbox": scoped}
 
 
 if __name__ == "__main__":
-    print(f"sandbox mode: {sandbox_mode('auto')}; programs run on {sandbox_python()}")
+    print(f"sandbox mode: {sandbox_mode('auto')}; programs run on {sandbox_python()}; Landlock ABI {landlock_abi()}")
     for claim, holds in sandbox_guarantees(sandbox_mode("auto")).items():
         print(f"  [{'x' if holds else ' '}] {claim}")
