@@ -12,12 +12,12 @@ Model-written code is hostile by default, so this file is built to fail closed:
   (StopIteration, SystemExit, its own classes, ...) arrives as ProgramError, so it cannot end a test's
   `all(map(f, xs))` early. For stdin/stdout tests the checker compares the program's output itself.
 - Each item is charged its own time (sandbox.ItemClock): the CPU seconds of its program's processes and of its
-  checker, against timeout_s, and a generous wall-clock backstop; a neighbour's load stretches the wall clock,
-  not the item's CPU time. The checker's own work (parsing replies, running the tests) stops when it is spent
-  (an alarm); the program's processes are killed then, by the pool if the checker is held in C code, and the
-  grading worker itself WORKER_GRACE_S later.
-- Statuses are measured by the trusted side: "timeout" means the item used its CPU allowance (or slept past
-  the backstop), never what the program's exit status says.
+  checker, and the seconds it sat idle (none of them running or waiting to run), each against timeout_s; a
+  neighbour's load delays an item without using up either. The checker's own work (parsing replies, running
+  the tests) stops when it is spent (an alarm); the program's processes are killed then, by the pool if the
+  checker is held in C code, and the grading worker itself WORKER_GRACE_S later.
+- Statuses are measured by the trusted side: "timeout" means the item used its CPU allowance (or sat idle as
+  long), never what the program's exit status says.
 
 The sandbox the program runs in, and what each mode promises, is sandbox.py's (sandbox_guarantees and
 the tables above it); the checker below is the same in every mode.
@@ -29,8 +29,8 @@ lone surrogates and control characters but newlines escaped; at most MAX_DETAIL_
 detail; it cannot raise). So grader_error counts our own bugs only.
 
 Environment. Grading workers run `python -I -S` with the scorer's sys.path passed explicitly, minus any
-world-writable directory (a trainer started from /tmp with `python -c` has the cwd there: a planted decimal.py
-paid wrong LiveCodeBench programs), and only PATH, TMPDIR and the locale from the environment: no PYTHON* variable
+directory another uid could change (workers.safe_to_import_from: a trainer started from /tmp with `python -c`
+has the cwd there, and a planted decimal.py paid wrong LiveCodeBench programs), and only PATH, TMPDIR and the locale from the environment: no PYTHON* variable
 (PYTHONOPTIMIZE, PYTHONPATH, ...), user site, sitecustomize, usercustomize or .pth code. Programs, preludes and
 tests are compiled with optimize=0 and no inherited flags, and before each item the worker checks that a failing
 assert fails, else it refuses the item. Sandboxed programs run `python -I -S` with an empty environment.
@@ -49,7 +49,7 @@ Tests (the `tests` field of a problem row; data.validate_tests checks the schema
         stdout equals the expected output up to trailing whitespace on each line and blank lines at the end (no
         float tolerance; compare "lcb": LiveCodeBench's comparison, same_output_lcb).
     Either kind may carry "time_limit_s", a limit per test as LiveCodeBench sets one (its 6 s per test case or
-    call; here CPU seconds charged to the item, with the wall-clock backstop): each stdio case's sandbox, and
+    call; here CPU and idle seconds charged to the item, as for the item): each stdio case's sandbox, and
     each call of a functional test (the program's loading too), must finish within it; the item's whole limit
     is then LiveCodeBench's global (limit + 1) x tests + 5 s, or timeout_s if larger (item_timeout_s).
     Either kind may carry "modules": third-party packages the program may import (from
@@ -546,7 +546,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
     grading worker). Returns {"status": passed|failed|timeout|crash|refused|no_program, "passed": int, "total":
     int, "score": float, "detail": str, "seconds": float, "sandbox": mode}."""
     start = time.monotonic()
-    clock = sandboxing.ItemClock(timeout_s)   # the item's own CPU time (a neighbour's load is not), and a backstop
+    clock = sandboxing.ItemClock(timeout_s)   # the item's own CPU and idle time (not a neighbour's load)
     cases = tests["asserts"] if tests["kind"] == "functional" else tests["cases"]
     result = {"status": "failed", "passed": 0, "total": len(cases), "score": 0.0, "detail": "", "sandbox": mode}
     if program is None or len(program) > MAX_PROGRAM_CHARS:
@@ -682,7 +682,7 @@ _STATUS_STAT = {"timeout": "code_timeouts", "crash": "code_crashes", "refused": 
 def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial):
     """_run_tests for each item in grading workers. timeout_s: each item's CPU allowance (one for all, or a list).
     Per item, whatever its checker is doing, the pool kills the program's processes once the item's allowance
-    or wall backstop is spent (sandbox.pool_limits), and the worker WORKER_GRACE_S later if it still has not
+    or wall cap is spent (sandbox.pool_limits), and the worker WORKER_GRACE_S later if it still has not
     answered; then it cleans up after it (sandbox.clean_up_after_kill) and only then starts a replacement."""
     pool = workers.get_pool("code_reward", WORKER_MEMORY_GB * 2**30)
     todo = [k for k, program in enumerate(programs) if program is not None]   # nothing to run: no worker

@@ -10,9 +10,10 @@ Two modes (code_reward.py grades in them; its checker, the trusted side, never r
   offered, and Landlock (Linux >= 5.13): writes only in its working directory, reads only of the system, Python
   and the allowed modules, and (Landlock ABI >= 6) signals and abstract unix sockets only within its sandbox.
   Without Landlock it is the unsafe mode: the program writes wherever its uid may, and require_sandbox says so.
-In both, an item is charged its own time (ItemClock): the CPU seconds of its processes and its checker, against
-its allowance, with a wall-clock backstop; the pool (workers.py) kills the program's processes when that is
-spent even if the checker is stuck, and cleans up after a killed worker (cgroups included) before replacing it.
+In both, an item is charged its own time (ItemClock): the CPU seconds of its processes and its checker, and the
+time it sat idle (neither running nor waiting to run), each against its allowance: a neighbour's load delays
+it without using up either. The pool (workers.py) kills the program's processes when that is spent even if the
+checker is stuck, and cleans up after a killed worker (cgroups included) before replacing it.
 A problem may allow third-party packages (its tests' "modules", from SANDBOX_MODULES: visible read-only, nothing
 else of site-packages) and set its memory ("memory_mb": the cgroup's limit where there is one, else RLIMIT_AS).
 What each mode promises, claim by claim: sandbox_guarantees(mode) and the tables above it.
@@ -48,7 +49,7 @@ import time
 
 import workers
 
-WALL_BACKSTOP_FACTOR = 3      # an item's wall clock may run to this x its CPU allowance (a program that sleeps)
+WALL_CAP_FACTOR = 10          # an item's wall clock never runs past this x its CPU allowance (idle time stops it first)
 KILL_MARGIN_S = 0.5           # the pool kills the program's processes this far past their item's allowance
 CLEANUP_S = 60.0              # a worker removing what an item left may take this long past the item's wall clock
 CPU_MARGIN_S = 1              # RLIMIT_CPU per process = ceil(allowance) + this (the kernel's own backstop)
@@ -500,34 +501,38 @@ class Late(BaseException):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# An item's time: its own CPU seconds, and a wall-clock backstop
+# An item's time: its own CPU seconds and idle seconds, and a wall-clock cap
 # ------------------------------------------------------------------------------------------------------------
 def backstop_s(cpu_s):
-    """The wall-clock limit that goes with a CPU allowance: generous (a neighbour's load stretches the wall clock,
-    not the CPU time charged), for a program that sleeps or blocks."""
-    return WALL_BACKSTOP_FACTOR * cpu_s
+    """The wall clock an item of cpu_s may never pass, whatever it does (the pool's last resort for a worker that
+    is stuck without using CPU): WALL_CAP_FACTOR x cpu_s."""
+    return WALL_CAP_FACTOR * cpu_s
 
 
 def pool_limits(cpu_s):
     """(CPU seconds, wall seconds) past which workers.Pool kills the program's processes of an item of cpu_s,
-    whatever its checker is doing: its allowance and its backstop, plus KILL_MARGIN_S (the worker stops its own
+    whatever its checker is doing: its allowance and its wall cap, plus KILL_MARGIN_S (the worker stops its own
     sandboxes at the allowance; this is for a worker held in C code)."""
     return cpu_s + KILL_MARGIN_S, backstop_s(cpu_s) + KILL_MARGIN_S
 
 
 class ItemClock:
-    """One item's time in a grading worker, charged to the item alone: the CPU seconds of this worker's process
-    tree since the item began (workers.tree_cpu_s: the checker's own work and every process of its sandboxes,
-    reaped or not) against cpu_s, and the wall clock against backstop_s(cpu_s). A neighbour that takes the
-    machine stretches the wall clock, not this item's CPU time, so "timeout" means the item used its allowance
-    (or slept past the backstop). A test's own limit (LiveCodeBench's per-test seconds) narrows both until the
-    next test: limit_test. The pool is told each narrowing (a note), so that it enforces the same limits."""
+    """One item's time in a grading worker, charged to the item alone. Two budgets, each of cpu_s seconds:
+    - CPU: the CPU seconds of this worker's process tree since the item began (the checker's own work and every
+      process of its sandboxes, reaped or not: workers.process_tree);
+    - idle: the seconds in which no process of the item ran or waited to run (wall clock minus the time they
+      spent running or runnable, /proc's schedstat), for a program that sleeps or blocks.
+    A neighbour that takes the machine delays this item's processes (they wait, runnable), so it uses up neither
+    budget: "timeout" means the item used its CPU allowance, or sat idle as long. The wall clock is only a cap
+    (backstop_s). A test's own limit (LiveCodeBench's per-test seconds) narrows all three until the next test
+    (limit_test); the pool is told each narrowing (a note), so that it enforces the same limits."""
 
     def __init__(self, cpu_s):
         self.start, self.cores = time.monotonic(), max(1, len(os.sched_getaffinity(0)))
-        self.base, self.peak = self._own(), 0.0
+        self.base, self.peak, self.idle, self.last = self._own(), 0.0, 0.0, {}
         self.item_cpu, self.item_wall = cpu_s, self.start + backstop_s(cpu_s)
-        self.cpu_until, self.wall_until, self.next_look, self.narrowed = self.item_cpu, self.item_wall, None, False
+        self.cpu_until, self.idle_until, self.wall_until = cpu_s, cpu_s, self.item_wall
+        self.last_look, self.next_look, self.narrowed = self.start, None, False
 
     @staticmethod
     def _own():
@@ -535,47 +540,68 @@ class ItemClock:
         return sum(own) + sum(children)
 
     def _measure(self):
+        """(CPU seconds used, {pid: CPU + wait seconds}) of this worker's tree, the worker's CPU counted since
+        the item began."""
         me = os.getpid()
-        return self._own() - self.base + sum(cpu for pid, (_, cpu) in workers.process_tree(me).items() if pid != me)
+        tree = workers.process_tree(me, waits=True)
+        busy = {pid: cpu + waited for pid, (_, cpu, waited) in tree.items()}
+        return self._own() - self.base + sum(cpu for pid, (_, cpu, _) in tree.items() if pid != me), busy
 
-    def used(self):
+    def used(self, _busy=None):
         """CPU seconds charged to the item so far: this worker's, and its descendants' (live ones from /proc).
         The most ever read, since a PID namespace's init that dies reaps its processes with their times (bwrap's),
         of two readings in a row: a child reaped between two /proc reads is counted twice in one of them."""
-        first = self._measure()
+        first, busy = self._measure()
         if first > self.peak:
-            self.peak = max(self.peak, min(first, self._measure()))
+            second, busy = self._measure()
+            self.peak = max(self.peak, min(first, second))
+        if _busy is not None:
+            _busy.update(busy)
         return self.peak
 
+    def _look(self):
+        """Measure now: CPU used, and the idle time since the last look (the interval minus the time any process
+        of the tree ran or waited to run in it, each process's own since it was last seen)."""
+        now, busy = time.monotonic(), {}
+        used = self.used(busy)
+        active = sum(max(0.0, value - self.last.get(pid, 0.0)) for pid, value in busy.items())
+        self.idle += max(0.0, now - self.last_look - active)
+        self.last, self.last_look = busy, now
+        return used
+
     def limit_test(self, limit_s=None):
-        """From now until the next call: at most limit_s more CPU seconds and backstop_s(limit_s) more wall
-        seconds, within the item's own. None: back to the item's limits."""
+        """From now until the next call: at most limit_s more CPU seconds, limit_s more idle seconds and
+        backstop_s(limit_s) more wall seconds, within the item's own. None: back to the item's limits."""
         now = time.monotonic()
         if limit_s is None:
-            self.cpu_until, self.wall_until, self.next_look = self.item_cpu, self.item_wall, None
+            self.cpu_until, self.idle_until, self.wall_until = self.item_cpu, self.item_cpu, self.item_wall
+            self.next_look = None
         else:
-            used = self.used()
+            used = self._look()
             self.cpu_until = min(self.item_cpu, used + limit_s)
+            self.idle_until = min(self.item_cpu, self.idle + limit_s)
             self.wall_until = min(self.item_wall, now + backstop_s(limit_s))
-            self.next_look = now + (self.cpu_until - used) / self.cores
+            self.next_look = now + min((self.cpu_until - used) / self.cores, self.idle_until - self.idle)
         if limit_s is not None or self.narrowed:   # the pool enforces what the worker does
             cpu_s, wall_s = pool_limits(self.cpu_until)[0], self.wall_until - self.start + KILL_MARGIN_S
             workers.note({"limits": [cpu_s, wall_s]})
         self.narrowed = limit_s is not None
 
     def spent(self):
-        """True when the test's (or item's) CPU time or wall clock is used up. The tree is walked only when it
-        could have used up its CPU time (at most `cores` CPU seconds per second of wall clock)."""
+        """True when the test's (or item's) CPU time, idle time or wall cap is used up. The tree is looked at
+        only when a budget could have run out since the last look (CPU: at most `cores` CPU seconds per second
+        of wall clock; idle: at most one idle second per second)."""
         now = time.monotonic()
         if now >= self.wall_until:
             return True
         if self.next_look is None:
-            self.next_look = self.start + self.cpu_until / self.cores
+            self.next_look = self.last_look + min(self.cpu_until / self.cores, self.idle_until - self.idle)
         if now < self.next_look:
             return False
-        used = self.used()
-        self.next_look = time.monotonic() + max(0.01, (self.cpu_until - used) / self.cores)
-        return used >= self.cpu_until
+        used = self._look()
+        self.next_look = self.last_look + max(0.01, min((self.cpu_until - used) / self.cores,
+                                                        self.idle_until - self.idle))
+        return used >= self.cpu_until or self.idle >= self.idle_until
 
     def wait_s(self):
         """How long one may wait before spent() could change."""
@@ -589,7 +615,7 @@ _ALARM = {"held": 0, "rang": False}   # the item's alarm: whether it is held off
 @contextlib.contextmanager
 def item_alarm(clock):
     """Raise Late in this (main) thread when the item's time is spent while the checker itself works (decoding
-    replies, running tests on what the program sent): at its wall backstop (ITIMER_REAL), and once this process
+    replies, running tests on what the program sent): at its wall cap (ITIMER_REAL), and once this process
     has used the item's remaining CPU time itself (ITIMER_PROF: by then the whole tree has, at least). While the
     checker waits for the program, Sandbox watches the clock. A no-op outside the main thread."""
     def late(signum, frame):
@@ -673,6 +699,7 @@ class Sandbox:
             user = {"user": self.uid, "group": self.uid, "extra_groups": []}
         if mode == "bwrap" or self.uid is not None:
             limits["RLIMIT_NPROC"] = MAX_PROCESSES  # bwrap: counted in its user namespace; as root: for its uid
+            clock.cores = min(clock.cores, MAX_PROCESSES + 1)   # the fastest the item can use CPU: its tasks, checker
         try:
             if mode == "bwrap":
                 inside = {name: f"{MODULES_IN_SANDBOX}/{name}" for name in found}
@@ -1264,9 +1291,10 @@ def require_sandbox(allow_fallback=False, log=print):
 #     the trainer's processes or memory)                                       (own uid); as a user: ABI 6: no;
 #                                                                              ABI < 6: signal them, yes (NOT)
 #   crash or fool the checker                  no (code_reward.py: Decoding, Environment)
-#   use more than its CPU time                 no: the item is charged its own CPU (its processes and its checker:
-#                                              ItemClock), killed when it is spent, by its worker or, if that is
-#                                              stuck, by the pool; a wall-clock backstop of 3x for sleepers
+#   use more than its CPU time, or sleep       no: the item is charged its own CPU (its processes and its checker)
+#     past it                                  and its idle time (none of them running or runnable: ItemClock),
+#                                              and killed when either is spent, by its worker or, if that is
+#                                              stuck, by the pool; the wall clock is only a cap (10x)
 #   hold memory, the kernel's for it included  bounded (Memory, below)         cgroup: bounded; none: per kind
 #   system calls                               allowlist (seccomp), some with their arguments (fcntl, ioctl,
 #                                              prctl, rt_sigaction, prlimit64, socket, clone): both modes
@@ -1285,9 +1313,8 @@ def require_sandbox(allow_fallback=False, log=print):
 #   see other processes (/proc)                no                              no (Landlock: /proc unreadable)
 #   read host files (tests, datasets, home)    no (only /usr, Python, the allowed modules)   no (the same, Landlock)
 #   write files                                in its working directory only:  in its working directory only
-#                                              cgroup: a 64 MB tmpfs; none:    (on TMPDIR's disk: 16 MB per file,
-#                                              read-only (Memory, below)       NOT bounded in number until the
-#                                                                              item ends)
+#                                              cgroup: a 64 MB tmpfs; none:    (in /dev/shm: Memory, below)
+#                                              read-only (Memory, below)
 #   outlive the item (processes, IPC, files)   no (PID namespace, its tmpfs)   no: every process below the worker
 #                                                                              killed (subreaper; the pool after a
 #                                                                              kill), its directory removed
@@ -1316,8 +1343,9 @@ def require_sandbox(allow_fallback=False, log=print):
 #                                          ~0.5 GB per process, x 8 processes (~4 GB per sandbox: the red team
 #                                          reached 1.9 GB); user fallback: processes unlimited (NOT)
 #   kernel stacks                          16 KB per task, tasks <= 8 (RLIMIT_NPROC); user fallback: NOT
-#   file data                              cgroup: 64 MB tmpfs; none:      <= 16 MB per file (RLIMIT_FSIZE), on
-#                                          read-only, none                 TMPDIR's disk, NOT bounded in number
+#   file data                              cgroup: 64 MB tmpfs; none:      <= 16 MB per file (RLIMIT_FSIZE) in
+#                                          read-only, none                 /dev/shm (workdir_parent): cgroup:
+#                                                                          counted; none: NOT bounded in number
 #                                                                          until the item ends (then removed)
 #   inodes and dentries (empty files and   cgroup: counted; none: none     cgroup: counted; none: NOT bounded
 #     directories: ~1 KB each, no data)    (the directory is read-only)    (its directory only)
@@ -1364,7 +1392,7 @@ def sandbox_guarantees(mode):
     cgroup = memory_cgroup_parent() is not None
     return {"own process group, killed at the deadline": True, "fresh empty working directory": True,
             "empty environment": True,
-            "CPU time charged to the item alone (its processes and checker), a wall-clock backstop": True,
+            "CPU and idle time charged to the item alone (its processes and checker); wall clock capped": True,
             "address space, file size, open files limited": True,
             "system calls and their arguments limited to an allowlist; sockets AF_UNIX streams only": True,
             "no memory outside the address space limit (memfd, SysV shared memory refused)": True,

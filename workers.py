@@ -43,6 +43,7 @@ Wire format, one JSON object per line:
     # outcomes[k] = ("ok", result) | ("timeout", None) | ("error", why) | ("forged", why); on_kill(notes) after a kill
     # per item: kill_after_s=[...], cpu_after_s=[...], grace_s=3.0; a note {"limits": [cpu_s, wall_s]} narrows them
 """
+import contextlib
 import ctypes
 import importlib
 import json
@@ -160,19 +161,51 @@ def safe_to_import_from(folder):
     return unchangeable(folder, False) and unchangeable(os.path.realpath(folder), True)
 
 
-def process_tree(pid):
+def _stat(pid):
+    """(parent pid, CPU seconds: user + system of the process and of the children it reaped) from /proc."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return int(fields[1]), sum(int(x) for x in fields[11:15]) / TICKS_PER_S
+
+
+def process_tree(pid, waits=False):
     """{pid: (parent pid, CPU seconds)} of process `pid` and every live process below it, from /proc (zombies
-    included: their time counts until they are reaped). CPU seconds: user + system of the process and of the
-    children it has reaped."""
+    included: their time counts until they are reaped). Follows /proc/PID/task/TID/children (the tree's own
+    size, not the machine's), or where the kernel lacks them scans every process. waits: each value gets a third
+    field, the seconds its threads have waited for a CPU while runnable (/proc/PID/task/TID/schedstat; 0 where
+    the kernel keeps none)."""
+    tree, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        if p in tree:
+            continue
+        try:
+            parent, cpu = _stat(p)
+            waited = 0.0
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", "rb") as f:
+                    todo += [int(child) for child in f.read().split()]
+                if waits:
+                    with contextlib.suppress(OSError, IndexError, ValueError), \
+                            open(f"/proc/{p}/task/{task}/schedstat", "rb") as f:
+                        waited += int(f.read().split()[1]) / 1e9
+            tree[p] = (parent, cpu, waited) if waits else (parent, cpu)
+        except FileNotFoundError:
+            if p == pid and not os.path.exists(f"/proc/{pid}/task/{pid}/children") and os.path.exists(f"/proc/{pid}"):
+                return _scanned_tree(pid, waits)   # no CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+    return tree
+
+
+def _scanned_tree(pid, waits=False):
     table = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
+                table[int(entry)] = _stat(entry)
             except OSError:
                 continue
-            table[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]) / TICKS_PER_S)
     children = {}
     for p, (parent, _) in table.items():
         children.setdefault(parent, []).append(p)
@@ -180,7 +213,7 @@ def process_tree(pid):
     while todo:
         p = todo.pop()
         if p in table and p not in tree:
-            tree[p] = table[p]
+            tree[p] = table[p] + ((0.0,) if waits else ())
             todo += children.get(p, [])
     return tree
 
@@ -272,13 +305,16 @@ class _Worker:
         self.next_cpu_check, self.cpu_over = None, float("-inf")
 
     def kill(self):
-        """SIGKILL the worker's descendants (while it lives, every process it started, and every orphan of theirs
-        it adopted as a subreaper, is below it), then the worker."""
-        kill_descendants(self.proc.pid)
-        self.proc.kill()
-        self.proc.wait()
-        kill_descendants(self.proc.pid)   # none can appear after the worker is gone; pid reuse aside, a no-op
-        self.sock.close()
+        """Stop the worker (it starts nothing more), SIGKILL its descendants (while it lives, every process it
+        started, and every orphan of theirs it adopted as a subreaper, is below it), then the worker. Its pid
+        cannot name another process meanwhile: it is our child, unreaped."""
+        try:
+            self.proc.send_signal(signal.SIGSTOP)
+            kill_descendants(self.proc.pid)
+        finally:
+            self.proc.kill()
+            self.proc.wait()
+            self.sock.close()
 
 
 def _own_cpu_s(pid):
