@@ -87,13 +87,16 @@ UNSAFE_FLAG = "--allow_unsafe_code_sandbox"   # the flag train.py / eval.py pass
 # ptrace, process_vm_*, keyctl & co, bpf, userfaultfd, perf_event_open, io_uring_*, memfd_create, SysV IPC,
 # mq_*, mount & co, unshare, setns, chroot, set*id, kexec, modules, swap, reboot, time setting, mknod,
 # open_by_handle_at, kcmp, pidfd_getfd, vmsplice, landlock_*, setsockopt (socket buffers stay at the system's
-# default size), bind/listen/accept (no connection can wait in a queue without a descriptor), ...
+# default size), bind/listen/accept (no connection can wait in a queue without a descriptor), connect (no socket
+# of the host -- a user's D-Bus session bus, an agent -- is reachable by name, abstract or not: Landlock does not
+# cover connecting to a socket file), chmod & co and utime & co (Landlock does not cover a file's metadata: the
+# fallback run by a user could chmod the user's files), ... setpriority only on itself (not renice the trainer).
 ALLOWED_SYSCALLS = """
 read write readv writev pread64 pwrite64 preadv preadv2 pwritev pwritev2 lseek close close_range dup dup2 dup3
 open openat creat stat fstat lstat newfstatat statx fstatfs statfs access faccessat faccessat2 readlink
 readlinkat getdents getdents64 getcwd chdir fchdir mkdir mkdirat rmdir unlink unlinkat rename renameat renameat2
-link linkat symlink symlinkat chmod fchmod fchmodat truncate ftruncate fallocate fsync fdatasync fadvise64
-flock fcntl pipe pipe2 umask utime utimes utimensat futimesat sendfile copy_file_range splice tee
+link linkat symlink symlinkat truncate ftruncate fallocate fsync fdatasync fadvise64
+flock fcntl pipe pipe2 umask sendfile copy_file_range splice tee
 getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr
 brk mmap munmap mremap mprotect madvise mincore msync membarrier rseq
 clone fork vfork execve execveat exit exit_group wait4 waitid kill tkill tgkill
@@ -106,7 +109,7 @@ rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimed
 setitimer getitimer timer_create timer_settime timer_gettime timer_getoverrun timer_delete timerfd_create
 timerfd_settime timerfd_gettime signalfd signalfd4 eventfd eventfd2 poll ppoll select pselect6 epoll_create
 epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 ioctl pidfd_open pidfd_send_signal
-socket socketpair connect getsockname getpeername sendto recvfrom sendmsg recvmsg
+socket socketpair getsockname getpeername sendto recvfrom sendmsg recvmsg
 sendmmsg recvmmsg shutdown getsockopt
 """.split()
 SOCKET_FAMILIES = {"AF_UNIX": 1}
@@ -177,13 +180,14 @@ def _seccomp_program():
     import termios
     conditional = {"fcntl": [getattr(fcntl, name) for name in FCNTL_COMMANDS],
                    "ioctl": [getattr(termios, name) for name in IOCTL_REQUESTS], "prlimit64": [0],
-                   "prctl": list(PRCTL_OPTIONS.values())}
-    argument = {"fcntl": 1, "ioctl": 1, "prlimit64": 0, "prctl": 0}   # the command, the pid, the option
+                   "prctl": list(PRCTL_OPTIONS.values()), "setpriority": [0]}
+    argument = {"fcntl": 1, "ioctl": 1, "prlimit64": 0, "prctl": 0, "setpriority": 1}   # command, pid, option, who
     try:
         ok = all(rule(_SCMP_ALLOW, name) for name in ALLOWED_SYSCALLS
                  if name not in ("socket", "socketpair", "clone", "rt_sigaction", *conditional))
         for name, values in conditional.items():
-            ok &= all(rule(_SCMP_ALLOW, name, (argument[name], _SCMP_EQ, value, 0)) for value in values)
+            ok &= all(rule(_SCMP_ALLOW, name, (argument[name], _SCMP_EQ, value, 0),
+                           *([(0, _SCMP_EQ, 0, 0)] if name == "setpriority" else [])) for value in values)
         for name in ("socket", "socketpair"):   # arg 0: the family, arg 1: the type (low 4 bits; the rest: flags)
             ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0), (1, _SCMP_MASKED_EQ, 0xF, kind))
                       for family in SOCKET_FAMILIES.values() for kind in SOCKET_TYPES.values())
@@ -252,7 +256,7 @@ def _fallback_lock_down(program, cgroup, ruleset):
 # ------------------------------------------------------------------------------------------------------------
 # Landlock: the fallback's filesystem (and, from ABI 6, signals and abstract sockets), enforced by the kernel
 # ------------------------------------------------------------------------------------------------------------
-_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446   # the same on every arch
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446   # x86_64, arm64 (generic)
 _FS = {name: 1 << bit for bit, name in enumerate(
     "EXECUTE WRITE_FILE READ_FILE READ_DIR REMOVE_DIR REMOVE_FILE MAKE_CHAR MAKE_DIR MAKE_REG MAKE_SOCK "
     "MAKE_FIFO MAKE_BLOCK MAKE_SYM REFER TRUNCATE IOCTL_DEV".split())}
@@ -529,7 +533,9 @@ class ItemClock:
 
     def __init__(self, cpu_s):
         self.start, self.cores = time.monotonic(), max(1, len(os.sched_getaffinity(0)))
-        self.base, self.peak, self.idle, self.last = self._own(), 0.0, 0.0, {}
+        me = os.getpid()
+        self.base, self.peak, self.idle = self._own(), 0.0, 0.0
+        self.last = {pid: cpu + waited for pid, (_, cpu, waited) in workers.process_tree(me, waits=True).items()}
         self.item_cpu, self.item_wall = cpu_s, self.start + backstop_s(cpu_s)
         self.cpu_until, self.idle_until, self.wall_until = cpu_s, cpu_s, self.item_wall
         self.last_look, self.next_look, self.narrowed = self.start, None, False
@@ -1287,9 +1293,11 @@ def require_sandbox(allow_fallback=False, log=print):
 #   -----------------------------------------  ------------------------------  --------------------------------
 #   write, read or reorder the verdicts its    no (Verdicts, below)            no (Verdicts, below)
 #     grading worker sends back
-#   change the grader (this checkout's files,  no                              no files (Landlock); as root: no
-#     the trainer's processes or memory)                                       (own uid); as a user: ABI 6: no;
-#                                                                              ABI < 6: signal them, yes (NOT)
+#   change the grader (this checkout's files,  no                              no files (Landlock; ABI >= 3 for
+#     the trainer's processes or memory)                                       truncate; chmod, utime refused);
+#                                                                              as root: no (own uid); as a user:
+#                                                                              ABI 6: no; ABI < 6: signal them,
+#                                                                              yes (NOT); renice: itself only
 #   crash or fool the checker                  no (code_reward.py: Decoding, Environment)
 #   use more than its CPU time, or sleep       no: the item is charged its own CPU (its processes and its checker)
 #     past it                                  and its idle time (none of them running or runnable: ItemClock),
@@ -1298,9 +1306,9 @@ def require_sandbox(allow_fallback=False, log=print):
 #   hold memory, the kernel's for it included  bounded (Memory, below)         cgroup: bounded; none: per kind
 #   system calls                               allowlist (seccomp), some with their arguments (fcntl, ioctl,
 #                                              prctl, rt_sigaction, prlimit64, socket, clone): both modes
-#   sockets                                    AF_UNIX streams only, empty     AF_UNIX streams only; the host's
-#                                              network namespace               abstract sockets: ABI 6: no;
-#                                                                              its socket FILES (0666): yes (NOT)
+#   sockets                                    pairs of AF_UNIX streams only (socketpair): no other family, no
+#                                              connect (no socket of the host, abstract or a file: a user's D-Bus
+#                                              session bus), no bind, listen or accept; bwrap: an empty network
 #   use a device (a GPU: /dev/nvidia* is       none there but null, zero,      opens none but null, zero, full,
 #     mostly mode 0666), a pseudo-terminal     full, random, urandom; no       random, urandom (Landlock); no
 #                                              device ioctl, no ptmx/devpts    device ioctl, no pty
@@ -1311,7 +1319,8 @@ def require_sandbox(allow_fallback=False, log=print):
 #   signal other processes                     no (own PID namespace)          ABI 6: no (scoped); ABI < 6: as
 #                                                                              root no (own uid), as a user yes
 #   see other processes (/proc)                no                              no (Landlock: /proc unreadable)
-#   read host files (tests, datasets, home)    no (only /usr, Python, the allowed modules)   no (the same, Landlock)
+#   read host files (tests, datasets, home)    no (only /usr, Python, the   no (the same, Landlock; the names
+#                                              allowed modules)             it guesses can be stat'ed)
 #   write files                                in its working directory only:  in its working directory only
 #                                              cgroup: a 64 MB tmpfs; none:    (in /dev/shm: Memory, below)
 #                                              read-only (Memory, below)
@@ -1409,8 +1418,8 @@ def sandbox_guarantees(mode):
                                                                           (own_uid or scoped),
             "nothing it wrote outlives the item": isolated or landlock > 0,
             "kernel memory for it bounded (a memory cgroup, or each kind refused or limited)": isolated or cgroup,
-            "no network": isolated,
-            "no TCP/IP; the host's abstract unix sockets out of reach": scoped,
+            "no network": True,   # AF_INET(6) and every family but AF_UNIX refused; connect refused
+            "no socket of the host reachable (abstract or a socket file: connect refused)": True,
             "nothing writable outside its working directory": isolated or landlock > 0,
             "nothing writable outside its directory; working directory size-limited": isolated and cgroup,
             "nothing writable at all but its working directory (read-only without a memory cgroup)": isolated,

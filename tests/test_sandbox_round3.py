@@ -450,15 +450,20 @@ def f():
     out["read a process's environ"] = attempt(lambda: open("/proc/%d/environ" % SCORER).read())
     out["signal the scorer"] = attempt(lambda: os.kill(SCORER, 0))
     out["an abstract socket"] = attempt(lambda: socket.socket(socket.AF_UNIX).connect(ABSTRACT))
+    out["a socket file (a user's D-Bus)"] = attempt(lambda: socket.socket(socket.AF_UNIX).connect(SOCKET_FILE))
+    out["chmod a file of its uid"] = attempt(lambda: os.chmod(OWNED, 0o777))
+    out["utime a file of its uid"] = attempt(lambda: os.utime(OWNED, (0, 0)))
+    out["renice the scorer"] = attempt(lambda: os.setpriority(os.PRIO_PROCESS, SCORER, 19))
+    out["renice its uid"] = attempt(lambda: os.setpriority(os.PRIO_USER, 0, 19))
     out["its own directory"] = attempt(lambda: (write("mine"), os.mkdir("sub"), write("sub/x"),
                                                 os.rename("sub/x", "y"), os.remove("y")))
     return out
 """
 
 
-def escapes_program(targets, host_file, secret, scorer, abstract):
+def escapes_program(targets, host_file, secret, scorer, abstract, socket_file, owned):
     return (f"TARGETS = {targets!r}\nHOST_FILE = {host_file!r}\nSECRET = {secret!r}\nSCORER = {scorer!r}\n"
-            f"ABSTRACT = {abstract!r}\n" + ESCAPES)
+            f"ABSTRACT = {abstract!r}\nSOCKET_FILE = {socket_file!r}\nOWNED = {owned!r}\n" + ESCAPES)
 
 
 def escape_targets(folder):
@@ -480,9 +485,21 @@ def expected_escapes(targets, signals_scoped):
         out["write " + path] = out["mkdir " + path] = "refused"
     out.update({"link a host file in": "refused", "symlink out, then write": "refused", "read a host file": "refused",
                 "list the host's /tmp": "refused", "read a process's environ": "refused",
-                "signal the scorer": "refused" if signals_scoped else "allowed",
-                "an abstract socket": "refused" if signals_scoped else "allowed", "its own directory": "allowed"})
+                "signal the scorer": "refused" if signals_scoped else "allowed", "an abstract socket": "refused",
+                "a socket file (a user's D-Bus)": "refused", "chmod a file of its uid": "refused",
+                "utime a file of its uid": "refused", "renice the scorer": "refused", "renice its uid": "refused",
+                "its own directory": "allowed"})
     return out
+
+
+@pytest.fixture
+def world():
+    """A directory under /tmp that any uid can reach (pytest's tmp_path is root's own: a sandbox's uid could
+    not even reach what it holds, and a refusal there would prove nothing about Landlock)."""
+    folder = Path(tempfile.mkdtemp(prefix="nano-r3-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def abstract_listener():
@@ -493,8 +510,18 @@ def abstract_listener():
     return listener, name
 
 
+def socket_file_listener(folder):
+    """A listening socket file anyone may connect to (as a user's D-Bus session bus is to its user)."""
+    listener = socket.socket(socket.AF_UNIX)
+    path = str(folder / "bus")
+    listener.bind(path)
+    os.chmod(path, 0o777)
+    listener.listen(8)
+    return listener, path
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the fallback as root")
-def test_the_fallback_as_root_writes_reads_and_reaches_nothing_outside_its_directory(tmp_path):
+def test_the_fallback_as_root_writes_reads_and_reaches_nothing_outside_its_directory(world):
     """Red team: the fallback let a program write anywhere its uid may and then hunted for what it wrote: a file
     in /tmp/X/pub (0711 parent) survived its item and was read by the next one, and hard-link and directory
     floods in /dev/shm made the cleanup run past the deadline. Landlock now restricts writes to the item's
@@ -502,34 +529,36 @@ def test_the_fallback_as_root_writes_reads_and_reaches_nothing_outside_its_direc
     signals and abstract unix sockets to its own sandbox. Signalling the scorer is refused anyway (own uid)."""
     if not claims("rlimits", "nothing writable outside its working directory"):
         pytest.skip("no Landlock here: the fallback is the unsafe one")
-    targets = escape_targets(tmp_path / "w")
-    host_file = tmp_path / "w" / "shared.txt"
+    targets = escape_targets(world / "w")
+    host_file = world / "w" / "shared.txt"
     host_file.write_text("intact")
     host_file.chmod(0o666)
-    secret = tmp_path / "w" / "secret.txt"
+    secret = world / "w" / "secret.txt"
     secret.write_text("NANO-SECRET")
     secret.chmod(0o644)
     listener, name = abstract_listener()
+    bus, bus_path = socket_file_listener(world / "w")
     try:
-        program = escapes_program(targets, str(host_file), str(secret), os.getpid(), name)
-        expected = expected_escapes(targets, signals_scoped=True)
-        expected["signal the scorer"] = "refused"
-        if sandbox.landlock_abi() < 6:
-            expected["an abstract socket"] = "allowed"
+        program = escapes_program(targets, str(host_file), str(secret), os.getpid(), name, bus_path, str(host_file))
+        expected = expected_escapes(targets, signals_scoped=True)   # signals: its own uid anyway
         scores, results, _ = grade_all([program], differs_from(expected), "rlimits")
         assert scores == [1], results[0]["detail"]
     finally:
         listener.close()
+        bus.close()
     assert host_file.read_text() == "intact"
     assert not [p for p in targets if os.path.lexists(p) or os.path.lexists(p + ".d")]
 
 
 ESCAPES_AS_NOBODY = r"""
-name, program, expected, expected_abi5 = json.loads(sys.argv[3])
+name, bus_path, program, expected, expected_abi5 = json.loads(sys.argv[3])
 import socket
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(name)
 listener.listen(8)
+bus = socket.socket(socket.AF_UNIX)
+bus.bind(bus_path)
+bus.listen(8)
 program = program.replace("__SCORER__", str(os.getpid()))
 out = {"landlock": sandbox.landlock_abi(), "claims": sandbox.sandbox_guarantees("rlimits")}
 check = ("expected = %r\ngot = f()\nbad = {k: got.get(k) for k in set(got) | set(expected) "
@@ -540,29 +569,35 @@ print(json.dumps(out))
 """
 
 
-def test_the_fallback_as_an_ordinary_user_reaches_nothing_outside_its_sandbox(tmp_path):
+def test_the_fallback_as_an_ordinary_user_reaches_nothing_outside_its_sandbox(world):
     """The fallback run by an ordinary user: its program IS that user, so before it could rewrite this
     checkout's files, signal the trainer, read its environment and write other items' channels. With Landlock
     it writes only its working directory, reads no host file, and (ABI 6) signals and connects to nothing
     outside its own sandbox; Landlock's ptrace rule keeps it out of other processes' /proc (and so out of the
     grading workers' and other sandboxes' descriptors)."""
-    tmp_path.chmod(0o755)
-    targets = escape_targets(tmp_path / "w")
-    host_file = tmp_path / "w" / "shared.txt"
+    targets = escape_targets(world / "w")
+    host_file = world / "w" / "shared.txt"
     host_file.write_text("intact")
     host_file.chmod(0o666)
-    secret = tmp_path / "w" / "secret.txt"
+    secret = world / "w" / "secret.txt"
     secret.write_text("NANO-SECRET")
     secret.chmod(0o644)
-    name = f"\0nano-test-{secrets.token_hex(8)}"
-    program = escapes_program(targets, str(host_file), str(secret), 0, name).replace("SCORER = 0", "SCORER = __SCORER__")
-    out = as_nobody(ESCAPES_AS_NOBODY, json.dumps([name, program, expected_escapes(targets, signals_scoped=True),
+    name, bus_dir = f"\0nano-test-{secrets.token_hex(8)}", world / "run"
+    bus_dir.mkdir()
+    os.chown(bus_dir, NOBODY, NOBODY)   # the user's own files: a socket, and one it could chmod before
+    owned = bus_dir / "owned.txt"
+    owned.write_text("the user's")
+    os.chown(owned, NOBODY, NOBODY)
+    program = escapes_program(targets, str(host_file), str(secret), 0, name, str(bus_dir / "bus"), str(owned))
+    program = program.replace("SCORER = 0", "SCORER = __SCORER__")
+    out = as_nobody(ESCAPES_AS_NOBODY, json.dumps([name, str(bus_dir / "bus"), program,
+                                                   expected_escapes(targets, signals_scoped=True),
                                                    expected_escapes(targets, signals_scoped=False)]))
     if not out["claims"]["nothing writable outside its working directory"]:
         pytest.skip("no Landlock here: the fallback is the unsafe one")
     assert out["score"] == 1, out["detail"]
     assert out["claims"]["cannot change the grader (its files, processes or memory)"] == (out["landlock"] >= 6)
-    assert host_file.read_text() == "intact"
+    assert host_file.read_text() == "intact" and owned.stat().st_mode & 0o777 == 0o644
     assert not [p for p in targets if os.path.lexists(p) or os.path.lexists(p + ".d")]
 
 
