@@ -90,7 +90,8 @@ UNSAFE_FLAG = "--allow_unsafe_code_sandbox"   # the flag train.py / eval.py pass
 # default size), bind/listen/accept (no connection can wait in a queue without a descriptor), connect (no socket
 # of the host -- a user's D-Bus session bus, an agent -- is reachable by name, abstract or not: Landlock does not
 # cover connecting to a socket file), chmod & co and utime & co (Landlock does not cover a file's metadata: the
-# fallback run by a user could chmod the user's files), ... setpriority only on itself (not renice the trainer).
+# fallback run by a user could chmod the user's files), setpriority (a user's trainer is not its to renice;
+# itself at nice 19 would wait runnable, not idle, and stretch its item on a loaded machine), ...
 ALLOWED_SYSCALLS = """
 read write readv writev pread64 pwrite64 preadv preadv2 pwritev pwritev2 lseek close close_range dup dup2 dup3
 open openat creat stat fstat lstat newfstatat statx fstatfs statfs access faccessat faccessat2 readlink
@@ -104,7 +105,7 @@ getpid getppid gettid getpgid setpgid getpgrp getsid setsid getuid geteuid getgi
 getresgid prctl arch_prctl set_tid_address set_robust_list futex futex_waitv nanosleep clock_nanosleep
 clock_gettime clock_getres gettimeofday time times getrusage sysinfo uname getrlimit setrlimit prlimit64
 sched_yield sched_getaffinity sched_getparam sched_getscheduler sched_get_priority_max sched_get_priority_min
-getpriority setpriority getcpu getrandom restart_syscall
+getpriority getcpu getrandom restart_syscall
 rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimedwait sigaltstack pause alarm
 setitimer getitimer timer_create timer_settime timer_gettime timer_getoverrun timer_delete timerfd_create
 timerfd_settime timerfd_gettime signalfd signalfd4 eventfd eventfd2 poll ppoll select pselect6 epoll_create
@@ -180,14 +181,13 @@ def _seccomp_program():
     import termios
     conditional = {"fcntl": [getattr(fcntl, name) for name in FCNTL_COMMANDS],
                    "ioctl": [getattr(termios, name) for name in IOCTL_REQUESTS], "prlimit64": [0],
-                   "prctl": list(PRCTL_OPTIONS.values()), "setpriority": [0]}
-    argument = {"fcntl": 1, "ioctl": 1, "prlimit64": 0, "prctl": 0, "setpriority": 1}   # command, pid, option, who
+                   "prctl": list(PRCTL_OPTIONS.values())}
+    argument = {"fcntl": 1, "ioctl": 1, "prlimit64": 0, "prctl": 0}   # the command, the pid, the option
     try:
         ok = all(rule(_SCMP_ALLOW, name) for name in ALLOWED_SYSCALLS
                  if name not in ("socket", "socketpair", "clone", "rt_sigaction", *conditional))
         for name, values in conditional.items():
-            ok &= all(rule(_SCMP_ALLOW, name, (argument[name], _SCMP_EQ, value, 0),
-                           *([(0, _SCMP_EQ, 0, 0)] if name == "setpriority" else [])) for value in values)
+            ok &= all(rule(_SCMP_ALLOW, name, (argument[name], _SCMP_EQ, value, 0)) for value in values)
         for name in ("socket", "socketpair"):   # arg 0: the family, arg 1: the type (low 4 bits; the rest: flags)
             ok &= all(rule(_SCMP_ALLOW, name, (0, _SCMP_EQ, family, 0), (1, _SCMP_MASKED_EQ, 0xF, kind))
                       for family in SOCKET_FAMILIES.values() for kind in SOCKET_TYPES.values())
@@ -689,7 +689,11 @@ class Sandbox:
         except ValueError as exc:
             self.failure, self.tail = "refused", bytearray(str(exc).encode())
             return
-        cgroup = _memory_cgroup(memory_mb or SANDBOX_MEMORY_MB)
+        try:
+            cgroup = _memory_cgroup(memory_mb or SANDBOX_MEMORY_MB)
+        except OSError as exc:
+            self.failure, self.tail = "refused", bytearray(f"the memory cgroup refused its limit ({exc})".encode())
+            return
         address_space = memory_mb or MEMORY_MB   # without a cgroup RLIMIT_AS is the bound; with one, the cgroup
         if memory_mb and cgroup is not None:
             address_space = max(MEMORY_MB, 4 * memory_mb)   # numpy maps more address space than it touches
@@ -1102,7 +1106,7 @@ def _memory_cgroup(limit_mb):
     """This grading worker's memory cgroup for its sandboxes, made once, with its limit set to limit_mb (the
     item's memory: its tests' memory_mb or SANDBOX_MEMORY_MB; no swap; v2: the whole group is killed at the
     limit): (path, descriptor of the file a process writes "0" to to join it), or None where the kernel offers
-    none to this uid. The descriptor is opened here, by the worker, because a sandbox joins in its preexec hook,
+    none to this uid; OSError if the group cannot take the limit (the item is refused, never run without it). The descriptor is opened here, by the worker, because a sandbox joins in its preexec hook,
     after its uid changed: the kernel checks the rights of whoever opened the file. Groups of workers that are
     gone are removed when a new worker makes its own, after a kill (clean_up_after_kill), and by close_pool."""
     if "cgroup" not in PROBED:
@@ -1134,14 +1138,19 @@ def _memory_cgroup(limit_mb):
             ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]   # v1: memory <= memory+swap at every step
         if PROBED["cgroup_mb"] is not None and limit_mb > PROBED["cgroup_mb"]:
             names.reverse()
-        try:
-            for name in names:
-                if os.path.exists(os.path.join(path, name)):
-                    with open(os.path.join(path, name), "w") as f:
-                        f.write(limit)
-            PROBED["cgroup_mb"] = limit_mb
-        except OSError:   # a group that cannot take the item's limit does not run it
-            return None
+        for attempt in range(2):
+            try:
+                for name in names:
+                    if os.path.exists(os.path.join(path, name)):
+                        with open(os.path.join(path, name), "w") as f:
+                            f.write(limit)
+                break
+            except OSError:   # v1: usage (page cache of earlier sandboxes) above the new limit: reclaim it once
+                if attempt or not os.path.exists(path + "/memory.force_empty"):
+                    raise
+                with open(path + "/memory.force_empty", "w") as f:
+                    f.write("0")
+        PROBED["cgroup_mb"] = limit_mb
     return PROBED["cgroup"]
 
 
@@ -1297,7 +1306,7 @@ def require_sandbox(allow_fallback=False, log=print):
 #     the trainer's processes or memory)                                       truncate; chmod, utime refused);
 #                                                                              as root: no (own uid); as a user:
 #                                                                              ABI 6: no; ABI < 6: signal them,
-#                                                                              yes (NOT); renice: itself only
+#                                                                              yes (NOT); renice: refused
 #   crash or fool the checker                  no (code_reward.py: Decoding, Environment)
 #   use more than its CPU time, or sleep       no: the item is charged its own CPU (its processes and its checker)
 #     past it                                  and its idle time (none of them running or runnable: ItemClock),

@@ -455,6 +455,7 @@ def f():
     out["utime a file of its uid"] = attempt(lambda: os.utime(OWNED, (0, 0)))
     out["renice the scorer"] = attempt(lambda: os.setpriority(os.PRIO_PROCESS, SCORER, 19))
     out["renice its uid"] = attempt(lambda: os.setpriority(os.PRIO_USER, 0, 19))
+    out["renice itself"] = attempt(lambda: os.setpriority(os.PRIO_PROCESS, 0, 19))
     out["its own directory"] = attempt(lambda: (write("mine"), os.mkdir("sub"), write("sub/x"),
                                                 os.rename("sub/x", "y"), os.remove("y")))
     return out
@@ -488,6 +489,7 @@ def expected_escapes(targets, signals_scoped):
                 "signal the scorer": "refused" if signals_scoped else "allowed", "an abstract socket": "refused",
                 "a socket file (a user's D-Bus)": "refused", "chmod a file of its uid": "refused",
                 "utime a file of its uid": "refused", "renice the scorer": "refused", "renice its uid": "refused",
+                "renice itself": "refused",
                 "its own directory": "allowed"})
     return out
 
@@ -676,6 +678,11 @@ def test_memory_mb_is_the_sandboxs_allowance(mode):
     assert scores == [0] and results[0]["status"] in ("failed", "crash"), results
     scores, results, _ = grade_all([LIST_OF.format(mb=640)], functional(f"assert f() == {640 << 17}"), mode)
     assert scores == [0], results   # without the field: as before (512 MB of address space per process)
+    # one worker, limits that go down and up again: each item gets its own
+    tests = [functional(f"assert f() == {mb << 17}", memory_mb=limit) for mb, limit in ((16, 256), (300, 256),
+                                                                                           (640, 1024))]
+    scores, results, _ = grade_all([LIST_OF.format(mb=mb) for mb in (16, 300, 640)], tests, mode, timeout_s=30.0)
+    assert scores == [1, 0, 1], results
 
 
 MODULES_AS_NOBODY = r"""
