@@ -28,12 +28,13 @@ value or text from it that reaches a result, a log or a terminal goes through _p
 lone surrogates and control characters but newlines escaped; at most MAX_DETAIL_CHARS a piece, twice that a
 detail; it cannot raise). So grader_error counts our own bugs only.
 
-Environment. Grading workers run `python -I -S` with the scorer's sys.path passed explicitly, minus any
-directory another uid could change (workers.safe_to_import_from: a trainer started from /tmp with `python -c`
-has the cwd there, and a planted decimal.py paid wrong LiveCodeBench programs), and only PATH, TMPDIR and the locale from the environment: no PYTHON* variable
-(PYTHONOPTIMIZE, PYTHONPATH, ...), user site, sitecustomize, usercustomize or .pth code. Programs, preludes and
-tests are compiled with optimize=0 and no inherited flags, and before each item the worker checks that a failing
-assert fails, else it refuses the item. Sandboxed programs run `python -I -S` with an empty environment.
+Environment. Grading workers run `python -I -S` with the scorer's sys.path passed explicitly, minus any directory
+another uid could change (workers.safe_to_import_from: a trainer started from /tmp with `python -c` has the cwd
+there, and a planted decimal.py paid wrong LiveCodeBench programs), and only PATH, TMPDIR and the locale from the
+environment: no PYTHON* variable (PYTHONOPTIMIZE, PYTHONPATH, ...), user site, sitecustomize, usercustomize or .pth
+code. Programs, preludes and tests are compiled with optimize=0 and no inherited flags, and before each item the
+worker checks that a failing assert fails, else it refuses the item. Sandboxed programs run `python -I -S` with an
+empty environment.
 
 Tests (the `tests` field of a problem row; data.validate_tests checks the schema):
     {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}

@@ -1103,12 +1103,13 @@ def memory_cgroup_parent():
 
 
 def _memory_cgroup(limit_mb):
-    """This grading worker's memory cgroup for its sandboxes, made once, with its limit set to limit_mb (the
-    item's memory: its tests' memory_mb or SANDBOX_MEMORY_MB; no swap; v2: the whole group is killed at the
-    limit): (path, descriptor of the file a process writes "0" to to join it), or None where the kernel offers
-    none to this uid; OSError if the group cannot take the limit (the item is refused, never run without it). The descriptor is opened here, by the worker, because a sandbox joins in its preexec hook,
-    after its uid changed: the kernel checks the rights of whoever opened the file. Groups of workers that are
-    gone are removed when a new worker makes its own, after a kill (clean_up_after_kill), and by close_pool."""
+    """This grading worker's memory cgroup for its sandboxes, made once, with its limit set to limit_mb (the item's
+    memory: its tests' memory_mb or SANDBOX_MEMORY_MB; no swap; v2: the whole group is killed at the limit): (path,
+    descriptor of the file a process writes "0" to to join it), or None where the kernel offers none to this uid;
+    OSError if the group cannot take the limit (the item is refused, never run without it). The descriptor is opened
+    here, by the worker, because a sandbox joins in its preexec hook, after its uid changed: the kernel checks the
+    rights of whoever opened the file. Groups of workers that are gone are removed when a new worker makes its own,
+    after a kill (clean_up_after_kill), and by close_pool."""
     if "cgroup" not in PROBED:
         PROBED["cgroup"], PROBED["cgroup_mb"] = None, None
         parent = memory_cgroup_parent()
@@ -1314,7 +1315,8 @@ def require_sandbox(allow_fallback=False, log=print):
 #                                              stuck, by the pool; the wall clock is only a cap (10x)
 #   hold memory, the kernel's for it included  bounded (Memory, below)         cgroup: bounded; none: per kind
 #   system calls                               allowlist (seccomp), some with their arguments (fcntl, ioctl,
-#                                              prctl, rt_sigaction, prlimit64, socket, clone): both modes
+#                                              prctl, rt_sigaction, prlimit64, socket, clone); no connect, chmod,
+#                                              utime, setpriority: both modes
 #   sockets                                    pairs of AF_UNIX streams only (socketpair): no other family, no
 #                                              connect (no socket of the host, abstract or a file: a user's D-Bus
 #                                              session bus), no bind, listen or accept; bwrap: an empty network
@@ -1328,8 +1330,8 @@ def require_sandbox(allow_fallback=False, log=print):
 #   signal other processes                     no (own PID namespace)          ABI 6: no (scoped); ABI < 6: as
 #                                                                              root no (own uid), as a user yes
 #   see other processes (/proc)                no                              no (Landlock: /proc unreadable)
-#   read host files (tests, datasets, home)    no (only /usr, Python, the   no (the same, Landlock; the names
-#                                              allowed modules)             it guesses can be stat'ed)
+#   read host files (tests, datasets, home)    no (only /usr, Python, the      no (the same: Landlock; a name it
+#                                              allowed modules)                guesses can be stat'ed)
 #   write files                                in its working directory only:  in its working directory only
 #                                              cgroup: a 64 MB tmpfs; none:    (in /dev/shm: Memory, below)
 #                                              read-only (Memory, below)
@@ -1391,13 +1393,14 @@ def require_sandbox(allow_fallback=False, log=print):
 # uid may (as root: world-writable directories, never swept: files outlive the item), opens any device node its
 # uid may (ptys included), and as a user can signal and read the trainer and other items' sandboxes.
 #
-# Kernel features relied on: user, PID, network, IPC, UTS namespaces (bwrap, unprivileged user namespaces or
-# root), seccomp filters (CONFIG_SECCOMP_FILTER, through libseccomp.so.2: built in the grading worker, handed to
-# bwrap with `--seccomp FD` or loaded with prctl in the fallback), Landlock (the fallback), no_new_privs, tmpfs
-# size limits, rlimits, /proc (CPU accounting, kills), PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE (workers), memory
-# cgroups where offered. Without a feature the mode that needs it does not run weaker: its probe fails and every
-# item is refused, or require_sandbox() stops the run. A system call through another ABI (i386's int 0x80, x32)
-# kills the process (libseccomp's architecture check).
+# Kernel features relied on: user, PID, network, IPC, UTS namespaces (bwrap, unprivileged user namespaces or root),
+# seccomp filters (CONFIG_SECCOMP_FILTER, through libseccomp.so.2: built in the grading worker, handed to bwrap with
+# `--seccomp FD` or loaded with prctl in the fallback), Landlock (the fallback), no_new_privs, tmpfs size limits,
+# rlimits, /proc (CPU accounting and kills: /proc/PID/task/TID/children, else a scan of /proc; idle time:
+# .../schedstat, CONFIG_SCHED_INFO, without which waiting to run counts as idle), PR_SET_CHILD_SUBREAPER,
+# PR_SET_DUMPABLE (workers), memory cgroups where offered. Without a feature the mode that needs it does not run
+# weaker: its probe fails and every item is refused, or require_sandbox() stops the run. A system call through
+# another ABI (i386's int 0x80, x32) kills the process (libseccomp's architecture check).
 def sandbox_guarantees(mode):
     """What holds in each mode (the tables above; tests check each claim in the modes that make it). The
     fallback run by root gives each program an unused uid of its own (so RLIMIT_NPROC binds); run by a user, the
