@@ -5,32 +5,23 @@ checker gets stuck), so each item runs in a persistent worker process that is SI
 item is late. Workers are plain `python -c` children (no fork of a parent that holds vLLM threads, and no
 re-import of the caller's __main__ as multiprocessing's spawn does), with an address-space limit.
 
-Verdicts cannot be forged, read or reordered, in any sandbox mode (code_reward.py runs hostile programs as
-children of these workers; in its fallback run by an ordinary user they even share the workers' uid):
-- The channel is one AF_UNIX socketpair per worker, not pipes. Anyone allowed to open /proc/PID/fd/N of a process
-  (same uid, dumpable) gets a new descriptor for a pipe it names, for reading or writing; open() of a socket
-  there fails (ENXIO). The other ways to take another process's descriptor (pidfd_getfd, ptrace, SCM_RIGHTS sent
-  by it) are refused by the sandbox's seccomp allowlist or need the holder's help.
-- Workers are not dumpable (prctl PR_SET_DUMPABLE 0): their /proc/PID/{fd,mem,environ,...} belong to root, so a
-  process of the same uid can neither open their descriptors nor read or write their memory.
-- Each request carries a fresh random key (128 bits) that only the pool and that worker ever hold; every message
-  about the item (notes, the result) carries it back. A message without the current key (a forged line, junk,
-  the answer to another item) is a forgery: the item is ("forged", why), never paid, its worker killed and
-  replaced (only its authentic notes are used to clean up). Results can therefore never shift to another item.
-- Workers take no semantics from the environment: `python -I -S` (no PYTHON* variable such as PYTHONOPTIMIZE or
-  PYTHONPATH, no user site, no sitecustomize/usercustomize, no .pth code), with the pool's own sys.path passed
-  explicitly minus every directory another uid could change (safe_to_import_from: a sandbox's uid could plant a
-  module the checker imports later), and an environment of PATH, TMPDIR and the locale only (no LD_PRELOAD or
-  other host variable). The module may define worker_start(), run once before "ready".
+Verdicts cannot be forged, read or reordered, in any sandbox mode (sandbox.py runs hostile programs as children
+of these workers; in its fallback run by an ordinary user they even share the workers' uid):
+- The channel is one AF_UNIX socketpair per worker, not pipes: a pipe can be reopened through /proc/PID/fd/N by a
+  process of the same uid, a socket cannot (ENXIO); pidfd_getfd, ptrace and the like are refused by the sandbox.
+- Workers are not dumpable (prctl PR_SET_DUMPABLE 0): their /proc/PID/{fd,mem,environ,...} belong to root.
+- Each request carries a fresh random key (128 bits) that only the pool and that worker hold; every message about
+  the item (notes, the result) carries it back. A message without it (a forged line, junk, another item's answer)
+  makes the item ("forged", why), never paid, its worker killed and replaced (its authentic notes clean up).
+- Workers take no semantics from the environment: `python -I -S` (no PYTHON* variable, user site, sitecustomize
+  or .pth code), the pool's sys.path passed explicitly minus every directory another uid could change
+  (safe_to_import_from: a sandbox's uid could plant a module there), and only PATH, TMPDIR and the locale.
+  The module may define worker_start(), run once before "ready".
 Each item is charged its own time: the wall clock since it was sent and, when the caller gives CPU limits, the
-CPU time of the worker's whole process tree since then (the worker and everything it started: tree_cpu_s). Past
-its limit the worker's descendants are SIGKILLed (a worker may have started processes for the item); past the
-limit + grace the worker itself, descendants first; then on_kill(notes) cleans up, and only then is the worker
-replaced (a replacement never runs beside what its predecessor's item left).
-What this cannot give: a program running as the trainer's own uid (code_reward.py's fallback as an ordinary user)
-is that user. It can still write the user's files -- the grader's source included --, signal the trainer and its
-workers, write the trainer's memory through /proc/PID/mem where the kernel lets a process of the same uid
-(kernel.yama.ptrace_scope 0, or no Yama), and a worker's during its first milliseconds, before it is undumpable.
+CPU time of the worker's whole process tree since then (tree_cpu_s). Past its limit the worker's descendants are
+SIGKILLed; past the limit + grace the worker itself (descendants first), on_kill(notes) cleans up, and only then
+is the worker replaced (a replacement never runs beside what its predecessor's item left). Where a program runs
+as the trainer's own uid without Landlock (sandbox.py's unsafe fallback), it is that user: no channel helps.
 
 Wire format, one JSON object per line:
     parent -> worker   {"op": name, "args": [...], "key": k}    op: a name in the module's WORKER_OPS
@@ -41,7 +32,8 @@ Wire format, one JSON object per line:
     pool = get_pool("reward", memory_limit_bytes=4 << 30)
     outcomes = pool.run("op_name", [args, ...], workers=2, kill_after_s=10.0, on_kill=cleanup)
     # outcomes[k] = ("ok", result) | ("timeout", None) | ("error", why) | ("forged", why); on_kill(notes) after a kill
-    # per item: kill_after_s=[...], cpu_after_s=[...], grace_s=3.0; a note {"limits": [cpu_s, wall_s]} narrows them
+    # per item: kill_after_s=[...], cpu_after_s=[...], grace_s=3.0; notes {"limits": [cpu_s, wall_s]} narrow them,
+    # {"cleaning": true/false} suspend them while the worker removes what the item left (cleanup_s more)
 """
 import contextlib
 import ctypes
