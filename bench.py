@@ -647,6 +647,7 @@ def bench_precision(seeds=(0, 1), hidden=128, layers=4, vocab=2048, samples=12):
 def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
     import code_reward
     import data
+    import sandbox
     print(f"== code reward: every MBPP reference program graded through workers + sandbox (all must pass); "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other users' work slows all of this)")
     problems = [p for name in sets for p in data.load_dataset(name)]
@@ -672,10 +673,10 @@ def bench_code(sets=("mbpp_train", "mbpp_valid", "mbpp_test"), repeats=40):
                                                 sandbox=mode) == [1.0]
             times.append(time.perf_counter() - start)
         print(f"{mode:8s} one item through a grading worker: {1e3 * statistics.median(times):.1f} ms (min {1e3 * min(times):.1f})")
-    bare = [code_reward.sandbox_python(), "-I", "-S", "-c", "pass"]
-    namespaces = code_reward.bwrap_argv([])
+    bare = [sandbox.sandbox_python(), "-I", "-S", "-c", "pass"]
+    namespaces = sandbox.bwrap_argv([])
     namespaces = namespaces[:namespaces.index("--chdir") + 2] + ["/bin/true"]
-    uid = code_reward.SANDBOX_UID_BASE + os.getpid()   # as the sandbox runs it: an unprivileged uid when root
+    uid = sandbox.SANDBOX_UID_BASE + os.getpid()   # as the sandbox runs it: an unprivileged uid when root
     as_sandbox = {"user": uid, "group": uid, "extra_groups": []} if os.geteuid() == 0 else {}
     for name, argv, user in [("python -I -S -c pass (no sandbox)", bare, {}),
                              ("bwrap ... /bin/true (namespaces and mounts only)", namespaces, as_sandbox)]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hub_sets  # below this file: it imports nothing of ours
+from sandbox import MAX_MEMORY_MB, SANDBOX_MODULES  # what a problem's tests may ask of the sandbox
 from hub_sets import DatasetError  # re-exported: data.DatasetError is what callers catch
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -144,8 +145,9 @@ def _answer_text(value):
     return value
 
 
-_TESTS_KEYS = {"functional": {"kind", "asserts", "prelude", "setup", "entry_point", "time_limit_s"},
-               "stdio": {"kind", "cases", "prelude", "compare", "time_limit_s"}}
+_TESTS_KEYS = {"functional": {"kind", "asserts", "prelude", "setup", "entry_point", "time_limit_s", "modules",
+                              "memory_mb"},
+               "stdio": {"kind", "cases", "prelude", "compare", "time_limit_s", "modules", "memory_mb"}}
 STDIO_COMPARE = ("exact", "lcb")   # code_reward.same_output, code_reward.same_output_lcb (LiveCodeBench's)
 
 
@@ -154,7 +156,9 @@ def validate_tests(tests, field="tests"):
     A JSON string is parsed (hub datasets often store tests that way). Test code must compile.
         {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
         {"kind": "stdio", "cases": [{"input": str, "output": str}, ...], "prelude": str, "compare": "exact"|"lcb"}
-    Either kind may carry "time_limit_s": a limit per test (per call, per case), as LiveCodeBench runs them."""
+    Either kind may carry "time_limit_s": a limit per test (per call, per case), as LiveCodeBench runs them;
+    "modules": third-party packages the program may import (each one of sandbox.SANDBOX_MODULES); "memory_mb":
+    the program's memory in MB (1 .. sandbox.MAX_MEMORY_MB)."""
     if isinstance(tests, str):
         try:
             tests = json.loads(tests)
@@ -171,6 +175,12 @@ def validate_tests(tests, field="tests"):
     limit = tests.get("time_limit_s")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit < 3600):
         return None, f"field '{field}.time_limit_s': expected seconds per test (0 < s < 3600), got {limit!r}"
+    modules = tests.get("modules", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) and m in SANDBOX_MODULES for m in modules):
+        return None, f"field '{field}.modules': expected a list of packages among {list(SANDBOX_MODULES)}, got {modules!r}"
+    memory = tests.get("memory_mb")
+    if memory is not None and (type(memory) is not int or not 0 < memory <= MAX_MEMORY_MB):
+        return None, f"field '{field}.memory_mb': expected megabytes (an int, 1 .. {MAX_MEMORY_MB}), got {memory!r}"
     if kind == "functional":
         asserts = tests.get("asserts")
         if not isinstance(asserts, list) or not asserts:

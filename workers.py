@@ -5,27 +5,23 @@ checker gets stuck), so each item runs in a persistent worker process that is SI
 item is late. Workers are plain `python -c` children (no fork of a parent that holds vLLM threads, and no
 re-import of the caller's __main__ as multiprocessing's spawn does), with an address-space limit.
 
-Verdicts cannot be forged, read or reordered, in any sandbox mode (code_reward.py runs hostile programs as
-children of these workers; in its fallback run by an ordinary user they even share the workers' uid):
-- The channel is one AF_UNIX socketpair per worker, not pipes. Anyone allowed to open /proc/PID/fd/N of a process
-  (same uid, dumpable) gets a new descriptor for a pipe it names, for reading or writing; open() of a socket
-  there fails (ENXIO). The other ways to take another process's descriptor (pidfd_getfd, ptrace, SCM_RIGHTS sent
-  by it) are refused by the sandbox's seccomp allowlist or need the holder's help.
-- Workers are not dumpable (prctl PR_SET_DUMPABLE 0): their /proc/PID/{fd,mem,environ,...} belong to root, so a
-  process of the same uid can neither open their descriptors nor read or write their memory.
-- Each request carries a fresh random key (128 bits) that only the pool and that worker ever hold; every message
-  about the item (notes, the result) carries it back. A message without the current key (a forged line, junk,
-  the answer to another item) is a forgery: the item is ("forged", why), never paid, its worker killed and
-  replaced (only its authentic notes are used to clean up). Results can therefore never shift to another item.
-- Workers take no semantics from the environment: `python -I -S` (no PYTHON* variable such as PYTHONOPTIMIZE or
-  PYTHONPATH, no user site, no sitecustomize/usercustomize, no .pth code), with the pool's own sys.path passed
-  explicitly minus every world-writable or missing directory (where a sandbox could plant a module the checker
-  imports later), and an environment of PATH, TMPDIR and the locale only (no LD_PRELOAD or other host
-  variable). The module may define worker_start(), run once before "ready".
-What this cannot give: a program running as the trainer's own uid (code_reward.py's fallback as an ordinary user)
-is that user. It can still write the user's files -- the grader's source included --, signal the trainer and its
-workers, write the trainer's memory through /proc/PID/mem where the kernel lets a process of the same uid
-(kernel.yama.ptrace_scope 0, or no Yama), and a worker's during its first milliseconds, before it is undumpable.
+Verdicts cannot be forged, read or reordered, in any sandbox mode (sandbox.py runs hostile programs as children
+of these workers; in its fallback run by an ordinary user they even share the workers' uid):
+- The channel is one AF_UNIX socketpair per worker, not pipes: a pipe can be reopened through /proc/PID/fd/N by a
+  process of the same uid, a socket cannot (ENXIO); pidfd_getfd, ptrace and the like are refused by the sandbox.
+- Workers are not dumpable (prctl PR_SET_DUMPABLE 0): their /proc/PID/{fd,mem,environ,...} belong to root.
+- Each request carries a fresh random key (128 bits) that only the pool and that worker hold; every message about
+  the item (notes, the result) carries it back. A message without it (a forged line, junk, another item's answer)
+  makes the item ("forged", why), never paid, its worker killed and replaced (its authentic notes clean up).
+- Workers take no semantics from the environment: `python -I -S` (no PYTHON* variable, user site, sitecustomize
+  or .pth code), the pool's sys.path passed explicitly minus every directory another uid could change
+  (safe_to_import_from: a sandbox's uid could plant a module there), and only PATH, TMPDIR and the locale.
+  The module may define worker_start(), run once before "ready".
+Each item is charged its own time: the wall clock since it was sent and, when the caller gives CPU limits, the
+CPU time of the worker's whole process tree since then (tree_cpu_s). Past its limit the worker's descendants are
+SIGKILLed; past the limit + grace the worker itself (descendants first), on_kill(notes) cleans up, and only then
+is the worker replaced (a replacement never runs beside what its predecessor's item left). Where a program runs
+as the trainer's own uid without Landlock (sandbox.py's unsafe fallback), it is that user: no channel helps.
 
 Wire format, one JSON object per line:
     parent -> worker   {"op": name, "args": [...], "key": k}    op: a name in the module's WORKER_OPS
@@ -36,7 +32,10 @@ Wire format, one JSON object per line:
     pool = get_pool("reward", memory_limit_bytes=4 << 30)
     outcomes = pool.run("op_name", [args, ...], workers=2, kill_after_s=10.0, on_kill=cleanup)
     # outcomes[k] = ("ok", result) | ("timeout", None) | ("error", why) | ("forged", why); on_kill(notes) after a kill
+    # per item: kill_after_s=[...], cpu_after_s=[...], grace_s=3.0; notes {"limits": [cpu_s, wall_s]} narrow them,
+    # {"cleaning": true/false} suspend them while the worker removes what the item left (cleanup_s more)
 """
+import contextlib
 import ctypes
 import importlib
 import json
@@ -44,6 +43,7 @@ import os
 import resource
 import secrets
 import select
+import signal
 import socket
 import stat
 import subprocess
@@ -55,6 +55,7 @@ STARTUP_TIMEOUT_S = 120.0   # a worker's imports (sympy: ~0.5 s, much longer on 
 POLL_S = 0.05               # how often the parent looks at the clock while every worker is busy
 KEY_BYTES = 16              # the per-item key (random, never shown to a program)
 PR_SET_DUMPABLE = 4
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")   # the unit of /proc/PID/stat's CPU times
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -128,21 +129,122 @@ def serve(module_name, memory_limit_bytes):
 WORKER_ENVIRONMENT = ("PATH", "TMPDIR", "LANG", "LC_ALL")   # all a worker inherits (no LD_PRELOAD, no PYTHON*)
 
 
-def _safe_to_import_from(folder):
-    """May a worker import from this sys.path entry? Not from a world-writable directory (o+w: /tmp when the
-    trainer was started there with `python -c`, whose '' entry is the cwd), where a sandbox could plant a module
-    the checker imports later (decimal.py: the red team's LiveCodeBench comparison paid wrong programs); nor from
-    an entry that does not exist (a program could create it)."""
+def safe_to_import_from(folder):
+    """May a worker import from this sys.path entry? Only if no other uid can change what it finds there: the
+    entry exists, and it and every directory above it are owned by root or by this uid and writable by neither
+    group nor others -- except a sticky directory above it (/tmp), whose children others cannot replace. Not
+    /tmp itself when the trainer was started there with `python -c` (a planted decimal.py paid wrong
+    LiveCodeBench programs), not an entry that does not exist, and not one a sandbox's uid made (a module planted
+    in a missing PYTHONPATH entry under /tmp ran as root in a replacement worker). Symlinks are checked where
+    they sit and where they lead."""
+    def unchangeable(path, resolved):
+        parts = path.split("/")
+        for k in range(1, len(parts) + 1):
+            here = "/".join(parts[:k]) or "/"
+            try:
+                st = os.stat(here) if resolved else os.lstat(here)
+            except OSError:
+                return False
+            writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode)   # links: 0777
+            if st.st_uid not in (0, os.geteuid()) or writable and (k == len(parts) or not st.st_mode & stat.S_ISVTX):
+                return False
+        return True
+    folder = os.path.abspath(folder)
+    return unchangeable(folder, False) and unchangeable(os.path.realpath(folder), True)
+
+
+def _stat(pid):
+    """(parent pid, CPU seconds: user + system of the process and of the children it reaped) from /proc."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return int(fields[1]), sum(int(x) for x in fields[11:15]) / TICKS_PER_S
+
+
+def process_tree(pid, waits=False):
+    """{pid: (parent pid, CPU seconds)} of process `pid` and every live process below it, from /proc (zombies
+    included: their time counts until they are reaped). Follows /proc/PID/task/TID/children (the tree's own
+    size, not the machine's), or where the kernel lacks them scans every process. waits: each value gets a third
+    field, the seconds its threads have waited for a CPU while runnable (/proc/PID/task/TID/schedstat; 0 where
+    the kernel keeps none)."""
+    tree, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        if p in tree:
+            continue
+        try:
+            parent, cpu = _stat(p)
+            waited = 0.0
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", "rb") as f:
+                    todo += [int(child) for child in f.read().split()]
+                if waits:
+                    with contextlib.suppress(OSError, IndexError, ValueError), \
+                            open(f"/proc/{p}/task/{task}/schedstat", "rb") as f:
+                        waited += int(f.read().split()[1]) / 1e9
+            tree[p] = (parent, cpu, waited) if waits else (parent, cpu)
+        except FileNotFoundError:
+            if p == pid and not os.path.exists(f"/proc/{pid}/task/{pid}/children") and os.path.exists(f"/proc/{pid}"):
+                return _scanned_tree(pid, waits)   # no CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+    return tree
+
+
+def _scanned_tree(pid, waits=False):
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                table[int(entry)] = _stat(entry)
+            except OSError:
+                continue
+    children = {}
+    for p, (parent, _) in table.items():
+        children.setdefault(parent, []).append(p)
+    tree, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        if p in table and p not in tree:
+            tree[p] = table[p] + ((0.0,) if waits else ())
+            todo += children.get(p, [])
+    return tree
+
+
+def tree_cpu_s(pid):
+    """CPU seconds charged so far to process `pid` and everything below it: its own time, that of the children it
+    reaped, and that of its live (or not yet reaped) descendants. Complete while no process in the tree lets the
+    kernel reap its children unseen (SIGCHLD ignored: code_reward's sandboxes refuse that)."""
+    return sum(cpu for _, cpu in process_tree(pid).values())
+
+
+def kill_descendants(pid, rounds=200):
+    """SIGKILL every process below `pid` (not `pid` itself) until none is left alive; bounded (a tree that keeps
+    forking faster than this kills is left to its own limits). Returns whether none is left."""
+    for _ in range(rounds):
+        alive = [p for p in process_tree(pid) if p != pid and not _is_zombie(p)]
+        if not alive:
+            return True
+        for p in alive:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.002)
+    return False
+
+
+def _is_zombie(pid):
     try:
-        return not os.stat(folder).st_mode & stat.S_IWOTH
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     except OSError:
-        return False
+        return True
 
 
 class _Worker:
     def __init__(self, module_name, memory_limit_bytes):
         here = os.path.dirname(os.path.abspath(__file__))
-        path = [p for p in dict.fromkeys([here] + [os.path.abspath(p) for p in sys.path]) if _safe_to_import_from(p)]
+        path = [p for p in dict.fromkeys([here] + [os.path.abspath(p) for p in sys.path]) if safe_to_import_from(p)]
         code = (f"import sys; sys.path[:] = {path!r}; import workers; "
                 f"workers.serve({module_name!r}, {int(memory_limit_bytes)})")
         env = {k: os.environ[k] for k in WORKER_ENVIRONMENT if k in os.environ}
@@ -154,6 +256,8 @@ class _Worker:
             theirs.close()
         self.fd = self.sock.fileno()
         self.buffer, self.ready, self.started, self.notes, self.key = bytearray(), False, None, [], None
+        self.limits, self.stopped, self.next_cpu_check, self.cpu_over, self.cpu_base = None, False, None, 0.0, 0.0
+        self.cleaning = False
 
     def read(self):
         """Complete messages read now (call when select says the channel is readable); None at EOF. A line that
@@ -176,7 +280,7 @@ class _Worker:
             messages.append(message if isinstance(message, dict) else {})
         return messages
 
-    def send(self, op, args):
+    def send(self, op, args, measure_cpu=False):
         if not self.ready:   # the clock of an item starts only once the worker's imports are done
             deadline = time.monotonic() + STARTUP_TIMEOUT_S
             while not self.ready:
@@ -186,13 +290,31 @@ class _Worker:
                     raise OSError("grading worker did not start")
                 self.ready = any(m.get("ready") is True for m in messages)
         self.key = secrets.token_hex(KEY_BYTES)
+        # idle between items, with nothing below it: its own times are the whole tree's
+        self.cpu_base = _own_cpu_s(self.proc.pid) if measure_cpu else 0.0
         self.sock.sendall((json.dumps({"op": op, "args": list(args), "key": self.key}) + "\n").encode())
-        self.started, self.notes = time.monotonic(), []
+        self.started, self.notes, self.limits, self.stopped, self.cleaning = time.monotonic(), [], None, False, False
+        self.next_cpu_check, self.cpu_over = None, float("-inf")
 
     def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.sock.close()
+        """Stop the worker (it starts nothing more), SIGKILL its descendants (while it lives, every process it
+        started, and every orphan of theirs it adopted as a subreaper, is below it), then the worker. Its pid
+        cannot name another process meanwhile: it is our child, unreaped."""
+        try:
+            self.proc.send_signal(signal.SIGSTOP)
+            kill_descendants(self.proc.pid)
+        finally:
+            self.proc.kill()
+            self.proc.wait()
+            self.sock.close()
+
+
+def _own_cpu_s(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return sum(int(x) for x in f.read().rsplit(b")", 1)[1].split()[11:15]) / TICKS_PER_S
+    except OSError:
+        return 0.0
 
 
 class Pool:
@@ -202,19 +324,33 @@ class Pool:
         self.module_name, self.memory_limit_bytes = module_name, memory_limit_bytes
         self.workers, self.lock = [], threading.Lock()
 
-    def _replace(self, w):
-        self.workers[w].kill()
+    def _replace(self, w, on_kill):
+        """Kill worker w, clean up after its item (on_kill(notes): its authentic notes only), then replace it."""
+        worker = self.workers[w]
+        worker.kill()
+        if on_kill:
+            on_kill(worker.notes)
         self.workers[w] = _Worker(self.module_name, self.memory_limit_bytes)
 
-    def run(self, op, arg_lists, workers, kill_after_s, on_kill=None):
-        """op(*args) for each args in arg_lists, `workers` processes at a time. An item answered more than
-        kill_after_s seconds after it was sent is ("timeout", None); one still running then is too, and a message
-        that is not about the item in progress (not its key) makes it ("forged", why): in both cases its worker is
-        SIGKILLed and replaced, after which on_kill(notes) cleans up what the item noted (its authentic notes
-        only). A worker that dies or an op that raises gives ("error", why).
+    def run(self, op, arg_lists, workers, kill_after_s, *, cpu_after_s=None, grace_s=0.0, cleanup_s=0.0,
+            on_kill=None):
+        """op(*args) for each args in arg_lists, `workers` processes at a time. Each item is charged its own time
+        (kill_after_s, cpu_after_s: one for all, or one per item): the wall clock since it was sent and, with
+        cpu_after_s, the CPU time of the worker's process tree since then (tree_cpu_s); a note {"limits":
+        [cpu_s, wall_s]} from the worker narrows them from then on (a test's own limit), and while it says
+        {"cleaning": true} (removing what the item left: trusted work, proportional to what the item did) its
+        time is not the item's: only the wall clock counts, with cleanup_s more. Past either, the
+        worker's descendants are SIGKILLed; past either + grace_s, and still without an answer, the item is
+        ("timeout", None) and its worker SIGKILLed, on_kill(notes) cleans up, and only then is the worker
+        replaced. An answer is taken whenever it arrives before that (the worker keeps its own clocks). A message
+        that is not about the item in progress (not its key) makes it ("forged", why), its worker killed and
+        replaced the same way. A worker that dies or an op that raises gives ("error", why).
         Returns [("ok", result) | ("timeout", None) | ("error", why) | ("forged", why)]."""
         outcomes = [None] * len(arg_lists)
         workers = max(1, workers)
+        walls = kill_after_s if isinstance(kill_after_s, list) else [kill_after_s] * len(arg_lists)
+        cpus = cpu_after_s if isinstance(cpu_after_s, list) else [cpu_after_s] * len(arg_lists)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         with self.lock:
             while len(self.workers) < workers:
                 self.workers.append(_Worker(self.module_name, self.memory_limit_bytes))
@@ -225,13 +361,12 @@ class Pool:
                     if w not in busy and queue:
                         k = queue.pop()
                         try:
-                            self.workers[w].send(op, arg_lists[k])
+                            self.workers[w].send(op, arg_lists[k], cpus[k] is not None)
                         except OSError:   # a dead worker: replace it and retry the item once
-                            self._replace(w)
-                            self.workers[w].send(op, arg_lists[k])
+                            self._replace(w, None)
+                            self.workers[w].send(op, arg_lists[k], cpus[k] is not None)
                         busy[w] = k
                 readable, _, _ = select.select([self.workers[w].fd for w in busy], [], [], POLL_S)
-                now = time.monotonic()
                 for w in list(busy):
                     worker, k = self.workers[w], busy[w]
                     messages = worker.read() if worker.fd in readable else []
@@ -242,25 +377,53 @@ class Pool:
                             break
                         if "note" in message:
                             worker.notes.append(message["note"])
+                            if isinstance(message["note"], dict) and "limits" in message["note"]:
+                                worker.limits = message["note"]["limits"]
+                            if isinstance(message["note"], dict) and "cleaning" in message["note"]:
+                                worker.cleaning = message["note"]["cleaning"]
                         else:
                             answer = message
-                    if forged is None and answer is None and messages is not None and \
-                            now - worker.started <= kill_after_s:
-                        continue   # still working, in time
-                    del busy[w]
-                    if forged is None and answer is not None:   # answered (too late counts as a timeout)
-                        outcomes[k] = ("timeout", None) if now - worker.started > kill_after_s else \
-                            ("ok", answer["result"]) if "result" in answer else \
+                    if forged is None and answer is not None:
+                        del busy[w]
+                        outcomes[k] = ("ok", answer["result"]) if "result" in answer else \
                             ("error", str(answer.get("error", "bad reply")))
                         continue
+                    if forged is None and messages is not None:
+                        over = self._over(worker, walls[k], cpus[k], cores, cleanup_s)
+                        if over is None:
+                            continue   # still working, in time
+                        if not worker.stopped:   # the item's allowance is spent: its processes die now
+                            kill_descendants(worker.proc.pid)
+                            worker.stopped = True
+                        if over < grace_s:
+                            continue   # the worker has the grace to say so itself
+                    del busy[w]
                     # forged, late, or died (its memory limit, a segfault): killed, and its item cleaned up
                     outcomes[k] = ("forged", forged) if forged else \
                         ("error", "grading worker died") if messages is None else ("timeout", None)
-                    notes = worker.notes
-                    self._replace(w)
-                    if on_kill:
-                        on_kill(notes)
+                    self._replace(w, on_kill)
         return outcomes
+
+    @staticmethod
+    def _over(worker, wall_s, cpu_s, cores, cleanup_s):
+        """By how much the worker's item is past its limits (seconds, >= 0), or None while within them. The tree
+        is measured only once it could have used up its CPU time since the last look (at most `cores` seconds of
+        CPU per second of wall clock): an item that ends early costs no /proc walk."""
+        now = time.monotonic()
+        if worker.limits is not None:
+            cpu_s, wall_s = worker.limits
+        if worker.cleaning:
+            cpu_s, wall_s = None, wall_s + cleanup_s
+        over = now - worker.started - wall_s
+        if cpu_s is not None:
+            if worker.next_cpu_check is None:
+                worker.next_cpu_check = worker.started + cpu_s / cores
+            if now >= worker.next_cpu_check:
+                used = tree_cpu_s(worker.proc.pid) - worker.cpu_base
+                worker.cpu_over = used - cpu_s
+                worker.next_cpu_check = now + max(POLL_S, (cpu_s - used) / cores)
+            over = max(over, worker.cpu_over)
+        return over if over >= 0 else None
 
     def close(self):
         with self.lock:

@@ -306,9 +306,9 @@ def test_code_and_math_follow_one_rule_after_a_prefilled_think(monkeypatch):
     """R1-distill templates open <think> in the prompt. A response that never closes it was cut off (or stopped)
     mid-thought: math gives it 0, and so does code, even when a draft program written while thinking would pass;
     the program after </think> is the one graded. A <think> the response opens itself follows the same rule."""
-    import code_reward
+    import sandbox
     from reward import score_problems
-    monkeypatch.setattr(code_reward, "SANDBOX", "auto")   # bwrap where it works here, else the rlimits fallback
+    monkeypatch.setattr(sandbox, "SANDBOX", "auto")   # bwrap where it works here, else the rlimits fallback
     code = {"id": "c", "problem": "Write add.", "tests": {"kind": "functional", "asserts": ["assert add(1, 2) == 3"]}}
     math = {"id": "m", "problem": "1 + 2?", "answer": "3"}
     program = "```python\ndef add(a, b):\n    return a + b\n```"

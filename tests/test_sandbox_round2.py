@@ -29,6 +29,7 @@ import pytest
 
 import code_reward
 import data
+import sandbox
 import workers
 from code_reward import score_code_batch
 
@@ -69,7 +70,7 @@ def as_nobody(script, *args, timeout=300):
     readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
     try:
         readable.chmod(0o755)
-        for module in ("code_reward.py", "workers.py", "data.py", "hub_sets.py"):
+        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py"):
             shutil.copy(ROOT / module, readable / module)
             (readable / module).chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
@@ -85,6 +86,7 @@ NOBODY_PRELUDE = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import code_reward as c
+import sandbox
 MODES = [m for m in ("bwrap", "rlimits") if c.sandbox_mode(m) == m]
 
 
@@ -219,7 +221,7 @@ FLOOD_DIRS = 200_000   # >= 100 MB of the kernel's memory: quick to make, and pl
 
 def worker_cgroup():
     """The memory cgroup of the (first) code grading worker, as the test process sees it; None without one."""
-    parent = code_reward._memory_cgroup_parent()
+    parent = sandbox.memory_cgroup_parent()
     pool = workers.get_pool("code_reward", code_reward.WORKER_MEMORY_GB * 2**30)
     return Path(parent) / f"nano-code-{pool.workers[0].proc.pid}" if parent and pool.workers else None
 
@@ -233,12 +235,12 @@ def test_empty_directories_cannot_hold_the_kernels_memory(mode):
     """Issue 31's find: one 6-second item made 1.8 million empty directories on bwrap's 64 MB tmpfs (inodes use
     no data pages) and grew the host's slab by 2.7 GB, counted nowhere. With a memory cgroup the kernel charges
     them to the sandbox's group (limit SANDBOX_MEMORY_MB: ENOMEM or its OOM killer past it); without one the
-    full sandbox's working directory is read-only. In the fallback the program makes them in the host's
-    /dev/shm (a tmpfs), and they are gone after the item."""
+    full sandbox's working directory is read-only. The fallback (Landlock since round 3) makes them in its own
+    directory only (its /dev/shm attempt: tests/test_sandbox_round3.py), counted in the same group."""
     if not claims(mode, "kernel memory for it bounded (a memory cgroup, or each kind refused or limited)"):
         pytest.skip(f"the {mode} sandbox does not claim to bound the kernel's memory here")
     nonce = secrets.token_hex(4)
-    base = "flood" if mode == "bwrap" else f"/dev/shm/nano-inodes-{nonce}"
+    base = "flood"
     program = INODE_FLOOD.format(base=base, count=FLOOD_DIRS)
     grade_all(["def f():\n    return 1\n"], functional("assert f() == 1"), mode)   # the worker, and its group
     folder = worker_cgroup()
@@ -250,21 +252,21 @@ def test_empty_directories_cannot_hold_the_kernels_memory(mode):
     assert "('made', %d)" % FLOOD_DIRS in results[0]["detail"] or results[0]["status"] == "crash", results
     peak = cgroup_file(folder, "memory.peak", "memory.max_usage_in_bytes")
     limit = cgroup_file(folder, "memory.max", "memory.limit_in_bytes")
-    assert int(limit.read_text()) == code_reward.SANDBOX_MEMORY_MB << 20
+    assert int(limit.read_text()) == sandbox.SANDBOX_MEMORY_MB << 20
     assert int(peak.read_text()) >= FLOOD_DIRS * 500, "the directories' inodes were not counted in the group"
 
 
 def test_sandboxes_are_in_a_memory_cgroup_where_the_kernel_offers_one():
     """Where this uid can make memory cgroups (v2 delegated or root, v1 memory hierarchy), each grading worker
     keeps its sandboxes in one limited to SANDBOX_MEMORY_MB, swap included: slab, pipes, sockets, tmpfs pages."""
-    if code_reward._memory_cgroup_parent() is None:
+    if sandbox.memory_cgroup_parent() is None:
         pytest.skip("no memory cgroup this uid can make here (the per-kind bounds apply)")
     mode = MODES[0]
     sleeper = "import time\ndef f():\n    time.sleep(3)\n    return 1\n"
     grade_all(["def f():\n    return 1\n"], functional("assert f() == 1"), mode)   # start the worker
     folder = worker_cgroup()
     assert int(cgroup_file(folder, "memory.max", "memory.limit_in_bytes").read_text()) == \
-        code_reward.SANDBOX_MEMORY_MB << 20
+        sandbox.SANDBOX_MEMORY_MB << 20
     members = []
     thread = threading.Thread(target=lambda: grade_all([sleeper], functional("assert f() == 1"), mode))
     thread.start()
@@ -319,7 +321,7 @@ def test_kernel_memory_without_a_bound_is_refused(mode):
                 "lease": "refused", "SO_SNDBUF": "refused", "AF_INET socket": "refused", "datagram socket": "refused",
                 "listen": "refused", "ioctl TIOCSTI": "refused",
                 "ioctl of a GPU driver": "refused", "prlimit of its parent": "refused", "own limits": "allowed",
-                "descriptor flags": "allowed", "pending signals": getattr(code_reward, "MAX_PENDING_SIGNALS", 64)}
+                "descriptor flags": "allowed", "pending signals": sandbox.MAX_PENDING_SIGNALS}
     scores, results, _ = grade_all([KERNEL_MEMORY_KINDS], functional(f"got = f()\nassert got == {expected!r}, got"),
                                    mode)
     assert scores == [1], results[0]["detail"]
@@ -362,7 +364,7 @@ def test_nothing_a_program_wrote_outlives_its_item(mode, tmp_path):
     nonce = "nano-left-" + secrets.token_hex(4)
     early = Path(tempfile.mkdtemp(prefix="nano-ww-", dir="/var/cache" if os.path.isdir("/var/cache") else None))
     early.chmod(0o777)
-    code_reward._PROBED.pop("writable", None)   # as in a new scoring process: its walk finds `early`
+    sandbox.PROBED.pop("writable", None)   # as in a new scoring process: its walk finds `early`
     late = None
     try:
         grade_all(["def f():\n    return 0\n"], functional("assert f() == 0"), mode)   # the walk happens here
@@ -379,7 +381,7 @@ def test_nothing_a_program_wrote_outlives_its_item(mode, tmp_path):
         shutil.rmtree(early, ignore_errors=True)
         if late:
             shutil.rmtree(late, ignore_errors=True)
-        code_reward._PROBED.pop("writable", None)
+        sandbox.PROBED.pop("writable", None)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -405,7 +407,7 @@ CRAFTED = {
 def assert_printable(result):
     detail = result["detail"]
     assert detail.isascii() and not any(ord(c) < 32 and c != "\n" or ord(c) == 127 for c in detail), repr(detail)
-    assert len(detail) <= 2 * getattr(code_reward, "MAX_DETAIL_CHARS", 300), len(detail)
+    assert len(detail) <= 2 * code_reward.MAX_DETAIL_CHARS, len(detail)
     print(detail, file=io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict"))   # a strict terminal
 
 
@@ -476,7 +478,9 @@ def test_the_full_sandbox_exposes_no_gpu_device():
     """/dev/nvidia* is usually mode 0666 on GPU hosts: bwrap mounts only its own minimal /dev (no --dev-bind), so
     no GPU, render node or other host device exists inside, whatever the host's modes."""
     argv = code_reward.bwrap_argv([])
-    assert not any(a.startswith("--dev-bind") or "nvidia" in a or "/dev/dri" in a for a in argv), argv
+    assert not any("nvidia" in a or "/dev/dri" in a for a in argv), argv
+    assert [argv[k + 1] for k, a in enumerate(argv) if a.startswith("--dev-bind")] == \
+        [f"/dev/{name}" for name in sandbox.DEVICES], argv   # only these five, one by one
     program = "import os\ndef f():\n    return sorted(os.listdir('/dev'))\n"
     minimal = {"console", "core", "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
                "tty", "urandom", "zero"}
@@ -510,7 +514,7 @@ def test_decoding_and_kernel_memory_as_an_ordinary_user():
                 "lease": "refused", "SO_SNDBUF": "refused", "AF_INET socket": "refused", "datagram socket": "refused",
                 "listen": "refused", "ioctl TIOCSTI": "refused",
                 "ioctl of a GPU driver": "refused", "prlimit of its parent": "refused", "own limits": "allowed",
-                "descriptor flags": "allowed", "pending signals": getattr(code_reward, "MAX_PENDING_SIGNALS", 64)}
+                "descriptor flags": "allowed", "pending signals": sandbox.MAX_PENDING_SIGNALS}
     out = as_nobody(AS_NOBODY, json.dumps(CRAFTED), json.dumps(KERNEL_MEMORY_KINDS), json.dumps(expected))
     assert "rlimits" in out, out
     for mode, got in out.items():
@@ -546,7 +550,7 @@ if "bwrap" in MODES:
     _, results, _ = grade_all([program], {"kind": "functional", "asserts": ["r = f()\nassert r == 1, r"]}, "bwrap",
                               timeout_s=60.0)
     out["bwrap"] = [results[0]["status"], results[0]["detail"]]
-out["cgroup"] = c._memory_cgroup_parent() is not None
+out["cgroup"] = sandbox.memory_cgroup_parent() is not None
 print(json.dumps(out))
 """
 
@@ -577,56 +581,36 @@ def test_an_exception_the_checker_cannot_rebuild_is_still_the_programs(mode):
     assert scores == [1.0], results   # the program's own exception still reaches the test as its class
 
 
-def owned_by_nobody(path):
-    os.lchown(path, NOBODY, NOBODY)
+DEEP_AND_LINKED = """
+import os
+def f():
+    os.symlink({victim_dir!r}, "evil")             # the removal must unlink these links, never follow them
+    os.symlink({victim!r}, "victim")
+    for _ in range(5000):                          # deeper than Python's recursion limit
+        os.mkdir("d")
+        os.chdir("d")
+        os.symlink({victim_dir!r}, "evil")
+    return 1
+"""
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the sweep by ownership runs in the fallback as root")
-def test_the_sweep_follows_no_link_and_survives_any_depth(tmp_path, monkeypatch):
-    """Class 3, the sweep itself (red team: as root it unlinked a root-owned file when a program re-pointed a path
-    component at it, and a 5,000-deep tree raised RecursionError in the scorer). Everything goes through directory
-    descriptors opened with O_NOFOLLOW, and nothing recurses: links are removed, never followed; a deep tree goes."""
+@pytest.mark.parametrize("mode", MODES)
+def test_the_working_directory_is_removed_through_no_link_and_at_any_depth(mode, tmp_path):
+    """Class 3, the cleanup itself (red team: as root the path-based sweep unlinked a root-owned file when a
+    program re-pointed a path component at it, and a 5,000-deep tree raised RecursionError in the scorer). The
+    sweep is gone (Landlock: nothing to sweep); what remains, the working directory's removal, goes through
+    directory descriptors opened with O_NOFOLLOW and never recurses: links are removed, never followed."""
+    if mode == "bwrap":
+        pytest.skip("bwrap's working directory is a tmpfs that dies with its namespace")
     victim_dir = tmp_path / "host"
     victim_dir.mkdir()
     (victim_dir / "victim").write_text("root's")
-    writable = tmp_path / "tmp"
-    writable.mkdir()
-    writable.chmod(0o1777)
-    # a link owned by the program to the host directory, and a world-writable directory of "another" user that
-    # holds a link named like a file the sweep will remove: neither may reach the host's file
-    os.symlink(victim_dir, writable / "evil")
-    owned_by_nobody(writable / "evil")
-    other = writable / "other"
-    other.mkdir()
-    other.chmod(0o777)
-    os.lchown(other, 12345, 12345)
-    os.symlink(victim_dir / "victim", other / "victim")
-    owned_by_nobody(other / "victim")
-    os.symlink(victim_dir, writable / "other_link")   # a world-writable "directory" that is a link: not entered
-    os.lchown(writable / "other_link", 12345, 12345)
-    # a tree deeper than Python's recursion limit
-    deep = os.open(writable, os.O_RDONLY | os.O_DIRECTORY)
-    os.mkdir("deep", dir_fd=deep)
-    os.chown("deep", NOBODY, NOBODY, dir_fd=deep)
-    fd = os.open("deep", os.O_RDONLY | os.O_DIRECTORY, dir_fd=deep)
-    os.close(deep)
-    for _ in range(5000):
-        os.mkdir("d", dir_fd=fd)
-        nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    os.close(fd)
-    monkeypatch.setitem(code_reward._PROBED, "writable", [str(writable)])
-    try:
-        code_reward._remove_owned(NOBODY)
-    finally:   # pytest's own clean-up recurses: a 5,000-deep tree left behind would break it
-        if (writable / "deep").exists():
-            parent = os.open(writable, os.O_RDONLY | os.O_DIRECTORY)
-            code_reward._remove_tree(parent, "deep")
-            os.close(parent)
-    assert (victim_dir / "victim").read_text() == "root's"
-    assert sorted(os.listdir(writable)) == ["other", "other_link"]
-    assert os.listdir(other) == []
+    before = set(Path(sandbox.workdir_parent()).glob("nano-code-*"))
+    program = DEEP_AND_LINKED.format(victim_dir=str(victim_dir), victim=str(victim_dir / "victim"))
+    scores, results, _ = grade_all([program], functional("assert f() == 1"), mode, timeout_s=30.0)
+    assert scores == [1], results
+    assert (victim_dir / "victim").read_text() == "root's" and os.listdir(victim_dir) == ["victim"]
+    assert set(Path(sandbox.workdir_parent()).glob("nano-code-*")) <= before
 
 
 def test_a_module_planted_where_the_trainer_started_is_never_imported_by_the_checker(tmp_path):
@@ -648,4 +632,4 @@ def test_a_module_planted_where_the_trainer_started_is_never_imported_by_the_che
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "[0.0]", proc.stdout
-    assert not workers._safe_to_import_from(str(planted)) and workers._safe_to_import_from(str(ROOT))
+    assert not workers.safe_to_import_from(str(planted)) and workers.safe_to_import_from(str(ROOT))
