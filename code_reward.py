@@ -481,6 +481,8 @@ def _runner_main(argv):
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value + 1 if name == "RLIMIT_CPU" else value))
     os.environ.clear()  # the parent passes none; this drops what bwrap (PWD) and Python (LC_CTYPE) add
+    import _sitebuiltins   # exit() and quit() as the site module defines them (python -S leaves them out)
+    builtins.exit, builtins.quit = (_sitebuiltins.Quitter(name, "Ctrl-D (i.e. EOF)") for name in ("exit", "quit"))
     _write_line(write_fd, to_literal({"hello": os.getpid()}))
     buffer = bytearray()
     objects = []   # values returned that are not plain data: the checker gets {"obj": index} handles

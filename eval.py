@@ -362,8 +362,8 @@ def protocol_checks(name, problems, code_protocol, gpqa_protocol, *, whole):
                 None, code_protocol):
             try:
                 p = {**p, "tests": protocols.switch(tests, code_protocol)}
-            except ValueError as exc:
-                malformed.append((p["id"], str(exc)))
+            except protocols.Unreadable as exc:
+                malformed.append((p["id"], f"{exc.why} (protocol {code_protocol})"))
                 continue
         kept.append(p)
     summary, lines = {}, []

@@ -349,8 +349,9 @@ def protocol_tests(cases, func_name, starter_code, where, protocol):
     try:
         return protocols.code_tests(kind, [{"input": i, "output": o} for i, o, _, _ in cases], protocol,
                                     func_name=func_name, starter_code=starter_code)
-    except ValueError as exc:
-        raise DatasetError(f"{where}: {exc}") from None
+    except protocols.Unreadable as exc:
+        field = "test cases" if exc.case is None else cases[exc.case][3]
+        raise DatasetError(f"{where}: field '{field}': {exc.why} (protocol {protocol})") from None
 
 
 def _lcb_kind(cases, func_name, where, starter_code=None):
@@ -452,7 +453,7 @@ def livecodebench_rows(spec, window, malformed=None):
                 except DatasetError as exc:
                     if malformed is None:
                         raise
-                    malformed.append((f"{filename}:{line_no}", str(exc)))
+                    malformed.append((f"{filename}:{line_no}", str(exc).removeprefix(f"{at}: ")))
     return rows
 
 
@@ -584,15 +585,15 @@ def convert_rows(rows, where, source=None, log=print, max_tests=None, report=Non
         except DatasetError as exc:
             if report is None:
                 raise
-            malformed.append((location, str(exc)[len(where) + 1:]))
+            malformed.append((location, str(exc).removeprefix(f"{at}: ")))
     if skipped:
         log(f"{where}: skipped {len(skipped)} of {len(rows)} rows whose tests are not supported "
             f"(e.g. {skipped[0][len(where) + 1:]})")
     if malformed:
-        log(f"{where}: skipped {len(malformed)} of {len(rows)} malformed rows (e.g. {malformed[0][1]})")
+        log(f"{where}: skipped {len(malformed)} of {len(rows)} malformed rows (e.g. {': '.join(malformed[-1])})")
     if not converted:
         raise DatasetError(f"{where}: no row with supported, well-formed tests" +
-                           (f" (all {len(rows)} skipped; e.g. {malformed[0][1]})" if malformed else ""))
+                           (f" (all {len(rows)} skipped; e.g. {': '.join(malformed[-1])})" if malformed else ""))
     return converted
 
 

@@ -24,7 +24,8 @@ plain data (an object with its own __eq__) never equals the expected value; a nu
 
     extract_program(response, tests)      the program a protocol grades, or None
     check_tests(tests)                    None, or why the tests cannot be graded by their protocol
-    switch(tests, protocol)               the same problem's tests under another protocol (ValueError if unreadable)
+    code_tests(kind, cases, protocol)     a problem's tests under a protocol (Unreadable: it cannot read them)
+    switch(tests, protocol)               the same problem's tests under another protocol
     simple_evals_letter(response)         GPQA: simple-evals' extracted letter (first `Answer: X`), or None
 """
 import ast
@@ -112,23 +113,39 @@ def rules(protocol):
 # ------------------------------------------------------------------------------------------------------------
 # The tests of a problem under a protocol
 # ------------------------------------------------------------------------------------------------------------
+class Unreadable(ValueError):
+    """Tests a protocol cannot read (upstream grades such a problem 0 for every program). case: the index of the
+    case at fault, or None (the outputs are read all or nothing)."""
+
+    def __init__(self, case, why):
+        super().__init__(why)
+        self.case, self.why = case, why
+
+
 def code_tests(kind, cases, protocol=DEFAULT, func_name=None, starter_code=""):
     """A problem's tests under `protocol` (data.validate_tests' schema): kind 'stdio' or 'functional', cases
-    [{input, output}] (LiveCodeBench's text, unparsed), the protocol's limits, modules and memory. ValueError when
-    the protocol cannot read a case (check_tests)."""
+    [{input, output}] (LiveCodeBench's text, unparsed), the protocol's limits, modules and memory. Unreadable
+    (a ValueError) when the protocol cannot read a case."""
     row = rules(protocol)
     tests = {"kind": kind, "protocol": protocol, "cases": [{"input": c["input"], "output": c["output"]} for c in cases],
              "time_limit_s": row["time_limit_s"], "modules": list(row["modules"]), "memory_mb": row["memory_mb"]}
     if kind == "functional":
         tests.update(func_name=func_name, starter_code=starter_code or "")
-    why = check_tests(tests)
-    if why:
-        raise ValueError(why)
+        name = function_name(tests)
+        if not (isinstance(name, str) and name.isidentifier()):
+            raise Unreadable(None, f"no function name for protocol {protocol} (got {name!r})")
+        if protocol == "lcb":
+            lcb_arguments(tests["cases"])
+            lcb_expected(tests["cases"])
+        else:
+            for k, case in enumerate(tests["cases"]):
+                ace_arguments(case["input"], k)
+            ace_expected(tests["cases"])
     return tests
 
 
 def switch(tests, protocol):
-    """The same problem's tests under another protocol (its limits and rules); ValueError if it cannot read them."""
+    """The same problem's tests under another protocol (its limits and rules); Unreadable if it cannot read them."""
     return code_tests(tests["kind"], tests["cases"], protocol, tests.get("func_name"), tests.get("starter_code", ""))
 
 
@@ -142,21 +159,13 @@ def check_tests(tests):
             isinstance(c, dict) and set(c) == {"input", "output"} and all(isinstance(v, str) for v in c.values())
             for c in cases):
         return "field 'tests.cases': expected a non-empty list of {input: str, output: str}"
-    if tests.get("kind") != "functional":
-        return None
-    name = function_name(tests)
-    if not (isinstance(name, str) and name.isidentifier()):
-        return f"field 'tests.func_name': no function name for protocol {protocol} (got {name!r})"
+    if tests.get("kind") not in ("stdio", "functional"):
+        return f"field 'tests.kind': must be 'functional' or 'stdio', got {tests.get('kind')!r}"
     try:
-        if protocol == "lcb":
-            lcb_arguments(cases)
-            lcb_expected(cases)
-        else:
-            for k, case in enumerate(cases):
-                ace_arguments(case["input"], k)
-            ace_expected(cases)
-    except ValueError as exc:
-        return f"field 'tests.cases': {exc} (protocol {protocol})"
+        code_tests(tests["kind"], cases, protocol, tests.get("func_name"), tests.get("starter_code", ""))
+    except Unreadable as exc:
+        where = "cases" if exc.case is None else f"cases[{exc.case}]"
+        return f"field 'tests.{where}': {exc.why} (protocol {protocol})"
     return None
 
 
@@ -171,22 +180,29 @@ def function_name(tests):
 
 def lcb_arguments(cases):
     """lcb_runner grade_call_based: every input line is one JSON argument (all parsed before any test runs)."""
-    try:
-        return [[json.loads(line) for line in case["input"].split("\n")] for case in cases]
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"an input line is not JSON ({exc.msg}; a trailing newline leaves an empty line)") from None
+    arguments = []
+    for k, case in enumerate(cases):
+        try:
+            arguments.append([json.loads(line) for line in case["input"].split("\n")])
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise Unreadable(k, f"an input line is not JSON ({getattr(exc, 'msg', exc)}; a trailing newline "
+                                f"leaves an empty line)") from None
+    return arguments
 
 
 def lcb_expected(cases):
-    try:
-        return [json.loads(case["output"]) for case in cases]
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"an output is not JSON ({exc.msg})") from None
+    expected = []
+    for k, case in enumerate(cases):
+        try:
+            expected.append(json.loads(case["output"]))
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise Unreadable(k, f"the output is not JSON ({getattr(exc, 'msg', exc)})") from None
+    return expected
 
 
 def ace_arguments(text, k=0):
     """code_verifier.py replace_newlines: the input's newlines outside [] and {} become commas; the result is the
-    call's argument source, evaluated as Python in the program's module. ValueError if that is not a call's
+    call's argument source, evaluated as Python in the program's module. Unreadable if that is not a call's
     argument list."""
     depth, out = 0, []
     for char in text:
@@ -195,14 +211,14 @@ def ace_arguments(text, k=0):
     source = "".join(out)
     try:
         ast.parse(f"f({source})", mode="eval")
-    except SyntaxError:
-        raise ValueError(f"case {k}: the input is not a Python argument list") from None
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        raise Unreadable(k, "the input is not a Python argument list") from None
     return source
 
 
 def ace_expected(cases):
     """code_verifier.py grade_call_based: every output as JSON; else every one as a Python literal through JSON;
-    else every one as a Python argument tuple (one bracketed literal: a list of it). ValueError if none reads all."""
+    else every one as a Python argument tuple (one bracketed literal: a list of it). Unreadable if none reads all."""
     outputs = [case["output"] for case in cases]
     try:
         return [json.loads(o) for o in outputs]
@@ -219,7 +235,7 @@ def ace_expected(cases):
             value = ast.literal_eval(f"({o},)" if s.startswith("[") and s.endswith("]") else f"({o})")
             values.append(list(value))
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            raise ValueError("an output is neither JSON nor a Python literal") from None
+            raise Unreadable(None, "the outputs are neither all JSON nor all Python literals") from None
     return values
 
 
