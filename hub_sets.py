@@ -1,68 +1,42 @@
 """The seed tables' sets that live on the Hugging Face hub: GPQA-Diamond and LiveCodeBench (evaluation) and
 DeepCoder's competitive-programming problems (code RL). None is shipped; each is loaded from the hub and turned
-into our problem schema (data.py), with the protocol of the study that reported it:
+into our problem schema (data.py), prompted and graded as the number it stands for was (README.md, "Evaluation:
+the seed table", names each source):
 
     data.load_dataset("gpqa_diamond")               198 questions (gated: an HF token whose owner accepted the terms)
-    data.load_dataset("livecodebench")              LiveCodeBench problems of AceReason's "v5" window (below)
-    data.load_dataset("livecodebench:v6")           another window: v5, v6, pre_v5, or START..END (YYYY-MM-DD)
+    data.load_dataset("livecodebench")              AceReason's "v5" column: release_v5, 2024-08-01 <= date < 2025-02-01
+    data.load_dataset("livecodebench:v6")           a window: v5, v6 (the 175 problems release_v6 added), pre_v5,
+                                                    or START..END (YYYY-MM-DD, END excluded; release_v6's files)
     data.load_dataset("deepcoder")                  DeepCoder's training problems (configs lcbv5, primeintellect, taco)
     data.load_dataset("deepcoder:lcbv5")            one config
     data.load_dataset("rows.jsonl")                 a local file in LiveCodeBench's, DeepCoder's or GPQA's column
                                                     layout is recognised and converted the same way (convert_rows)
+    load_report(spec)                               what loading a named set found: rows in the window, problems
+                                                    kept, malformed rows skipped, the published column's count
 
 Hub access (hub_rows, hub_file) fails with one line naming the set and what is missing (the `datasets` package,
-a token, the network), as HubUnavailable: eval.py skips such a benchmark with that line and goes on.
+a token, the network), as HubUnavailable: eval.py skips such a benchmark with that line and goes on. A malformed
+row of a named set (a field missing or unreadable, private tests that do not decode, a testtype or starter code
+that contradicts metadata.func_name, tests its protocol cannot read, two GPQA options with one text) is skipped
+and counted, as upstream grades such a problem 0; a set whose every row is malformed is refused. In a local file
+the same row is refused, naming file, line and field.
 
-GPQA-Diamond (Rein et al. 2023; hub Idavidrein/gpqa, config gpqa_diamond, split train: columns `Question`,
-`Correct Answer`, `Incorrect Answer 1..3`, `Record ID`, ...). Its authors ask that examples never appear in plain
-text on the web: this repository ships none, and its tests use invented rows. Protocol: simple-evals'
-(openai/simple-evals gpqa_eval.py + common.py QUERY_TEMPLATE_MULTICHOICE: the DeepSeek-R1 paper, arXiv 2501.12948,
-"Evaluation Prompts", evaluates GPQA Diamond with simple-evals' prompts, and its R1-Distill-Qwen-7B figure 49.1 is
-the seed's baseline): the four options are shuffled for
-each sample of each question (simple-evals draws a permutation per question and repeat), the prompt asks for a
-last line `Answer: $LETTER`. Ours is seeded per (question id, sample) so a resumed or sharded run sees the same
-order, and with GPQA_BALANCED the right option's position rotates over the letters with the sample index from
-a seeded offset: every sample's order is still uniform over the 24 permutations, and over k = 4, 8, ... samples
-each question's right answer sits under every letter equally often (no letter bias left in avg@k). Graded by
-reward.py's multiple-choice rules (a letter, `(C)`, `C) text`; two letters are a hedge), or, when the response
-commits to no letter, the text of exactly one option.
+GPQA-Diamond (Idavidrein/gpqa): simple-evals' prompt ('Answer: $LETTER'), the options shuffled per question and
+sample, seeded by (question id, sample); with GPQA_BALANCED the right option's letter rotates with the sample
+from a seeded offset, so over k = 4, 8, ... samples no letter bias is left. Its authors ask that examples never
+appear in plain text on the web: none is shipped, tests use invented rows. eval.py grades it by simple-evals'
+rule (protocols.py) and reports reward.py's multiple-choice rules beside it.
 
-LiveCodeBench (Jain et al. 2024; hub livecodebench/code_generation_lite: JSONL files test.jsonl ... test6.jsonl,
-columns question_title, question_content, platform, question_id, contest_id, contest_date, starter_code,
-difficulty, public_test_cases (JSON), private_test_cases (JSON, or base64 of zlib of a pickle of that JSON),
-metadata (JSON, `func_name` for LeetCode problems); lcb_runner/benchmarks/code_generation.py). The hub repository
-is a loading script over those files, which `datasets` 4+ no longer runs, so the files are read directly
-(huggingface_hub.hf_hub_download). Private tests are decoded with an unpickler that refuses every global (no
-class, function or module can be named: only strings, numbers, lists, dicts, tuples, bytes), so a hostile pickle
-cannot run code. Window: AceReason-Nemotron's "LiveCodeBench v5 (2024/08/01 - 2025/02/01)" and "v6 (2025/02/01 -
-2025/05/01)" (nvidia/AceReason-Nemotron-14B model card, "Results"; avg@8), read as contest_date in [start,
-end): the two windows share 2025/02/01, which can belong to only one of them, and DeepCoder's split of the same
-problems uses start <= date < end (rllm data/preprocess/code/livecodebench.ipynb). (lcb_runner's own
---start_date/--end_date filter keeps both ends, which would count a contest dated 2025-02-01T00:00 in both.) AceMath-RL's LiveCodeBench column is the same window: its base model
-scores 37.6, the figure AceReason reports for DeepSeek-R1-Distill-Qwen-7B on v5. Prompt: AceReason's code
-instruction (model card, "Usage Recommendations" 3; paper appendix A.10), the question and, for LeetCode
-problems, the function header, in the user turn of the chat template (template `chat_raw`). Tests, as
-lcb_runner/evaluation/testing_util.py runs them: public then private; LeetCode ("functional") problems call
-`Solution().<func_name>(*args)` on ONE instance, each input line a JSON argument, the result (a tuple as a list)
-== the JSON output; stdin problems compare stdout line by line after stripping, a line also matching when its
-tokens are equal as decimals (code_reward.same_output_lcb); LCB's imports (`from typing import *`, ...) run
-before the program, and its recursion limit 50,000; LCB_TIME_LIMIT_S (6 s, lcb_runner's --timeout) per test,
-and the item's whole limit LCB's global (limit + 1) x tests + 5 s. Differences that remain: the program runs as
-a script in our sandbox (LCB wraps it in a function, which breaks `global` at module level, and swallows
-SystemExit; we need exit status 0), and memory is limited (code_reward.MEMORY_MB per process; LCB sets none).
+LiveCodeBench (livecodebench/code_generation_lite, JSONL files test.jsonl .. test6.jsonl, one per release, read
+directly: `datasets` 4+ no longer runs the repository's loading script): AceReason's code instruction with the
+function header for LeetCode problems (template chat_raw); public then private tests, private ones decoded by an
+unpickler that refuses every global (a hostile pickle cannot run code); graded by a published protocol
+(protocols.py: AceReason's verifier unless asked otherwise).
 
-DeepCoder-Preview-Dataset (Agentica, hub agentica-org/DeepCoder-Preview-Dataset, split train; columns `problem`,
-`tests` (JSON), `starter_code`, `metadata` (JSON: `func_name`)): the training set of DeepCoder-14B, the kind of
-data AceReason's code stage trains on (competitive programming with stdin and LeetCode-style tests). Configs:
-lcbv5 (LiveCodeBench problems dated 2023-05-01 to 2024-07-31: DeepCoder's split puts 2024-08-01 onward in its
-test split, so it holds no problem of the v5/v6 evaluation windows), primeintellect (verified SYNTHETIC-1
-problems) and taco (TACO-verified). `tests` comes in three layouts (rllm cookbooks/deepcoder/
-prepare_deepcoder_data.py): LiveCodeBench's list of {input, output, testtype}; a list of {input, output, type:
-"stdin_stdout" | "function_call", fn_name}; TACO's {inputs, outputs, fn_name}. Stdin tests are graded as
-LiveCodeBench's; LiveCodeBench-layout functional tests too; TACO's and PrimeIntellect's function-call tests (whose
-argument and output wrapping differ per source) are not supported: those rows are skipped and counted
-(DEEPCODER_SKIP_UNSUPPORTED) or refused. At most TRAIN_MAX_TESTS tests per problem, the ones with the longest
-inputs (DeepCoder's max_tests = 15 in rllm rewards/code_reward.py): a training reward need not run 100 tests.
+DeepCoder-Preview-Dataset (agentica-org): tests as rllm builds and grades them: TACO's {inputs, outputs} zipped
+(the shorter wins), TACO and PrimeIntellect rows at most TRAIN_MAX_TESTS (the longest inputs) of
+TRAIN_TIME_LIMIT_S each in our own runner; lcbv5 rows (LiveCodeBench's layout, dated before the v5 window) every
+test under lcb_runner's protocol. TACO's and PrimeIntellect's function-call tests are skipped and counted.
 """
 import base64
 import binascii
