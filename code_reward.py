@@ -1580,11 +1580,12 @@ def _check_protocol(sandbox, program, tests, partial, result):
         try:
             if not functional:
                 ok = protocols.same_output(call("_protocol_stdio", argument), want, protocol)
-            elif protocol == "lcb":
-                ok = protocols.same_value(call("_protocol_call", *argument), want, protocol)
             else:   # AceReason compiles the program again for every test, the call in its source
-                call("_protocol_load", protocols.call_source(program, name, argument), "run_main_code")
-                ok = protocols.same_value(call("_protocol_call"), want, protocol)
+                if protocol == "acereason":
+                    call("_protocol_load", protocols.call_source(program, name, argument), "run_main_code")
+                value = call("_protocol_call", *(argument if protocol == "lcb" else ()))
+                # an object that is not plain data never equals a value (upstream would call its own __eq__)
+                ok = not isinstance(value, ProgramObject) and protocols.same_value(value, want, protocol)
             detail = "" if ok else f"case {k}: wrong " + ("output" if not functional else "value")
         except (_SandboxGone, _Late):
             raise

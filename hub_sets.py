@@ -528,7 +528,7 @@ def layout(row):
 _LAYOUT_COLUMNS = {"livecodebench": LCB_COLUMNS, "gpqa": GPQA_COLUMNS, "deepcoder": ("problem", "tests")}
 
 
-def convert_rows(rows, where, source=None, log=print, max_tests=None, report=None, kind=None):
+def convert_rows(rows, where, source=None, log=print, max_tests=None, *, report=None, kind=None):
     """(location, row) -> (location, row in our schema) when the first row is in a known hub layout; other rows
     are returned unchanged for data.py to validate. Rows with unsupported tests are skipped and counted
     (DEEPCODER_SKIP_UNSUPPORTED) or refused. report: None refuses a malformed row (DatasetError naming it: a
