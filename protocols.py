@@ -178,13 +178,30 @@ def function_name(tests):
     return tests.get("func_name")
 
 
+def _json(text, protocol):
+    """json.loads with the integer digits the protocol's process allows (upstream's json.loads of a long integer
+    runs under its own set_int_max_str_digits; this process keeps Python's default)."""
+    limit = rules(protocol)["int_max_str_digits"]
+
+    def read_int(digits):
+        body = digits.lstrip("-")
+        if limit and len(body) > limit:
+            raise ValueError(f"an integer of {len(body)} digits (the protocol's limit: {limit})")
+        if len(body) <= 4000:
+            return int(digits)
+        half = len(body) // 2   # two halves under the default limit: no process-wide setting changed
+        value = read_int(body[:-half]) * 10 ** half + read_int(body[-half:])
+        return -value if digits.startswith("-") else value
+    return json.loads(text, parse_int=read_int)
+
+
 def lcb_arguments(cases):
     """lcb_runner grade_call_based: every input line is one JSON argument (all parsed before any test runs)."""
     arguments = []
     for k, case in enumerate(cases):
         try:
-            arguments.append([json.loads(line) for line in case["input"].split("\n")])
-        except (json.JSONDecodeError, RecursionError) as exc:
+            arguments.append([_json(line, "lcb") for line in case["input"].split("\n")])
+        except (ValueError, RecursionError) as exc:
             raise Unreadable(k, f"an input line is not JSON ({getattr(exc, 'msg', exc)}; a trailing newline "
                                 f"leaves an empty line)") from None
     return arguments
@@ -194,8 +211,8 @@ def lcb_expected(cases):
     expected = []
     for k, case in enumerate(cases):
         try:
-            expected.append(json.loads(case["output"]))
-        except (json.JSONDecodeError, RecursionError) as exc:
+            expected.append(_json(case["output"], "lcb"))
+        except (ValueError, RecursionError) as exc:
             raise Unreadable(k, f"the output is not JSON ({getattr(exc, 'msg', exc)})") from None
     return expected
 
@@ -221,8 +238,8 @@ def ace_expected(cases):
     else every one as a Python argument tuple (one bracketed literal: a list of it). Unreadable if none reads all."""
     outputs = [case["output"] for case in cases]
     try:
-        return [json.loads(o) for o in outputs]
-    except ValueError:
+        return [_json(o, "acereason") for o in outputs]
+    except (ValueError, RecursionError):
         pass
     try:
         return [json.loads(json.dumps(ast.literal_eval(o))) for o in outputs]

@@ -167,6 +167,9 @@ CALL_RULES = [
     Rule("a @dataclass helper", "from dataclasses import dataclass\n@dataclass\nclass P:\n    a: int\n"
          "class Solution:\n    def lastSum(self, nums, k):\n        return P(sum(nums[-k:])).a\n", LAST_SUM,
          False, True, None),
+    # a long integer expected: read under the protocol's digit limit (lcb_runner 50,000), not this process's 4,300
+    Rule("a 10,000-digit integer returned", "class Solution:\n    def lastSum(self, nums, k):\n        return 10**10000\n",
+         [("[1,2,3]\n2", "1" + "0" * 10000)], True, True, None),
     # AceReason evaluates the input as Python source: JSON's true is an undefined name
     Rule("a JSON true argument", LAST_SUM_REFERENCE, [("[1,2,3]\ntrue", "3")], False, True, None),
 ]
