@@ -31,7 +31,7 @@ LiveCodeBench (livecodebench/code_generation_lite, JSONL files test.jsonl .. tes
 directly: `datasets` 4+ no longer runs the repository's loading script): AceReason's code instruction with the
 function header for LeetCode problems (template chat_raw); public then private tests, private ones decoded by an
 unpickler that refuses every global (a hostile pickle cannot run code); graded by a published protocol
-(protocols.py: AceReason's verifier unless asked otherwise).
+(protocols.py: AceReason's verifier unless asked otherwise, which pays no response without `</think>`).
 
 DeepCoder-Preview-Dataset (agentica-org): tests as rllm builds and grades them: TACO's {inputs, outputs} zipped
 (the shorter wins), TACO and PrimeIntellect rows at most TRAIN_MAX_TESTS (the longest inputs) of

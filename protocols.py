@@ -18,9 +18,9 @@ upstream's reliability_guard), so a program sees what it saw upstream. Whatever 
 every guarantee: a protocol may only ask for the tests fields `modules` (read-only, the sandbox's allowlist) and
 `memory_mb`; the verdict is still computed from plain data by the checker.
 
-Deviations we keep on purpose (each the safer side): memory is bounded (upstream sets none); a value that is not
-plain data (an object with its own __eq__) never equals the expected value; a numpy array is compared as its list
-(upstream's `==` raises on one of more than one element); each item runs in its own process (upstream: a pool).
+Deviations kept on purpose: memory is bounded (upstream sets none); a value that is not plain data (an object
+with its own __eq__) never equals the expected value (both the safe side); a returned numpy array is compared as
+its list (upstream's `==` on one of more than one element raises: it refuses what this pays).
 
     extract_program(response, tests)      the program a protocol grades, or None
     check_tests(tests)                    None, or why the tests cannot be graded by their protocol
