@@ -1686,7 +1686,7 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                 sandbox.close()
                 if sandbox.failure:
                     result["status"] = sandbox.failure if sandbox.failure != "too_large" else "failed"
-                    where = f"case {result.pop('case', k)}: " if tests["kind"] == "stdio" or "case" in result else ""
+                    where = f"case {result.pop('case', k)}: " if "case" in result or not channel else ""
                     result["detail"] = f"{where}sandbox {sandbox.failure}" + \
                         (f"; output: {bytes(sandbox.tail).decode(errors='replace')[-MAX_DETAIL_CHARS:]}"
                          if sandbox.tail else "")
