@@ -145,11 +145,11 @@ def _answer_text(value):
     return value
 
 
-_SANDBOX_KEYS = {"modules", "memory_mb"}   # what the sandbox lets the program import and use (code_reward.py)
-_TESTS_KEYS = {"functional": {"kind", "asserts", "prelude", "setup", "entry_point", "time_limit_s"} | _SANDBOX_KEYS,
-               "stdio": {"kind", "cases", "prelude", "compare", "time_limit_s"} | _SANDBOX_KEYS}
+_TESTS_KEYS = {"functional": {"kind", "asserts", "prelude", "setup", "entry_point", "time_limit_s", "modules",
+                              "memory_mb"},
+               "stdio": {"kind", "cases", "prelude", "compare", "time_limit_s", "modules", "memory_mb"}}
 # tests graded by a published protocol (protocols.py): the cases as the source wrote them
-_PROTOCOL_KEYS = {"kind", "protocol", "cases", "func_name", "starter_code", "time_limit_s"} | _SANDBOX_KEYS
+_PROTOCOL_KEYS = {"kind", "protocol", "cases", "func_name", "starter_code", "time_limit_s", "modules", "memory_mb"}
 STDIO_COMPARE = ("exact", "lcb")   # code_reward.same_output, code_reward.same_output_lcb (LiveCodeBench's)
 
 
@@ -159,8 +159,7 @@ def validate_tests(tests, field="tests"):
         {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
         {"kind": "stdio", "cases": [{"input": str, "output": str}, ...], "prelude": str, "compare": "exact"|"lcb"}
         {"kind": ..., "protocol": "acereason"|"lcb", "cases": [...], "func_name": str, "starter_code": str}
-    Either kind may carry "time_limit_s": a limit per test (per call, per case), as LiveCodeBench runs them;
-    "modules" (module names the sandbox may let it import) and "memory_mb" (its memory allowance)."""
+    Either kind may carry "time_limit_s": a limit per test (per call, per case), as LiveCodeBench runs them."""
     if isinstance(tests, str):
         try:
             tests = json.loads(tests)
@@ -178,11 +177,6 @@ def validate_tests(tests, field="tests"):
     limit = tests.get("time_limit_s")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit < 3600):
         return None, f"field '{field}.time_limit_s': expected seconds per test (0 < s < 3600), got {limit!r}"
-    modules, memory = tests.get("modules", []), tests.get("memory_mb", 64)
-    if not (isinstance(modules, list) and all(isinstance(m, str) and m.isidentifier() for m in modules)):
-        return None, f"field '{field}.modules': expected a list of module names, got {modules!r}"
-    if isinstance(memory, bool) or not isinstance(memory, int) or not 16 <= memory <= 1 << 20:
-        return None, f"field '{field}.memory_mb': expected megabytes (16 .. 1048576), got {memory!r}"
     if "protocol" in tests:
         error = protocols.check_tests(tests)
         return (None, error.replace("'tests.", f"'{field}.")) if error else (tests, None)

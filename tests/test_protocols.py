@@ -249,8 +249,7 @@ def test_each_protocols_limits_modules_and_memory_travel_with_its_tests():
     assert protocols.switch(stdin_problem(SUM, "acereason")["tests"], "lcb")["time_limit_s"] == 6
     bad = dict(stdin_problem(SUM, "lcb")["tests"], protocol="nope")
     assert data.validate_tests(bad)[1].startswith("field 'tests.protocol': expected one of acereason, lcb")
-    assert data.validate_tests(dict(bad, protocol="lcb", memory_mb="4G"))[1].startswith("field 'tests.memory_mb'")
-    assert data.validate_tests(dict(bad, protocol="lcb", modules=["os.path"]))[1].startswith("field 'tests.modules'")
+    assert data.validate_tests(dict(bad, protocol="lcb", cases=[]))[1].startswith("field 'tests.cases'")
 
 
 def test_the_expected_output_never_enters_the_sandbox_under_a_protocol():
