@@ -620,7 +620,8 @@ def describe(spec, code_protocol=protocols.DEFAULT, gpqa_protocol=protocols.GPQA
         return (f"hub {GPQA_HUB} ({name}, gated: HF token); simple-evals prompt ('Answer: $LETTER'), options "
                 f"shuffled per question and sample ({'balanced over letters' if GPQA_BALANCED else 'uniform'}, "
                 f"seed {GPQA_SEED}); graded by {gpqa_protocol}"
-                + (" (first 'Answer: X' anywhere; ours beside it)" if gpqa_protocol == "simple-evals" else ""))
+                + (" (first 'Answer: X' anywhere; ours beside it)" if gpqa_protocol == "simple-evals" else
+                   " (reward.py's multiple-choice rules; simple-evals beside it)"))
     if name == "livecodebench":
         window = arg or LCB_DEFAULT_WINDOW
         files, start, end = lcb_window(window)
