@@ -231,13 +231,18 @@ def test_extraction_per_protocol():
 
 def test_the_training_reward_hands_a_protocol_the_whole_response():
     """reward.score_problems gives our own rows the text after the reasoning, a protocol's rows the whole response
-    (each protocol has its own rule about the reasoning): AceReason pays a program whose reasoning closed."""
+    (each protocol has its own rule about the reasoning): AceReason pays the program written in the reasoning of
+    a response whose reasoning closed (the text after it holds none), and nothing before `</think>`."""
     problem = call_problem(LAST_SUM, "acereason")
-    responses = ["Reasoning.\n</think>\n" + f"{FENCE}python\n{LAST_SUM_REFERENCE}{FENCE}",
-                 "Reasoning, never closed.\n" + f"{FENCE}python\n{LAST_SUM_REFERENCE}{FENCE}"]
-    scores = reward.score_problems(responses, [problem, problem], workers=2, code_timeout_s=SLOW_S,
-                                   think_prefilled=True)
-    assert scores == [1.0, 0.0]
+    adder = "a, b = map(int, input().split())\nprint(a + b)\n"
+    stdin_ace = stdin_problem(SUM, "acereason")
+    stdin_ours = dict(stdin_ace, tests=hub_sets.stdin_tests([(i, o, None, "") for i, o in SUM]))  # after it only
+    responses = [f"Reasoning.\n{FENCE}python\n{LAST_SUM_REFERENCE}{FENCE}\n</think>\nDone, see above.",
+                 f"Reasoning, never closed.\n{FENCE}python\n{LAST_SUM_REFERENCE}{FENCE}",
+                 f"Reasoning.\n{FENCE}python\n{adder}{FENCE}\n</think>\nDone, see above."]
+    scores = reward.score_problems(responses + responses[2:], [problem, problem, stdin_ace, stdin_ours], workers=2,
+                                   code_timeout_s=SLOW_S, think_prefilled=True)
+    assert scores == [1.0, 0.0, 1.0, 0.0]
 
 
 def test_each_protocols_limits_modules_and_memory_travel_with_its_tests():
