@@ -49,6 +49,9 @@ Tests (the `tests` field of a problem row; data.validate_tests checks the schema
         the program's text: LiveCodeBench's imports); it passes when the program exits with status 0 and its
         stdout equals the expected output up to trailing whitespace on each line and blank lines at the end (no
         float tolerance; compare "lcb": LiveCodeBench's comparison, same_output_lcb).
+    {"kind": "stdio"|"functional", "protocol": "acereason"|"lcb", "cases": [{"input", "output"}], "func_name",
+     "starter_code"}: graded as a published protocol grades them (protocols.py: its extraction from the whole
+        response, its in-process runner in ONE sandboxed process, its comparison here in the checker).
     Either kind may carry "time_limit_s", a limit per test as LiveCodeBench sets one (its 6 s per test case or
     call; here CPU and idle seconds charged to the item, as for the item): each stdio case's sandbox, and
     each call of a functional test (the program's loading too), must finish within it; the item's whole limit
@@ -56,7 +59,8 @@ Tests (the `tests` field of a problem row; data.validate_tests checks the schema
     Either kind may carry "modules": third-party packages the program may import (from
     sandbox.SANDBOX_MODULES: numpy), visible read-only in the sandbox, nothing else of site-packages; and
     "memory_mb": the program's memory for the item (its memory cgroup's limit where there is one, else
-    RLIMIT_AS per process; sandbox.py's Memory table).
+    RLIMIT_AS per process; sandbox.py's Memory table). A protocol's item adds its own margin
+    (protocols.PROTOCOLS: item_margin_s) to the whole limit.
 
     score_code_batch(responses, tests_list, workers=2)  the one scoring entry point (reward.score_problems uses it)
     require_sandbox(allow_fallback)                      once per run, before grading: the mode, or a refusal
@@ -72,6 +76,7 @@ import sys
 import time
 
 import data
+import protocols
 import sandbox as sandboxing   # `sandbox` is score_code_batch's argument (a mode name)
 import workers
 # re-exported: callers (train.py, eval.py, preflight.py) and readers find the sandbox's entry points here too
@@ -123,9 +128,13 @@ def _fenced_blocks(text):
         pos = end + 3
 
 
-def extract_program(response):
-    """The program in a response: the last ```python (or ```py / ```python3) block; if there is none, the last
-    ``` block without a language tag; else None (scores 0). Blocks tagged with another language never count."""
+def extract_program(response, tests=None):
+    """The program in a response. Tests under a published protocol (tests['protocol']): that protocol's rule on the
+    whole response (protocols.extract_program). Ours: the last ```python (or ```py / ```python3) block; if there is
+    none, the last ``` block without a language tag; else None (scores 0). Blocks tagged with another language
+    never count."""
+    if tests is not None and tests.get("protocol"):
+        return protocols.extract_program(response, tests)
     blocks = _fenced_blocks(response)
     for wanted in (lambda lang: lang in FENCE_LANGUAGES, lambda lang: lang == ""):
         chosen = [body for lang, body in blocks if wanted(lang)]
@@ -300,6 +309,8 @@ def _runner_main(argv):
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value + 1 if name == "RLIMIT_CPU" else value))
     os.environ.clear()  # the parent passes none; this drops what bwrap (PWD) and Python (LC_CTYPE) add
+    import _sitebuiltins   # exit() and quit() as the site module defines them (python -S leaves them out)
+    builtins.exit, builtins.quit = (_sitebuiltins.Quitter(name, "Ctrl-D (i.e. EOF)") for name in ("exit", "quit"))
     _write_line(write_fd, to_literal({"hello": os.getpid()}))
     buffer = bytearray()
     objects = []   # values returned that are not plain data: the checker gets {"obj": index} handles
@@ -541,6 +552,76 @@ def _check_functional(sandbox, program, tests, partial):
     return passed, detail
 
 
+def _check_protocol(sandbox, program, tests, partial, result):
+    """Tests under a published protocol (protocols.py): the sandbox runs upstream's in-process runner
+    (protocols.HARNESS) and answers one call per test, each within the protocol's per-test limit (so is each
+    compile); the expected values never leave this process, where the protocol's comparison decides. Updates
+    result's passed, detail and case (the test being run, for a sandbox failure's message)."""
+    protocol, cases = tests["protocol"], tests["cases"]
+    rules = protocols.rules(protocol)
+    limit = tests.get("time_limit_s") or rules["time_limit_s"]
+
+    def call(name, *args):   # raises what the program raised (a failed test), or _SandboxGone
+        sandbox.limit_test(limit)
+        try:
+            return ProgramName(name, sandbox)(*args)
+        finally:
+            sandbox.limit_test(None)
+
+    sandbox.send({"program": protocols.HARNESS})
+    ready = sandbox.recv()
+    if ready.get("ready") is not True:
+        result["detail"] = f"the protocol's runner failed to load: {_printable(ready.get('error'))}"
+        return
+    call("_protocol_setup", rules["stdin"], rules["int_max_str_digits"])
+    functional = tests["kind"] == "functional"
+    try:   # what the protocol reads from the tests before anything runs (a case it cannot read fails them all)
+        if functional and protocol == "lcb":
+            arguments, expected = protocols.lcb_arguments(cases), protocols.lcb_expected(cases)
+        elif functional:
+            arguments = [protocols.ace_arguments(c["input"], k) for k, c in enumerate(cases)]
+            expected = protocols.ace_expected(cases)
+        else:
+            arguments, expected = [c["input"] for c in cases], [c["output"] for c in cases]
+    except ValueError as exc:
+        result["detail"] = f"unreadable tests: {exc}"
+        return
+    name = protocols.function_name(tests)
+    try:
+        if not functional:
+            call("_protocol_load", protocols.stdio_module(program, protocol), "wrapped_function")
+        elif protocol == "lcb":
+            call("_protocol_load", protocols.call_module(program, protocol), name)
+    except (_SandboxGone, _Late):
+        raise
+    except BaseException as exc:  # noqa: BLE001 -- the program did not compile or load: every test fails
+        result["detail"] = f"program failed to load: {_describe(exc)}"
+        return
+    for k, (argument, want) in enumerate(zip(arguments, expected)):
+        result["case"] = k
+        try:
+            if not functional:
+                ok = protocols.same_output(call("_protocol_stdio", argument), want, protocol)
+            else:   # AceReason compiles the program again for every test, the call in its source
+                if protocol == "acereason":
+                    call("_protocol_load", protocols.call_source(program, name, argument), "run_main_code")
+                value = call("_protocol_call", *(argument if protocol == "lcb" else ()))
+                # an object that is not plain data never equals a value (upstream would call its own __eq__)
+                ok = not isinstance(value, ProgramObject) and protocols.same_value(value, want, protocol)
+            detail = "" if ok else f"case {k}: wrong " + ("output" if not functional else "value")
+        except (_SandboxGone, _Late):
+            raise
+        except BaseException as exc:  # noqa: BLE001 -- what the program raised: this test fails
+            ok, detail = False, f"case {k}: {_describe(exc)}"
+        if sandbox.failure:
+            raise _SandboxGone()
+        result["passed"] += ok
+        if not ok:
+            result["detail"] = detail
+            if not partial:
+                break
+    result.pop("case", None)
+
 
 def _run_tests(program, tests, timeout_s, mode, partial):
     """Run `program` (source text) against `tests` in the sandbox `mode`, with the tests in THIS process (a
@@ -548,22 +629,27 @@ def _run_tests(program, tests, timeout_s, mode, partial):
     int, "score": float, "detail": str, "seconds": float, "sandbox": mode}."""
     start = time.monotonic()
     clock = sandboxing.ItemClock(timeout_s)   # the item's own CPU and idle time (not a neighbour's load)
-    cases = tests["asserts"] if tests["kind"] == "functional" else tests["cases"]
+    cases = _cases(tests)
     result = {"status": "failed", "passed": 0, "total": len(cases), "score": 0.0, "detail": "", "sandbox": mode}
     if program is None or len(program) > MAX_PROGRAM_CHARS:
         result.update(status="no_program", detail="no program" if program is None else "program too long")
         return result
+    # one sandboxed process answers calls (functional tests; every test of a published protocol, whose runner is
+    # in-process upstream), or one process per stdio case
+    channel = tests["kind"] == "functional" or bool(tests.get("protocol"))
     sandboxes = []
     try:
         with _alarm(clock):
-            limit = tests.get("time_limit_s") if tests["kind"] == "stdio" else None
-            for k in range(1 if tests["kind"] == "functional" else len(cases)):
-                sandbox = _Sandbox(tests["kind"], mode, clock, sandboxes, modules=tests.get("modules", ()),
-                                   memory_mb=tests.get("memory_mb"))
+            limit = tests.get("time_limit_s") if not channel else None
+            for k in range(1 if channel else len(cases)):
+                sandbox = _Sandbox("functional" if channel else "stdio", mode, clock, sandboxes,
+                                   modules=tests.get("modules", ()), memory_mb=tests.get("memory_mb"))
                 try:
                     if sandbox.failure:
                         raise _SandboxGone()
-                    if tests["kind"] == "functional":
+                    if tests.get("protocol"):
+                        _check_protocol(sandbox, program, tests, partial, result)
+                    elif tests["kind"] == "functional":
                         result["passed"], result["detail"] = _check_functional(sandbox, program, tests, partial)
                     else:
                         if limit:   # this case's run, once its sandbox has started
@@ -583,19 +669,20 @@ def _run_tests(program, tests, timeout_s, mode, partial):
                 sandbox.close()
                 if sandbox.failure:
                     result["status"] = sandbox.failure if sandbox.failure != "too_large" else "failed"
-                    where = f"case {k}: " if tests["kind"] == "stdio" else ""
+                    where = f"case {result.pop('case', k)}: " if "case" in result or not channel else ""
                     result["detail"] = f"{where}sandbox {sandbox.failure}" + \
                         (f"; output: {bytes(sandbox.tail).decode(errors='replace')[-MAX_DETAIL_CHARS:]}"
                          if sandbox.tail else "")
                     if sandbox.failure in ("timeout", "refused"):
                         break
-                if tests["kind"] == "stdio" and result["passed"] < k + 1 and not partial:
+                if not channel and result["passed"] < k + 1 and not partial:
                     break
     except _Late:
         result.update(status="timeout", detail="the checker reached the item's deadline")
     finally:
         for sandbox in sandboxes:
             sandbox.close()
+    result.pop("case", None)
     if result["passed"] == len(cases) and len(cases) > 0 and result["status"] == "failed":
         result["status"] = "passed"
     if result["status"] == "passed" or (partial and result["status"] not in ("refused", "no_program")):
@@ -609,31 +696,23 @@ def same_output_lcb(got, expected):
     """LiveCodeBench's stdout comparison (lcb_runner/evaluation/testing_util.py grade_stdio): both stripped and
     split into lines, each line stripped; the same number of lines, each equal as text or, token by token, as
     decimal numbers (`0.50` equals `0.5`, `1e2` equals `100`; no tolerance: `0.3333` is not `0.33333`)."""
-    from decimal import Decimal, InvalidOperation
-
-    def lines(text):
-        return [line.strip() for line in text.strip().split("\n")]
-    got_lines, expected_lines = lines(got), lines(expected)
-    if len(got_lines) != len(expected_lines):
-        return False
-    for a, b in zip(got_lines, expected_lines):
-        if a == b:
-            continue
-        try:
-            if [Decimal(x) for x in a.split()] != [Decimal(x) for x in b.split()]:
-                return False
-        except (InvalidOperation, ValueError):
-            return False
-    return True
+    return protocols.same_output(got, expected, "lcb")
 
 
 def item_timeout_s(tests, timeout_s):
-    """An item's wall-clock limit: timeout_s, or for tests with a per-test limit LiveCodeBench's global limit
-    (limit + 1) x tests + 5 s (lcb_runner compute_code_generation_metrics.check_correctness) when larger."""
+    """An item's wall-clock limit: timeout_s, or for tests with a per-test limit the global limit (limit + 1) x
+    tests + margin, when larger: margin 5 s as lcb_runner (compute_code_generation_metrics.check_correctness),
+    or the protocol's (protocols.PROTOCOLS item_margin_s)."""
     limit = tests.get("time_limit_s")
     if not limit:
         return timeout_s
-    return max(timeout_s, (limit + 1) * len(tests["asserts" if tests["kind"] == "functional" else "cases"]) + 5)
+    margin = protocols.rules(tests["protocol"])["item_margin_s"] if tests.get("protocol") else 5
+    return max(timeout_s, (limit + 1) * len(_cases(tests)) + margin)
+
+
+def _cases(tests):
+    """The tests of an item one by one: stdio cases, protocol cases, or functional asserts."""
+    return tests["cases"] if "cases" in tests else tests["asserts"]
 
 
 def same_output(got, expected):
@@ -726,7 +805,7 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
             raise ValueError(f"item {k}: {error}")
         checked.append(tests)
     mode = sandbox_mode(sandbox)
-    outcome = _grade_in_workers([extract_program(r) for r in responses], checked, workers,
+    outcome = _grade_in_workers([extract_program(r, t) for r, t in zip(responses, checked)], checked, workers,
                                 [item_timeout_s(t, timeout_s) for t in checked], mode, partial)
     if stats is not None:
         for key in STAT_KEYS:

@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import hub_sets  # below this file: it imports nothing of ours
+import hub_sets  # below this file: it imports nothing of ours but protocols.py
+import protocols
 from sandbox import MAX_MEMORY_MB, SANDBOX_MODULES  # what a problem's tests may ask of the sandbox
 from hub_sets import DatasetError  # re-exported: data.DatasetError is what callers catch
 
@@ -148,6 +149,8 @@ def _answer_text(value):
 _TESTS_KEYS = {"functional": {"kind", "asserts", "prelude", "setup", "entry_point", "time_limit_s", "modules",
                               "memory_mb"},
                "stdio": {"kind", "cases", "prelude", "compare", "time_limit_s", "modules", "memory_mb"}}
+# tests graded by a published protocol (protocols.py): the cases as the source wrote them
+_PROTOCOL_KEYS = {"kind", "protocol", "cases", "func_name", "starter_code", "time_limit_s", "modules", "memory_mb"}
 STDIO_COMPARE = ("exact", "lcb")   # code_reward.same_output, code_reward.same_output_lcb (LiveCodeBench's)
 
 
@@ -156,6 +159,7 @@ def validate_tests(tests, field="tests"):
     A JSON string is parsed (hub datasets often store tests that way). Test code must compile.
         {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
         {"kind": "stdio", "cases": [{"input": str, "output": str}, ...], "prelude": str, "compare": "exact"|"lcb"}
+        {"kind": ..., "protocol": "acereason"|"lcb", "cases": [...], "func_name": str, "starter_code": str}
     Either kind may carry "time_limit_s": a limit per test (per call, per case), as LiveCodeBench runs them;
     "modules": third-party packages the program may import (each one of sandbox.SANDBOX_MODULES); "memory_mb":
     the program's memory in MB (1 .. sandbox.MAX_MEMORY_MB)."""
@@ -169,9 +173,10 @@ def validate_tests(tests, field="tests"):
     kind = tests.get("kind")
     if kind not in _TESTS_KEYS:
         return None, f"field '{field}.kind': must be 'functional' or 'stdio', got {kind!r}"
-    unknown = sorted(set(tests) - _TESTS_KEYS[kind])
+    keys = _PROTOCOL_KEYS if "protocol" in tests else _TESTS_KEYS[kind]
+    unknown = sorted(set(tests) - keys)
     if unknown:
-        return None, f"field '{field}.{unknown[0]}': not a field of {kind} tests ({sorted(_TESTS_KEYS[kind])})"
+        return None, f"field '{field}.{unknown[0]}': not a field of {kind} tests ({sorted(keys)})"
     limit = tests.get("time_limit_s")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit < 3600):
         return None, f"field '{field}.time_limit_s': expected seconds per test (0 < s < 3600), got {limit!r}"
@@ -181,6 +186,9 @@ def validate_tests(tests, field="tests"):
     memory = tests.get("memory_mb")
     if memory is not None and (type(memory) is not int or not 0 < memory <= MAX_MEMORY_MB):
         return None, f"field '{field}.memory_mb': expected megabytes (an int, 1 .. {MAX_MEMORY_MB}), got {memory!r}"
+    if "protocol" in tests:
+        error = protocols.check_tests(tests)
+        return (None, error.replace("'tests.", f"'{field}.")) if error else (tests, None)
     if kind == "functional":
         asserts = tests.get("asserts")
         if not isinstance(asserts, list) or not asserts:

@@ -6,8 +6,8 @@
     python eval.py --model M --preset seed --dry_run       the seed table's columns, each with its k and protocol
 
 The seed table (`--preset seed`): the math sets (shipped) and, from the Hugging Face hub, GPQA-Diamond (gated: a
-token) and LiveCodeBench (AceReason's v5 window), each with its own prompt (hub_sets.py states both protocols and
-their sources). A hub set that cannot be loaded here is skipped with one line saying why; the rest still runs.
+token) and LiveCodeBench (AceReason's v5 window), each with its own prompt (hub_sets.py) and graded as its
+published number was (protocols.py: --code_protocol, --gpqa_protocol; results.md says how, and what ours gives). A hub set that cannot be loaded here is skipped with one line saying why; the rest still runs.
 GPQA's options are shuffled per question AND per sample: each of a problem's k samples gets its own prompt
 (hub_sets.multiple_choice_sample), sampled once with seed (seed + i * k + s), and there is no maj@k for it
 (the letters mean other options in each sample).
@@ -47,6 +47,7 @@ from pathlib import Path
 
 import data
 import hub_sets
+import protocols
 from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import all_gather_objects, broadcast_object, distributed, get_rank, init_distributed, \
     shutdown_distributed
@@ -132,6 +133,11 @@ def summarize(records, k):
     for j in sorted({2 ** e for e in range(k.bit_length()) if 2 ** e <= k} | {k}):
         summary[f"pass@{j}"] = sum(pass_at_k(len(rs), sum(r["correct"] for r in rs), j)
                                    for rs in by_problem.values()) / n
+    if all("verdicts" in r for r in records):   # GPQA: both verdicts, and how often they disagree
+        summary["verdicts"] = {name: sum(sum(r["verdicts"][name] for r in rs) / len(rs) for rs in by_problem.values()) / n
+                               for name in protocols.GPQA_PROTOCOLS}
+        summary["verdicts"]["disagreement"] = sum(r["verdicts"]["simple-evals"] != r["verdicts"]["ours"]
+                                                  for r in records) / len(records)
     # no majority vote for code problems, nor over letters whose options change from sample to sample (GPQA)
     if k > 1 and not all(r.get("gold", "") is None for r in records) and not any("options_order" in r for r in records):
         summary[f"maj@{k}"] = sum(majority_correct([r["extracted"] for r in rs], [r["correct"] for r in rs])
@@ -158,10 +164,10 @@ def benchmark_template(name, template=None):
     return template or (hub_sets.TEMPLATE if hub_sets.is_named(name) else TEMPLATE)
 
 
-def describe_benchmark(name, k, template):
+def describe_benchmark(name, k, template, *, code_protocol=protocols.DEFAULT, gpqa_protocol=protocols.GPQA_DEFAULT):
     """One line of the dry run's table: the benchmark, its k, template, and how it is loaded and graded."""
     if hub_sets.is_named(name):
-        how = hub_sets.describe(name)
+        how = hub_sets.describe(name, code_protocol, gpqa_protocol)
     elif name in data.SHIPPED_EVAL + data.SHIPPED_TRAIN:
         code = name in ("mbpp_test", "humaneval", "mbpp_train", "mbpp_valid", "stdio_demo")
         how = "shipped (data/README.md); " + ("tests run in the sandbox" if code else "math grader")
@@ -175,14 +181,15 @@ def describe_benchmark(name, k, template):
 # ------------------------------------------------------------------------------------------------------------
 def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS,
                      template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None, strict=False,
-                     per_sample_seeds=True):
+                     per_sample_seeds=True, gpqa_protocol=protocols.GPQA_DEFAULT):
     """k graded samples for each problem. per_sample_seeds: problem i (counting from first_index) is sampled with
     seed + i * k (engine.generate seeds prompt j of a call with seed + j * k), so on a batch-invariant engine
     results do not depend on how problems are batched or on where an interrupted run resumed; else the engine's
     own generator (faster on GPU: SEEDS). No log-probs are asked for. prompts: the rendered prompts, if already at
     hand. strict: reward.py's strict extraction (explicit answers only). Returns (records, grading stats).
     Multiple-choice rows (`choices`: GPQA) get one prompt per sample, the options in that sample's order
-    (hub_sets.multiple_choice_sample), each sampled once: sample s of problem i with seed + i * k + s."""
+    (hub_sets.multiple_choice_sample), each sampled once: sample s of problem i with seed + i * k + s; each gets
+    both verdicts (`verdicts`: simple-evals' and ours, the training reward's), `correct` being gpqa_protocol's."""
     first_seed = seed + first_index * k if per_sample_seeds else None
     if any(p.get("choices") for p in problems):   # one row per (problem, sample), in that order
         rows = [hub_sets.multiple_choice_sample(p, s) if p.get("choices") else p for p in problems for s in range(k)]
@@ -208,12 +215,17 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
     for record, row in zip(records, rows):
         if "options_order" in row:   # which option sat under each letter in this sample
             record["options_order"] = row["options_order"]
+            letter = protocols.simple_evals_letter(record["response"])
+            record["extracted_simple_evals"] = letter
+            record["verdicts"] = {"simple-evals": letter == row["answer"], "ours": record["correct"]}
+            record["correct"] = record["verdicts"][gpqa_protocol]
     return records, stats
 
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
              max_tokens=MAX_TOKENS, template=None, seed=0, workers=2, timeout_s=5.0, log=print,
-             shard=(0, 1), gather=None, strict=False, resume=True, seeds=SEEDS, chunk_samples=None):
+             shard=(0, 1), gather=None, strict=False, resume=True, seeds=SEEDS, chunk_samples=None,
+             code_protocol=protocols.DEFAULT, gpqa_protocol=protocols.GPQA_DEFAULT):
     """Evaluate on each benchmark (shipped name, hub set or file). k: int for all, or None for DEFAULT_K (1 if
     unknown). template: one for all, or None for each benchmark's own (benchmark_template). A hub set that cannot
     be loaded here (hub_sets.HubUnavailable) is skipped with one line, and named in results.md.
@@ -235,6 +247,11 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
     from disk). Seeds follow the global problem index, so with per-sample seeds on a batch-invariant engine the
     result equals a one-rank evaluation, resumed or not.
     seeds: "sample", "engine" or "auto" (SEEDS).
+
+    Protocols (protocols.py): LiveCodeBench problems are graded by code_protocol, GPQA by gpqa_protocol (ours
+    beside it: `verdicts`). A hub row that cannot be graded (malformed, or unreadable by the protocol) is skipped
+    and counted (`malformed`, with the score as upstream, which grades it 0); a window whose problem count is not
+    the published column's is not given that column's name (`column`).
     """
     dp_rank, dp_world = shard
     per_sample_seeds = seeds == "sample" or (seeds == "auto" and getattr(engine, "batch_invariant", True))
@@ -244,7 +261,7 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         template = benchmark_template(name, requested_template)
         per_rank = max(1, (chunk_samples or CHUNK_WAVES * getattr(engine, "max_num_seqs", 256)) // bench_k)
         try:
-            problems, why = data.load_dataset(name)[:limit], None
+            problems, why = data.load_dataset(name), None
         except hub_sets.HubUnavailable as exc:
             problems, why = None, str(exc)
         # every rank walks the same benchmarks (each chunk's gather pairs them): one rank's failed download or
@@ -255,6 +272,10 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
             log(f"{name}: SKIPPED: {why}")
             unavailable[name] = why
             continue
+        problems, checks = protocol_checks(name, problems, code_protocol, gpqa_protocol, whole=limit is None)
+        for line in checks["lines"]:
+            log(f"{name}: {line}")
+        problems = problems[:limit]
         prompts = [data.render_prompt(p["problem"], tokenizer, template) for p in problems]
         problems, prompts, skipped = split_long_prompts(problems, prompts, engine.max_model_len)
         if skipped:
@@ -293,7 +314,8 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
             if lo < hi:
                 part, _ = sample_and_grade(engine, tokenizer, problems[lo:hi], bench_k, temperature, top_p, max_tokens,
                                            template, seed, workers, timeout_s, first_index=lo, prompts=prompts[lo:hi],
-                                           strict=strict, per_sample_seeds=per_sample_seeds)
+                                           strict=strict, per_sample_seeds=per_sample_seeds,
+                                           gpqa_protocol=gpqa_protocol)
             if gather is not None:
                 part = gather(part)
             if path:  # write as we go, so that an interruption loses at most one chunk
@@ -304,6 +326,10 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         summary["skipped_long_prompts"] = len(skipped)
         summary["skipped_ids"] = skipped
         summary["template"] = template
+        summary.update(checks["summary"])
+        if checks["summary"].get("malformed"):   # as upstream scores them: 0, in the denominator
+            n = summary["problems"]
+            summary[f"avg@{bench_k}_malformed_as_0"] = summary[f"avg@{bench_k}"] * n / (n + summary["malformed"])
         summary["seconds"] = round(time.time() - start, 1)
         results[name] = summary
         runs = f", ± {summary['run_stderr']:.4f} between re-runs" if summary["run_stderr"] is not None else ""
@@ -320,6 +346,45 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         Path(out_dir, "results.md").write_text(markdown_table(results, settings) + "".join(
             f"\nNot evaluated: {name} ({why})\n" for name, why in unavailable.items()))
     return results
+
+
+def protocol_checks(name, problems, code_protocol, gpqa_protocol, *, whole):
+    """A benchmark's problems under its protocol, and what to report: (problems, {"summary": fields for the
+    summary, "lines": log lines}). LiveCodeBench problems are switched to code_protocol; a problem that protocol
+    cannot read joins the hub set's malformed rows (skipped, counted). whole: every problem is evaluated (no
+    --limit): then a window whose count differs from the published column's is refused that column's name."""
+    report = hub_sets.load_report(name) if hub_sets.is_named(name) else None
+    malformed = list(report["malformed"]) if report else []
+    kept = []
+    for p in problems:
+        tests = p.get("tests")
+        if p.get("source") == "livecodebench" and isinstance(tests, dict) and tests.get("protocol") not in (
+                None, code_protocol):
+            try:
+                p = {**p, "tests": protocols.switch(tests, code_protocol)}
+            except protocols.Unreadable as exc:
+                malformed.append((p["id"], f"{exc.why} (protocol {code_protocol})"))
+                continue
+        kept.append(p)
+    summary, lines = {}, []
+    if any(p.get("source") == "livecodebench" for p in kept):
+        summary["code_protocol"] = code_protocol
+    if any(p.get("choices") for p in kept):
+        summary["gpqa_protocol"] = gpqa_protocol
+    if malformed:
+        summary.update(malformed=len(malformed), malformed_examples=[f"{where}: {why}" for where, why in malformed[:5]])
+        lines.append(f"skipped {len(malformed)} malformed row(s), counted in the results (e.g. {malformed[0][1]})")
+    if report and report.get("expected") and whole:
+        found, expected = report["rows"], report["expected"]
+        window = name.partition(":")[2] or hub_sets.LCB_DEFAULT_WINDOW
+        summary.update(found_problems=found, expected_problems=expected)
+        if found != expected:
+            summary["column"] = f"{name} (NOT {window}: {found} problems, {window} has {expected})"
+            lines.append(f"WARNING: {found} problems in the window, the published {window} column has {expected}: "
+                         f"this column is not {window}")
+        else:
+            lines.append(f"{found} problems, as the published {window} column")
+    return kept, {"summary": summary, "lines": lines}
 
 
 def gather_over_ranks(tp):
@@ -412,14 +477,36 @@ def markdown_table(results, settings):
              "error between evaluations of the same problems with fresh samples (needs k >= 2).", "",
              "| benchmark | metric | score | ± problems | ± re-runs | pass@k | maj@k | truncated | mean tokens | skipped |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    notes = []
     for name, s in results.items():
         k = s["k"]
         majority = f"{100 * s[f'maj@{k}']:.1f}" if f"maj@{k}" in s else "-"
         runs = f"{100 * s['run_stderr']:.1f}" if s.get("run_stderr") is not None else "-"
-        lines.append(f"| {name} | avg@{k} | {100 * s[f'avg@{k}']:.1f} | {100 * s['stderr']:.1f} | {runs} | "
+        lines.append(f"| {s.get('column', name)} | avg@{k} | {100 * s[f'avg@{k}']:.1f} | {100 * s['stderr']:.1f} | {runs} | "
                      f"{100 * s[f'pass@{k}']:.1f} (pass@{k}) | {majority} | {100 * s['truncated_frac']:.1f}% | "
                      f"{s['mean_response_tokens']:.0f} | {s.get('skipped_long_prompts', 0)} |")
-    return "\n".join(lines) + "\n"
+        notes += protocol_notes(name, s)
+    return "\n".join(lines) + "\n" + ("\nProtocols (protocols.py):\n" + "\n".join(notes) + "\n" if notes else "")
+
+
+def protocol_notes(name, s):
+    """results.md's lines on how a benchmark was graded: its protocol, its problem count against the published
+    column's, the malformed rows skipped, and (GPQA) how often our rules disagree with the protocol's."""
+    k, notes = s["k"], []
+    if s.get("code_protocol"):
+        notes.append(f"- {name}: code protocol `{s['code_protocol']}` ({protocols.rules(s['code_protocol'])['source']})")
+    if s.get("expected_problems"):
+        notes.append(f"- {name}: {s['found_problems']} problems in the window; the published column has "
+                     f"{s['expected_problems']}" + (" (NOT that column)" if "column" in s else ""))
+    if s.get("malformed"):
+        notes.append(f"- {name}: {s['malformed']} malformed row(s) skipped (e.g. {s['malformed_examples'][0]}); "
+                     f"scored 0 as upstream does: avg@{k} {100 * s[f'avg@{k}_malformed_as_0']:.1f}")
+    if "verdicts" in s:
+        other = next(p for p in protocols.GPQA_PROTOCOLS if p != s.get("gpqa_protocol"))
+        notes.append(f"- {name}: graded by `{s.get('gpqa_protocol')}`; by `{other}` avg@{k} would be "
+                     f"{100 * s['verdicts'][other]:.1f}; the two disagree on {100 * s['verdicts']['disagreement']:.1f}% "
+                     f"of samples")
+    return notes
 
 
 def write_pass_rates(out_dir, benchmarks, path):
@@ -476,6 +563,12 @@ def build_parser():
                    "(VLLM_BATCH_INVARIANT=1; GPU only, slower): with --seeds auto, reproducible samples on GPU")
     p.add_argument("--chunk_samples", type=int, default=0, help="samples per submission to each engine, each "
                    "written when graded (0: CHUNK_WAVES x the engine's concurrent sequences)")
+    p.add_argument("--code_protocol", default=protocols.DEFAULT, choices=protocols.NAMES, help="how LiveCodeBench is "
+                   "graded: acereason (AceReason's verifier: the seed tables' numbers) or lcb (lcb_runner's own); "
+                   "protocols.py states each one's rules")
+    p.add_argument("--gpqa_protocol", default=protocols.GPQA_DEFAULT, choices=protocols.GPQA_PROTOCOLS, help="how "
+                   "GPQA is graded: simple-evals (first 'Answer: X' anywhere: the published numbers) or ours (the "
+                   "training reward's rules); the other is reported beside it")
     p.add_argument("--dry_run", action="store_true", help="check flags and paths, load nothing, exit")
     return p
 
@@ -510,7 +603,12 @@ def main(argv=None, engine=None):
               f"seed {args.seed}")
         print(f"  {'benchmark':<15} {'k':<7} {'template':<9} protocol")
         for name in benchmarks:
-            print(describe_benchmark(name, args.k or default_k(name), benchmark_template(name, args.template)))
+            print(describe_benchmark(name, args.k or default_k(name), benchmark_template(name, args.template),
+                                     code_protocol=args.code_protocol, gpqa_protocol=args.gpqa_protocol))
+        for name in (n for n in benchmarks if hub_sets.expected_problems(n)):
+            print(f"eval.py: {name}: expected {hub_sets.expected_problems(name)} problems (the published column); "
+                  f"found: counted when loaded (a dry run fetches nothing); a different count is not given the "
+                  f"column's name")
         for name in (n for n in benchmarks if hub_sets.is_named(n)):
             why = hub_sets.availability(name)
             print(f"eval.py: {name}: " + (f"would be SKIPPED here: {why}" if why else
@@ -538,7 +636,8 @@ def main(argv=None, engine=None):
                        template=args.template, seed=args.seed, workers=args.workers, strict=bool(args.strict_answers),
                        log=print if writer else (lambda message: None), shard=(rank // tp, world // tp),
                        gather=gather_over_ranks(tp) if world > 1 else None, seeds=args.seeds,
-                       chunk_samples=args.chunk_samples)
+                       chunk_samples=args.chunk_samples, code_protocol=args.code_protocol,
+                       gpqa_protocol=args.gpqa_protocol)
     if writer and args.pass_rates:
         write_pass_rates(args.out, benchmarks, args.pass_rates)
         print(f"pass rates -> {args.pass_rates}")

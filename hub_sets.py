@@ -1,68 +1,42 @@
 """The seed tables' sets that live on the Hugging Face hub: GPQA-Diamond and LiveCodeBench (evaluation) and
 DeepCoder's competitive-programming problems (code RL). None is shipped; each is loaded from the hub and turned
-into our problem schema (data.py), with the protocol of the study that reported it:
+into our problem schema (data.py), prompted and graded as the number it stands for was (README.md, "Evaluation:
+the seed table", names each source):
 
     data.load_dataset("gpqa_diamond")               198 questions (gated: an HF token whose owner accepted the terms)
-    data.load_dataset("livecodebench")              LiveCodeBench problems of AceReason's "v5" window (below)
-    data.load_dataset("livecodebench:v6")           another window: v5, v6, pre_v5, or START..END (YYYY-MM-DD)
+    data.load_dataset("livecodebench")              AceReason's "v5" column: release_v5, 2024-08-01 <= date < 2025-02-01
+    data.load_dataset("livecodebench:v6")           a window: v5, v6 (the 175 problems release_v6 added), pre_v5,
+                                                    or START..END (YYYY-MM-DD, END excluded; release_v6's files)
     data.load_dataset("deepcoder")                  DeepCoder's training problems (configs lcbv5, primeintellect, taco)
     data.load_dataset("deepcoder:lcbv5")            one config
     data.load_dataset("rows.jsonl")                 a local file in LiveCodeBench's, DeepCoder's or GPQA's column
                                                     layout is recognised and converted the same way (convert_rows)
+    load_report(spec)                               what loading a named set found: rows in the window, problems
+                                                    kept, malformed rows skipped, the published column's count
 
 Hub access (hub_rows, hub_file) fails with one line naming the set and what is missing (the `datasets` package,
-a token, the network), as HubUnavailable: eval.py skips such a benchmark with that line and goes on.
+a token, the network), as HubUnavailable: eval.py skips such a benchmark with that line and goes on. A malformed
+row of a named set (a field missing or unreadable, private tests that do not decode, a testtype or starter code
+that contradicts metadata.func_name, tests its protocol cannot read, two GPQA options with one text) is skipped
+and counted, as upstream grades such a problem 0; a set whose every row is malformed is refused. In a local file
+the same row is refused, naming file, line and field.
 
-GPQA-Diamond (Rein et al. 2023; hub Idavidrein/gpqa, config gpqa_diamond, split train: columns `Question`,
-`Correct Answer`, `Incorrect Answer 1..3`, `Record ID`, ...). Its authors ask that examples never appear in plain
-text on the web: this repository ships none, and its tests use invented rows. Protocol: simple-evals'
-(openai/simple-evals gpqa_eval.py + common.py QUERY_TEMPLATE_MULTICHOICE: the DeepSeek-R1 paper, arXiv 2501.12948,
-"Evaluation Prompts", evaluates GPQA Diamond with simple-evals' prompts, and its R1-Distill-Qwen-7B figure 49.1 is
-the seed's baseline): the four options are shuffled for
-each sample of each question (simple-evals draws a permutation per question and repeat), the prompt asks for a
-last line `Answer: $LETTER`. Ours is seeded per (question id, sample) so a resumed or sharded run sees the same
-order, and with GPQA_BALANCED the right option's position rotates over the letters with the sample index from
-a seeded offset: every sample's order is still uniform over the 24 permutations, and over k = 4, 8, ... samples
-each question's right answer sits under every letter equally often (no letter bias left in avg@k). Graded by
-reward.py's multiple-choice rules (a letter, `(C)`, `C) text`; two letters are a hedge), or, when the response
-commits to no letter, the text of exactly one option.
+GPQA-Diamond (Idavidrein/gpqa): simple-evals' prompt ('Answer: $LETTER'), the options shuffled per question and
+sample, seeded by (question id, sample); with GPQA_BALANCED the right option's letter rotates with the sample
+from a seeded offset, so over k = 4, 8, ... samples no letter bias is left. Its authors ask that examples never
+appear in plain text on the web: none is shipped, tests use invented rows. eval.py grades it by simple-evals'
+rule (protocols.py) and reports reward.py's multiple-choice rules beside it.
 
-LiveCodeBench (Jain et al. 2024; hub livecodebench/code_generation_lite: JSONL files test.jsonl ... test6.jsonl,
-columns question_title, question_content, platform, question_id, contest_id, contest_date, starter_code,
-difficulty, public_test_cases (JSON), private_test_cases (JSON, or base64 of zlib of a pickle of that JSON),
-metadata (JSON, `func_name` for LeetCode problems); lcb_runner/benchmarks/code_generation.py). The hub repository
-is a loading script over those files, which `datasets` 4+ no longer runs, so the files are read directly
-(huggingface_hub.hf_hub_download). Private tests are decoded with an unpickler that refuses every global (no
-class, function or module can be named: only strings, numbers, lists, dicts, tuples, bytes), so a hostile pickle
-cannot run code. Window: AceReason-Nemotron's "LiveCodeBench v5 (2024/08/01 - 2025/02/01)" and "v6 (2025/02/01 -
-2025/05/01)" (nvidia/AceReason-Nemotron-14B model card, "Results"; avg@8), read as contest_date in [start,
-end): the two windows share 2025/02/01, which can belong to only one of them, and DeepCoder's split of the same
-problems uses start <= date < end (rllm data/preprocess/code/livecodebench.ipynb). (lcb_runner's own
---start_date/--end_date filter keeps both ends, which would count a contest dated 2025-02-01T00:00 in both.) AceMath-RL's LiveCodeBench column is the same window: its base model
-scores 37.6, the figure AceReason reports for DeepSeek-R1-Distill-Qwen-7B on v5. Prompt: AceReason's code
-instruction (model card, "Usage Recommendations" 3; paper appendix A.10), the question and, for LeetCode
-problems, the function header, in the user turn of the chat template (template `chat_raw`). Tests, as
-lcb_runner/evaluation/testing_util.py runs them: public then private; LeetCode ("functional") problems call
-`Solution().<func_name>(*args)` on ONE instance, each input line a JSON argument, the result (a tuple as a list)
-== the JSON output; stdin problems compare stdout line by line after stripping, a line also matching when its
-tokens are equal as decimals (code_reward.same_output_lcb); LCB's imports (`from typing import *`, ...) run
-before the program, and its recursion limit 50,000; LCB_TIME_LIMIT_S (6 s, lcb_runner's --timeout) per test,
-and the item's whole limit LCB's global (limit + 1) x tests + 5 s. Differences that remain: the program runs as
-a script in our sandbox (LCB wraps it in a function, which breaks `global` at module level, and swallows
-SystemExit; we need exit status 0), and memory is limited (code_reward.MEMORY_MB per process; LCB sets none).
+LiveCodeBench (livecodebench/code_generation_lite, JSONL files test.jsonl .. test6.jsonl, one per release, read
+directly: `datasets` 4+ no longer runs the repository's loading script): AceReason's code instruction with the
+function header for LeetCode problems (template chat_raw); public then private tests, private ones decoded by an
+unpickler that refuses every global (a hostile pickle cannot run code); graded by a published protocol
+(protocols.py: AceReason's verifier unless asked otherwise, which pays no response without `</think>`).
 
-DeepCoder-Preview-Dataset (Agentica, hub agentica-org/DeepCoder-Preview-Dataset, split train; columns `problem`,
-`tests` (JSON), `starter_code`, `metadata` (JSON: `func_name`)): the training set of DeepCoder-14B, the kind of
-data AceReason's code stage trains on (competitive programming with stdin and LeetCode-style tests). Configs:
-lcbv5 (LiveCodeBench problems dated 2023-05-01 to 2024-07-31: DeepCoder's split puts 2024-08-01 onward in its
-test split, so it holds no problem of the v5/v6 evaluation windows), primeintellect (verified SYNTHETIC-1
-problems) and taco (TACO-verified). `tests` comes in three layouts (rllm cookbooks/deepcoder/
-prepare_deepcoder_data.py): LiveCodeBench's list of {input, output, testtype}; a list of {input, output, type:
-"stdin_stdout" | "function_call", fn_name}; TACO's {inputs, outputs, fn_name}. Stdin tests are graded as
-LiveCodeBench's; LiveCodeBench-layout functional tests too; TACO's and PrimeIntellect's function-call tests (whose
-argument and output wrapping differ per source) are not supported: those rows are skipped and counted
-(DEEPCODER_SKIP_UNSUPPORTED) or refused. At most TRAIN_MAX_TESTS tests per problem, the ones with the longest
-inputs (DeepCoder's max_tests = 15 in rllm rewards/code_reward.py): a training reward need not run 100 tests.
+DeepCoder-Preview-Dataset (agentica-org): tests as rllm builds and grades them: TACO's {inputs, outputs} zipped
+(the shorter wins), TACO and PrimeIntellect rows at most TRAIN_MAX_TESTS (the longest inputs) of
+TRAIN_TIME_LIMIT_S each in our own runner; lcbv5 rows (LiveCodeBench's layout, dated before the v5 window) every
+test under lcb_runner's protocol. TACO's and PrimeIntellect's function-call tests are skipped and counted.
 """
 import base64
 import binascii
@@ -75,6 +49,8 @@ import pickle
 import random
 import zlib
 from datetime import datetime
+
+import protocols  # below this file: it imports nothing of ours
 
 
 DATASETS_REQUIREMENT = "datasets==5.2.0"   # requirements-common.txt
@@ -235,22 +211,21 @@ def gpqa_problems(rows, where, source="gpqa_diamond"):
 # ------------------------------------------------------------------------------------------------------------
 LCB_HUB = "livecodebench/code_generation_lite"
 LCB_RELEASE_FILES = {f"release_v{n}": ["test.jsonl"] + [f"test{k}.jsonl" for k in range(2, n + 1)] for n in range(1, 7)}
-LCB_RELEASE = "release_v6"    # the files read (then filtered by contest date): v6 holds problems up to 2025-04
-LCB_WINDOWS = {"v5": ("2024-08-01", "2025-02-01"),       # AceReason's LCB v5 (and AceMath-RL's LiveCodeBench)
-               "v6": ("2025-02-01", "2025-05-01"),       # AceReason's LCB v6
-               "pre_v5": ("2023-05-01", "2024-08-01")}   # everything before v5: DeepCoder's training range
+# A named window: (the release files read, first contest date, end date excluded; None: no filter), and the
+# problem count the published column has. "v5": release_v5 within 2024-08-01 .. 2025-02-01 (NeMo-Skills
+# dataset/livecodebench/prepare.py test_v5_2408_2502: 279; NVIDIA's AceReason split file lists the same 279).
+# "v6": the 175 problems release_v6 added (test6.jsonl, contests of 2025-01 .. 2025-04: AceReason's split file's
+# "v6" list, January's included, though its model card labels the column 2025/02/01 - 2025/05/01).
+LCB_WINDOWS = {"v5": (LCB_RELEASE_FILES["release_v5"], "2024-08-01", "2025-02-01"),
+               "v6": (["test6.jsonl"], None, None),
+               "pre_v5": (LCB_RELEASE_FILES["release_v6"], "2023-05-01", "2024-08-01")}   # DeepCoder's training range
+LCB_EXPECTED_PROBLEMS = {"v5": 279, "v6": 175}
 LCB_DEFAULT_WINDOW = "v5"
 LCB_TIME_LIMIT_S = 6          # per test (lcb_runner/runner/parser.py --timeout, default 6)
 LCB_COLUMNS = ("question_content", "public_test_cases", "private_test_cases", "metadata")
 MAX_PRIVATE_TESTS_BYTES = 1 << 30   # a private-tests field inflating beyond this is refused (a zip bomb)
-# lcb_runner/evaluation/testing_util.py import_string, less its last line (sys.setrecursionlimit(50000)), which
-# LCB_SETUP / the stdin prelude apply in the sandbox only: a functional prelude also runs in the checker
-LCB_IMPORTS = "".join(f"from {m} import *\n" for m in (
-    "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
-    "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing")) + "".join(
-    f"import {m}\n" for m in ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
-                              "statistics", "itertools", "functools", "operator", "io", "sys", "json"))
-LCB_RECURSION_LIMIT = 50000
+# lcb_runner/evaluation/testing_util.py import_string: before a training stdin program (TACO, PrimeIntellect)
+LCB_IMPORTS = protocols.LCB_IMPORTS
 # AceReason's code instructions (nvidia/AceReason-Nemotron-14B model card, "Usage Recommendations" 3), verbatim
 CODE_INSTRUCTION_STDIN = ("Write Python code to solve the problem. Please place the solution code in the following "
                           "format:\n```python\n# Your solution code here\n```")
@@ -323,7 +298,7 @@ def decode_private_tests(value, where, field="private_test_cases"):
 
 
 def _lcb_cases(tests, where, field):
-    """A list of LiveCodeBench tests {input, output, testtype} -> [(input, output, testtype)]."""
+    """A list of LiveCodeBench tests {input, output, testtype} -> [(input, output, testtype, field)]."""
     if not isinstance(tests, list):
         raise DatasetError(f"{where}: field '{field}': expected a list of tests, got {type(tests).__name__}")
     cases = []
@@ -334,50 +309,37 @@ def _lcb_cases(tests, where, field):
     return cases
 
 
-def functional_tests(cases, func_name, where, time_limit_s=LCB_TIME_LIMIT_S):
-    """LiveCodeBench's call-based tests (grade_call_based) as our functional tests: ONE `Solution()` (or, without
-    that class, the module's function), each input line a JSON argument, the result == the JSON output, a tuple
-    compared as a list. The call goes through `_lcb_call`, defined in the sandbox after the program (setup); the
-    comparison runs in the checker."""
-    if not (isinstance(func_name, str) and func_name.isidentifier()):
-        raise DatasetError(f"{where}: field 'metadata.func_name': expected a method name, got {func_name!r}")
-    asserts = []
-    for text_in, text_out, _, field in cases:
-        try:
-            args = [json.loads(line) for line in text_in.split("\n")]
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: field '{field}.input': a line is not JSON ({exc.msg})") from None
-        try:
-            json.loads(text_out)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: field '{field}.output': not JSON ({exc.msg})") from None
-        asserts.append(f"assert _lcb_call(*json.loads({json.dumps(args)!r})) == json.loads({text_out!r})")
-    setup = (f"import sys as _lcb_sys\n_lcb_sys.setrecursionlimit({LCB_RECURSION_LIMIT})\n"
-             f"_lcb_solution = Solution() if isinstance(globals().get('Solution'), type) else None\n"
-             f"def _lcb_call(*args):\n"
-             f"    f = getattr(_lcb_solution, {func_name!r}) if _lcb_solution is not None else globals()[{func_name!r}]\n"
-             f"    result = f(*args)\n"
-             f"    return list(result) if isinstance(result, tuple) else result\n")
-    return {"kind": "functional", "asserts": asserts, "prelude": LCB_IMPORTS, "setup": setup,
-            "time_limit_s": time_limit_s}
-
-
 def stdin_tests(cases, time_limit_s=LCB_TIME_LIMIT_S):
-    """LiveCodeBench's stdin tests (grade_stdio) as our stdio tests: LCB's imports and recursion limit before the
-    program, LCB's output comparison, a time limit per test."""
+    """Stdin tests run as a script in our own runner (DeepCoder's TACO and PrimeIntellect rows): LiveCodeBench's
+    imports and recursion limit before the program, LiveCodeBench's output comparison, a time limit per test."""
     return {"kind": "stdio", "cases": [{"input": i, "output": o} for i, o, _, _ in cases],
-            "prelude": LCB_IMPORTS + f"sys.setrecursionlimit({LCB_RECURSION_LIMIT})\n", "compare": "lcb",
-            "time_limit_s": time_limit_s}
+            "prelude": LCB_IMPORTS, "compare": "lcb", "time_limit_s": time_limit_s}
 
 
-def _lcb_kind(cases, func_name, where):
-    """'functional' when the metadata names a function (as lcb_runner's run_test decides), else 'stdin'; a test
-    whose testtype says otherwise is refused."""
+def protocol_tests(cases, func_name, starter_code, where, protocol):
+    """LiveCodeBench-layout tests graded by a published protocol (protocols.py); DatasetError naming the row when
+    that protocol cannot read them."""
+    kind = "functional" if func_name else "stdio"
+    try:
+        return protocols.code_tests(kind, [{"input": i, "output": o} for i, o, _, _ in cases], protocol,
+                                    func_name=func_name, starter_code=starter_code)
+    except protocols.Unreadable as exc:
+        field = "test cases" if exc.case is None else cases[exc.case][3]
+        raise DatasetError(f"{where}: field '{field}': {exc.why} (protocol {protocol})") from None
+
+
+def _lcb_kind(cases, func_name, where, starter_code=None):
+    """'functional' when the metadata names a function (as lcb_runner's run_test decides), else 'stdin'. A test
+    whose testtype says otherwise, or (LiveCodeBench rows) a starter code present without a function name or
+    absent with one (AceReason's verifier decides by the starter code), is refused."""
     kind = "functional" if func_name else "stdin"
     for _, _, testtype, field in cases:
         if testtype not in (None, kind):
             raise DatasetError(f"{where}: field '{field}.testtype': {testtype!r}, but the problem is {kind} "
                                f"(metadata.func_name {'given' if func_name else 'absent'})")
+    if starter_code is not None and bool(starter_code.strip()) != bool(func_name):
+        raise DatasetError(f"{where}: field 'starter_code': {'present' if starter_code.strip() else 'empty'}, but "
+                           f"metadata.func_name is {'absent' if not func_name else repr(func_name)}")
     return kind
 
 
@@ -388,8 +350,9 @@ def _longest(cases, max_tests):
     return [cases[k] for k in keep]
 
 
-def lcb_problem(row, where, max_tests=None):
-    """One row in LiveCodeBench's layout -> a problem (id = question_id, AceReason's prompt, the tests)."""
+def lcb_problem(row, where, max_tests=None, protocol=protocols.DEFAULT):
+    """One row in LiveCodeBench's layout -> a problem (id = question_id, AceReason's prompt, the tests public then
+    private, graded by `protocol`: AceReason's verifier unless asked otherwise)."""
     question = _text_field(row, where, "question_content")
     metadata = _json_field(row.get("metadata") or {}, where, "metadata")
     if not isinstance(metadata, dict):
@@ -400,10 +363,9 @@ def lcb_problem(row, where, max_tests=None):
     if not cases:
         raise DatasetError(f"{where}: no tests (fields 'public_test_cases', 'private_test_cases')")
     func_name = metadata.get("func_name")
-    kind = _lcb_kind(cases, func_name, where)
-    cases = _longest(cases, max_tests)
-    tests = functional_tests(cases, func_name, where) if kind == "functional" else stdin_tests(cases)
     starter = row.get("starter_code") or ""
+    _lcb_kind(cases, func_name, where, starter)
+    tests = protocol_tests(_longest(cases, max_tests), func_name, starter, where, protocol)
     problem = {"id": str(row.get("question_id") or ""), "problem": code_prompt(question, starter), "tests": tests,
                "source": "livecodebench"}
     for key in ("question_title", "platform", "contest_id", "contest_date", "difficulty"):
@@ -415,9 +377,15 @@ def lcb_problem(row, where, max_tests=None):
 
 
 def lcb_window(name):
-    """A window name (LCB_WINDOWS) or 'YYYY-MM-DD..YYYY-MM-DD' -> (start, end) datetimes (end excluded), or
-    ValueError saying what is accepted."""
-    start, end = LCB_WINDOWS.get(name, (name.partition("..")[0], name.partition("..")[2]))
+    """A window name (LCB_WINDOWS) or 'YYYY-MM-DD..YYYY-MM-DD' -> (files, start, end): the release files read and
+    the contest dates kept (start <= date < end; None: every problem of those files). ValueError saying what is
+    accepted."""
+    if name in LCB_WINDOWS:
+        files, start, end = LCB_WINDOWS[name]
+        if start is None:
+            return files, None, None
+    else:
+        files, (start, _, end) = LCB_RELEASE_FILES["release_v6"], name.partition("..")
     try:
         window = datetime.strptime(start, "%Y-%m-%d"), datetime.strptime(end, "%Y-%m-%d")
     except ValueError:
@@ -425,7 +393,7 @@ def lcb_window(name):
                          f"START..END (YYYY-MM-DD, END excluded)") from None
     if window[0] >= window[1]:
         raise ValueError(f"livecodebench:{name}: the window's start must come before its end")
-    return window
+    return (files, *window)
 
 
 def _contest_date(row, where):
@@ -436,23 +404,30 @@ def _contest_date(row, where):
                            f"({str(row.get('contest_date'))[:40]!r})") from None
 
 
-def livecodebench_rows(spec, window):
-    """(location, row) of the LCB_RELEASE files whose contest_date lies in the window (read line by line: the
-    private tests of other problems are never decoded)."""
-    start, end = lcb_window(window)
+def livecodebench_rows(spec, window, malformed=None):
+    """(location, row) of the window's release files whose contest_date lies in it (read line by line: the
+    private tests of other problems are never decoded). A line that is not JSON, or has no readable date, goes
+    to `malformed` as (location, why) when that is a list; else it is refused (DatasetError)."""
+    files, start, end = lcb_window(window)
     rows = []
-    for filename in LCB_RELEASE_FILES[LCB_RELEASE]:
+    for filename in files:
         path = hub_file(spec, LCB_HUB, filename)
         with open(path, encoding="utf-8") as f:
             for line_no, line in enumerate(f, 1):
                 if not line.strip():
                     continue
+                at = f"{LCB_HUB}/{filename}:{line_no}"
                 try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{LCB_HUB}/{filename}:{line_no}: unreadable JSON ({exc.msg})") from None
-                if start <= _contest_date(row, f"{LCB_HUB}/{filename}:{line_no}") < end:
-                    rows.append((f"{filename}:{line_no}", row))
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise DatasetError(f"{at}: unreadable JSON ({exc.msg})") from None
+                    if start is None or start <= _contest_date(row, at) < end:
+                        rows.append((f"{filename}:{line_no}", row))
+                except DatasetError as exc:
+                    if malformed is None:
+                        raise
+                    malformed.append((f"{filename}:{line_no}", str(exc).removeprefix(f"{at}: ")))
     return rows
 
 
@@ -462,7 +437,11 @@ def livecodebench_rows(spec, window):
 DEEPCODER_HUB = "agentica-org/DeepCoder-Preview-Dataset"
 DEEPCODER_CONFIGS = ("lcbv5", "primeintellect", "taco")   # `deepcoder` alone: all three (their train splits)
 DEEPCODER_SPLIT = "train"
-TRAIN_MAX_TESTS = 15          # tests kept per training problem, the longest inputs (DeepCoder's max_tests)
+# rllm rewards/code_reward.py: TACO and PrimeIntellect rows at most 15 tests (the longest inputs), 12 s each;
+# LiveCodeBench rows every test, 6 s each (its lcb_check_correctness_v2)
+TRAIN_MAX_TESTS = 15
+TRAIN_TIME_LIMIT_S = 12
+DEEPCODER_LCB_PROTOCOL = "lcb"      # rllm grades LiveCodeBench rows with its copy of lcb_runner's testing_util
 DEEPCODER_SKIP_UNSUPPORTED = True   # rows with TACO/PrimeIntellect function-call tests: skip and count (else refuse)
 
 
@@ -480,40 +459,44 @@ def _io_text(value, where, field):
 
 
 def deepcoder_problem(row, where, max_tests=TRAIN_MAX_TESTS):
-    """One row in DeepCoder's layout -> a problem; Unsupported for function-call tests outside LCB's layout."""
+    """One row in DeepCoder's layout -> a problem, its tests as rllm builds and grades them; Unsupported for
+    function-call tests outside LiveCodeBench's layout. max_tests: TACO / PrimeIntellect rows only."""
     question = _text_field(row, where, "problem")
     tests = _json_field(row.get("tests"), where, "tests")
     metadata = _json_field(row.get("metadata") or {}, where, "metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
+    starter = row.get("starter_code") or ""
     if isinstance(tests, dict) and "inputs" in tests and "outputs" in tests:   # TACO
         if tests.get("fn_name"):
             raise Unsupported(f"{where}: TACO function-call tests (fn_name {tests['fn_name']!r}) are not supported")
-        if not isinstance(tests["inputs"], list) or len(tests["inputs"]) != len(tests.get("outputs") or []):
-            raise DatasetError(f"{where}: field 'tests': inputs and outputs must be lists of the same length")
+        if not isinstance(tests["inputs"], list) or not isinstance(tests["outputs"], list):
+            raise DatasetError(f"{where}: field 'tests': inputs and outputs must be lists")
+        # rllm cookbooks/deepcoder/prepare_deepcoder_data.py _normalize_tests: zip(inputs, outputs): the shorter wins
         cases = [(_io_text(i, where, f"tests.inputs[{k}]"), _io_text(o, where, f"tests.outputs[{k}]"), None,
                   f"tests[{k}]") for k, (i, o) in enumerate(zip(tests["inputs"], tests["outputs"]))]
-        kind = "stdin"
+        lcb_layout = False
     elif isinstance(tests, list) and tests and all(isinstance(t, dict) for t in tests):
         if any(t.get("type") == "function_call" or t.get("fn_name") for t in tests):   # PrimeIntellect
             raise Unsupported(f"{where}: PrimeIntellect function-call tests are not supported")
-        if any("testtype" in t for t in tests):   # LiveCodeBench's layout (config lcbv5)
+        lcb_layout = any("testtype" in t for t in tests)   # LiveCodeBench's layout (config lcbv5)
+        if lcb_layout:
             cases = _lcb_cases(tests, where, "tests")
-            func_name = metadata.get("func_name") or next(
-                (t["metadata"].get("func_name") for t in tests if isinstance(t.get("metadata"), dict)), None)
-            kind = _lcb_kind(cases, func_name, where)
         else:
             cases = [(_io_text(t.get("input"), where, f"tests[{k}].input"),
                       _io_text(t.get("output"), where, f"tests[{k}].output"), None, f"tests[{k}]")
                      for k, t in enumerate(tests)]
-            kind, func_name = "stdin", None
     else:
         raise DatasetError(f"{where}: field 'tests': expected a list of tests or {{inputs, outputs}}")
     if not cases:
         raise DatasetError(f"{where}: field 'tests': no tests")
-    cases = _longest(cases, max_tests)
-    starter = row.get("starter_code") or ""
-    problem = {"problem": code_prompt(question, starter), "source": "deepcoder",
-               "tests": functional_tests(cases, func_name, where) if kind == "functional" else stdin_tests(cases)}
+    if lcb_layout:
+        func_name = metadata.get("func_name") or next(
+            (t["metadata"].get("func_name") for t in tests if isinstance(t.get("metadata"), dict)), None)
+        _lcb_kind(cases, func_name, where)
+        problem_tests = protocol_tests(cases, func_name, starter, where, DEEPCODER_LCB_PROTOCOL)
+    else:
+        problem_tests = stdin_tests(_longest(cases, max_tests), time_limit_s=TRAIN_TIME_LIMIT_S)
+    problem = {"problem": code_prompt(question, starter), "source": "deepcoder", "tests": problem_tests}
     if starter:
         problem["starter_code"] = starter
     return problem
@@ -545,35 +528,46 @@ def layout(row):
 _LAYOUT_COLUMNS = {"livecodebench": LCB_COLUMNS, "gpqa": GPQA_COLUMNS, "deepcoder": ("problem", "tests")}
 
 
-def convert_rows(rows, where, source=None, log=print, max_tests=None):
-    """(location, row) -> (location, row in our schema) when the first row is in a known hub layout (every row
-    must then have that layout's columns); other rows are returned unchanged for data.py to validate. Rows with
-    unsupported tests are skipped and counted (DEEPCODER_SKIP_UNSUPPORTED) or refused."""
-    kind = layout(rows[0][1]) if rows else None
+def convert_rows(rows, where, source=None, log=print, max_tests=None, *, report=None, kind=None):
+    """(location, row) -> (location, row in our schema) when the first row is in a known hub layout; other rows
+    are returned unchanged for data.py to validate. Rows with unsupported tests are skipped and counted
+    (DEEPCODER_SKIP_UNSUPPORTED) or refused. report: None refuses a malformed row (DatasetError naming it: a
+    local file); a dict skips it and counts it there (report["malformed"]: [(location, why)], a hub set, as
+    upstream grades such a problem 0), refusing only when no row is left. kind: the layout (a named set's), else
+    the first row's."""
+    kind = kind or (layout(rows[0][1]) if rows else None)
     if kind is None:
         return rows
-    for location, row in rows:
-        missing = [c for c in _LAYOUT_COLUMNS[kind] if not isinstance(row, dict) or c not in row]
-        if missing:
-            raise DatasetError(f"{where}:{location}: field '{missing[0]}' missing (the first row is in {kind}'s "
-                               f"column layout)")
-    if kind == "gpqa":
-        return gpqa_problems(rows, where, source=source or "gpqa")
-    converted, skipped = [], []
+    converted, skipped, malformed = [], [], [] if report is None else report.setdefault("malformed", [])
     for location, row in rows:
         at = f"{where}:{location}"
         try:
-            converted.append((location, lcb_problem(row, at, max_tests) if kind == "livecodebench" else
-                              deepcoder_problem(row, at, TRAIN_MAX_TESTS if max_tests is None else max_tests)))
+            missing = [c for c in _LAYOUT_COLUMNS[kind] if not isinstance(row, dict) or c not in row]
+            if missing:
+                raise DatasetError(f"{at}: field '{missing[0]}' missing (the first row is in {kind}'s column layout)")
+            if kind == "gpqa":
+                converted += gpqa_problems([(location, row)], where, source=source or "gpqa")
+            elif kind == "livecodebench":
+                converted.append((location, lcb_problem(row, at, max_tests)))
+            else:
+                converted.append((location, deepcoder_problem(row, at, TRAIN_MAX_TESTS if max_tests is None
+                                                              else max_tests)))
         except Unsupported as exc:
             if not DEEPCODER_SKIP_UNSUPPORTED:
                 raise
             skipped.append(str(exc))
+        except DatasetError as exc:
+            if report is None:
+                raise
+            malformed.append((location, str(exc).removeprefix(f"{at}: ")))
     if skipped:
         log(f"{where}: skipped {len(skipped)} of {len(rows)} rows whose tests are not supported "
             f"(e.g. {skipped[0][len(where) + 1:]})")
+    if malformed:
+        log(f"{where}: skipped {len(malformed)} of {len(rows)} malformed rows (e.g. {': '.join(malformed[-1])})")
     if not converted:
-        raise DatasetError(f"{where}: no row with supported tests")
+        raise DatasetError(f"{where}: no row with supported, well-formed tests" +
+                           (f" (all {len(rows)} skipped; e.g. {': '.join(malformed[-1])})" if malformed else ""))
     return converted
 
 
@@ -583,8 +577,8 @@ def convert_rows(rows, where, source=None, log=print, max_tests=None):
 NAMES = GPQA_CONFIGS + ("livecodebench", "deepcoder")
 CODE_NAMES = ("livecodebench", "deepcoder")
 TEMPLATE = "chat_raw"         # the loaders write the whole user turn (instruction included): data.TEMPLATES
-_CACHE = {}                   # spec -> (where, rows), or the HubUnavailable it raised: eval and training try a hub
-                              # set once per process (periodic evals do not wait on the network again)
+_CACHE = {}                   # spec -> (where, rows, report), or the HubUnavailable it raised: eval and training
+                              # try a hub set once per process (periodic evals do not wait on the network again)
 
 
 def base_name(spec):
@@ -613,22 +607,35 @@ def spec_error(spec):
     return f"{spec}: not a hub set ({', '.join(NAMES)})"
 
 
-def describe(spec):
+def expected_problems(spec):
+    """The problem count of the published column a named set stands for (LCB_EXPECTED_PROBLEMS), or None."""
+    name, _, arg = spec.partition(":")
+    return LCB_EXPECTED_PROBLEMS.get(arg or LCB_DEFAULT_WINDOW) if name == "livecodebench" else None
+
+
+def describe(spec, code_protocol=protocols.DEFAULT, gpqa_protocol=protocols.GPQA_DEFAULT):
     """One line: where a named set comes from and how it is prompted and graded (eval.py --dry_run)."""
     name, _, arg = spec.partition(":")
     if name in GPQA_CONFIGS:
         return (f"hub {GPQA_HUB} ({name}, gated: HF token); simple-evals prompt ('Answer: $LETTER'), options "
                 f"shuffled per question and sample ({'balanced over letters' if GPQA_BALANCED else 'uniform'}, "
-                f"seed {GPQA_SEED}); graded by letter or option text")
+                f"seed {GPQA_SEED}); graded by {gpqa_protocol}"
+                + (" (first 'Answer: X' anywhere; ours beside it)" if gpqa_protocol == "simple-evals" else
+                   " (reward.py's multiple-choice rules; simple-evals beside it)"))
     if name == "livecodebench":
         window = arg or LCB_DEFAULT_WINDOW
-        start, end = lcb_window(window)
-        return (f"hub {LCB_HUB} ({LCB_RELEASE}), contest dates {start:%Y-%m-%d} <= d < {end:%Y-%m-%d} ({window}); "
-                f"AceReason's code prompt; public + private tests in the sandbox, {LCB_TIME_LIMIT_S} s per test, "
-                f"LCB's output comparison")
+        files, start, end = lcb_window(window)
+        rules = protocols.rules(code_protocol)
+        dates = f"contest dates {start:%Y-%m-%d} <= d < {end:%Y-%m-%d}" if start else "every problem"
+        expected = expected_problems(spec)
+        return (f"hub {LCB_HUB} ({'+'.join(files)}), {dates} ({window}"
+                + (f": expected {expected} problems" if expected else "") + "); AceReason's code prompt; "
+                f"protocol {code_protocol}: public + private tests, {rules['time_limit_s']} s per test, "
+                f"{rules['memory_mb']} MB, modules {', '.join(rules['modules']) or 'none'}")
     if name == "deepcoder":
         return (f"hub {DEEPCODER_HUB} ({arg or '+'.join(DEEPCODER_CONFIGS)}, {DEEPCODER_SPLIT}); AceReason's code "
-                f"prompt; at most {TRAIN_MAX_TESTS} tests per problem, {LCB_TIME_LIMIT_S} s per test")
+                f"prompt; TACO/PrimeIntellect: at most {TRAIN_MAX_TESTS} tests, {TRAIN_TIME_LIMIT_S} s each; "
+                f"LiveCodeBench rows: every test, protocol {DEEPCODER_LCB_PROTOCOL}")
     return spec
 
 
@@ -649,7 +656,7 @@ def availability(spec):
 
 def named_rows(spec, log=print):
     """(where, [(location, row in our schema)]) of a named hub set; DatasetError (HubUnavailable when the hub,
-    a package or a token is missing)."""
+    a package or a token is missing). Malformed rows are skipped and counted: load_report(spec)."""
     error = spec_error(spec)
     if error:
         raise DatasetError(error)
@@ -661,30 +668,44 @@ def named_rows(spec, log=print):
         except HubUnavailable as exc:
             _CACHE[spec] = exc
             raise
-    where, rows = _CACHE[spec]
+    where, rows, _ = _CACHE[spec]
     return where, [(location, dict(row)) for location, row in rows]
 
 
+def load_report(spec):
+    """What loading a named set found, once it is loaded (else None): {"rows": rows read (in the window),
+    "problems": problems kept, "malformed": [(location, why)], "expected": the published column's count or None}."""
+    loaded = _CACHE.get(spec)
+    if not isinstance(loaded, tuple):
+        return None
+    return dict(loaded[2])
+
+
 def _load_named(spec, log):
-    """A named set from the hub: (where, [(location, row in our schema)])."""
+    """A named set from the hub: (where, [(location, row in our schema)], report)."""
     name, _, arg = spec.partition(":")
+    report, unreadable = {"malformed": [], "expected": expected_problems(spec)}, 0
     if name in GPQA_CONFIGS:
         where = f"{GPQA_HUB}:{name}"
-        raw = hub_rows(spec, GPQA_HUB, name, GPQA_SPLIT, gated=True)
-        rows = gpqa_problems([(f"row {k}", r) for k, r in enumerate(raw)], where, source=name)
+        raw = [(f"row {k}", r) for k, r in enumerate(hub_rows(spec, GPQA_HUB, name, GPQA_SPLIT, gated=True))]
+        rows = convert_rows(raw, where, name, log, report=report, kind="gpqa") if raw else []
     elif name == "livecodebench":
         where = f"{LCB_HUB}:{arg or LCB_DEFAULT_WINDOW}"
-        rows = convert_rows(livecodebench_rows(spec, arg or LCB_DEFAULT_WINDOW), LCB_HUB, "livecodebench", log)
+        raw = livecodebench_rows(spec, arg or LCB_DEFAULT_WINDOW, malformed=report["malformed"])
+        unreadable = len(report["malformed"])   # lines without JSON or a date: counted with the window's rows
+        rows = convert_rows(raw, LCB_HUB, "livecodebench", log, report=report, kind="livecodebench") if raw else []
     else:
-        where, rows = f"{DEEPCODER_HUB}:{arg or '+'.join(DEEPCODER_CONFIGS)}", []
+        where, rows, raw = f"{DEEPCODER_HUB}:{arg or '+'.join(DEEPCODER_CONFIGS)}", [], []
         for config in (arg.split("+") if arg else DEEPCODER_CONFIGS):
-            raw = hub_rows(spec, DEEPCODER_HUB, config, DEEPCODER_SPLIT)
-            for location, row in convert_rows([(f"row {k}", r) for k, r in enumerate(raw)],
-                                              f"{DEEPCODER_HUB}:{config}", "deepcoder", log):
+            part = [(f"row {k}", r) for k, r in enumerate(hub_rows(spec, DEEPCODER_HUB, config, DEEPCODER_SPLIT))]
+            raw += part
+            for location, row in convert_rows(part, f"{DEEPCODER_HUB}:{config}", "deepcoder", log, report=report,
+                                              kind="deepcoder"):
                 rows.append((location, {**row, "id": f"{config}-{location.split()[-1]}"}))
     if not rows:
         raise DatasetError(f"{spec}: no problems (window or config empty?)")
-    return where, rows
+    report.update(rows=len(raw) + unreadable, problems=len(rows))
+    return where, rows, report
 
 
 def is_code(spec):

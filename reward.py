@@ -321,7 +321,9 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
         for i, s in zip(math_rows, part):
             scores[i] = s
     if code_rows:
-        part = score_code_batch([final_text(responses[i], think_prefilled) or "" for i in code_rows],
+        # tests under a published protocol read the whole response by its own rule (protocols.extract_program)
+        part = score_code_batch([responses[i] if isinstance(problems[i]["tests"], dict) and problems[i]["tests"].get(
+                                 "protocol") else final_text(responses[i], think_prefilled) or "" for i in code_rows],
                                 [problems[i]["tests"] for i in code_rows],
                                 workers=workers, timeout_s=code_timeout_s or CODE_TIMEOUT_S, stats=stats)
         for i, s in zip(code_rows, part):

@@ -37,6 +37,7 @@ import errno
 import importlib.util
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -697,6 +698,9 @@ class Sandbox:
         address_space = memory_mb or MEMORY_MB   # without a cgroup RLIMIT_AS is the bound; with one, the cgroup
         if memory_mb and cgroup is not None:
             address_space = max(MEMORY_MB, 4 * memory_mb)   # numpy maps more address space than it touches
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]   # a child cannot be given more than its grading worker has
+        if hard != resource.RLIM_INFINITY:
+            address_space = min(address_space, hard >> 20)
         to_child_r, self.to_child = os.pipe()
         self.from_child, from_child_w = os.pipe()
         inherited, ruleset = [to_child_r, from_child_w], None

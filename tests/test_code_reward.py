@@ -520,7 +520,7 @@ def test_an_unprivileged_user_gets_the_same_sandbox():
     readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
     try:
         readable.chmod(0o755)
-        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py"):
+        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py", "protocols.py"):
             shutil.copy(ROOT / module, readable / module)
             (readable / module).chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c",

@@ -64,7 +64,8 @@ TWO_SUM_WRONG = "class Solution:\n    def twoSum(self, nums: List[int], target: 
 
 
 def fenced(program):
-    return f"Some reasoning.\n```python\n{program}```\n"
+    """A reasoning model's response: its reasoning closed (AceReason's verifier grades no other), then the program."""
+    return f"Some reasoning.\n</think>\n```python\n{program}```\n"
 
 
 @pytest.fixture(autouse=True)
@@ -210,14 +211,14 @@ def grade(problem, program, timeout_s=SLOW_S):
 def test_lcb_stdin_row_passes_with_a_reference_and_fails_with_a_wrong_one():
     problem = hub_sets.lcb_problem(lcb_row("abc1_a", SUM_TESTS), "row 0")
     assert problem["problem"] == ("Invented problem abc1_a.\n\n" + hub_sets.CODE_INSTRUCTION_STDIN)
-    tests = problem["tests"]
-    assert tests["kind"] == "stdio" and tests["compare"] == "lcb" and tests["time_limit_s"] == 6
+    tests = problem["tests"]   # graded as AceReason's verifier grades them (protocols.py), its 10 s per test
+    assert tests["kind"] == "stdio" and tests["protocol"] == "acereason" and tests["time_limit_s"] == 10
     assert [c["input"] for c in tests["cases"]] == [i for i, _ in SUM_TESTS]   # public, then the decoded private
     score, result = grade(problem, SUM_REFERENCE)
     assert score == 1.0 and result["passed"] == 3, result
     score, result = grade(problem, SUM_WRONG)
     assert score == 0.0 and result["status"] == "failed", result
-    # LiveCodeBench's imports precede the program (`sqrt` unimported), its recursion limit is 50,000
+    # the protocol's imports precede the program (`sqrt` unimported), its recursion limit is above 5,000
     deep = "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n" \
            "a, b = map(int, input().split())\nprint(a + b + depth(5000) - 5000)\nprint(sqrt((a + b) ** 2) / 2)\n"
     assert grade(problem, deep)[0] == 1.0
@@ -236,15 +237,18 @@ def test_lcb_functional_row_passes_with_a_reference_and_fails_with_a_wrong_one()
     assert problem["problem"] == ("Invented problem lc1.\n\nSolve the problem starting with the provided function "
                                   "header.\n\nFunction header:\n```\n" + TWO_SUM_STARTER + "\n```\n\n"
                                   + hub_sets.CODE_INSTRUCTION_STARTER)
-    assert problem["tests"]["kind"] == "functional" and len(problem["tests"]["asserts"]) == 3
+    assert problem["tests"]["kind"] == "functional" and len(problem["tests"]["cases"]) == 3
+    assert problem["tests"]["func_name"] == "twoSum" and problem["tests"]["starter_code"] == TWO_SUM_STARTER
     score, result = grade(problem, TWO_SUM_REFERENCE)
     assert score == 1.0 and result["passed"] == 3, result
     score, result = grade(problem, TWO_SUM_WRONG)
     assert score == 0.0 and result["passed"] == 1, result    # the first test happens to want [0, 1]
-    # ONE Solution() for all tests, as lcb_runner: state kept between calls is the program's business
+    # lcb_runner: ONE Solution() for all tests (state kept between calls is the program's business); AceReason
+    # makes a new one for every test
     counting = ("class Solution:\n    calls = 0\n    def twoSum(self, nums, target):\n        self.calls += 1\n"
                 "        return [0, 1] if self.calls != 2 else [1, 2]\n")
-    assert grade(problem, counting)[0] == 1.0
+    lcb = hub_sets.lcb_problem(lcb_row("lc1", TWO_SUM_TESTS, "twoSum", TWO_SUM_STARTER), "row 0", protocol="lcb")
+    assert grade(lcb, counting)[0] == 1.0 and grade(problem, counting)[0] == 0.0
     # without a Solution class, a module-level function of that name (lcb_runner's fallback)
     assert grade(problem, TWO_SUM_REFERENCE.replace("Solution", "Answer") + "def twoSum(nums, target):\n"
                  "    return Answer().twoSum(nums, target)\n")[0] == 1.0
@@ -256,12 +260,13 @@ def test_lcb_time_limit_is_per_test_and_the_item_limit_is_lcbs():
     sleepy = "import time\ntime.sleep(1.2)\n" + SUM_REFERENCE   # 1.2 s per case, 3.6 s in all
     problem = hub_sets.lcb_problem(lcb_row("abc1_b", SUM_TESTS), "row 0")
     problem["tests"]["time_limit_s"] = 3
-    assert code_reward.item_timeout_s(problem["tests"], 1.0) == (3 + 1) * 3 + 5
+    assert code_reward.item_timeout_s(problem["tests"], 1.0) == (3 + 1) * 3 + 10   # AceReason's margin
+    assert code_reward.item_timeout_s(dict(problem["tests"], protocol="lcb"), 1.0) == (3 + 1) * 3 + 5
     score, result = grade(problem, sleepy, timeout_s=1.0)
     assert score == 1.0, result
     score, result = grade(problem, "while True:\n    pass\n", timeout_s=1.0)
     assert score == 0.0 and result["status"] == "timeout" and result["detail"].startswith("case 0:"), result
-    functional = hub_sets.lcb_problem(lcb_row("lc2", TWO_SUM_TESTS, "twoSum", TWO_SUM_STARTER), "row 0")
+    functional = hub_sets.lcb_problem(lcb_row("lc2", TWO_SUM_TESTS, "twoSum", TWO_SUM_STARTER), "row 0", protocol="lcb")
     functional["tests"]["time_limit_s"] = 3
     slow_calls = "import time\n" + TWO_SUM_REFERENCE.replace("seen = {}", "time.sleep(1.2)\n        seen = {}")
     assert grade(functional, slow_calls, timeout_s=1.0)[0] == 1.0
@@ -307,9 +312,12 @@ def test_lcb_rows_load_for_training_and_errors_name_the_field(tmp_path):
     assert [p["id"] for p in problems] == ["abc1_a", "lc1"] and [p["tests"]["kind"] for p in problems] == \
         ["stdio", "functional"]
     assert all(data.validate_tests(p["tests"])[1] is None for p in problems)
-    bad = lcb_row("lc2", [("[1,2\n3", "[0]")], "twoSum")
-    with pytest.raises(DatasetError, match=r"bad.jsonl:1: field 'public_test_cases\[0\].input': a line is not JSON"):
+    bad = lcb_row("lc2", [("[1,2\n3", "[0]")], "twoSum", TWO_SUM_STARTER)
+    with pytest.raises(DatasetError, match=r"bad.jsonl:1: field 'public_test_cases\[0\]': the input is not a Python "
+                                           r"argument list \(protocol acereason\)"):
         data.load_dataset(str(write_jsonl(tmp_path / "bad.jsonl", [bad])))
+    with pytest.raises(DatasetError, match=r"field 'public_test_cases\[0\]': an input line is not JSON"):
+        hub_sets.lcb_problem(lcb_row("lc2", [("[1,2]\n3\n", "[0]")], "twoSum", TWO_SUM_STARTER), "row 0", protocol="lcb")
     mixed = lcb_row("lc3", TWO_SUM_TESTS)   # functional tests, but no func_name in the metadata
     mixed["public_test_cases"] = json.dumps([{"input": "[1]\n1", "output": "[0]", "testtype": "functional"}])
     with pytest.raises(DatasetError, match=r"field 'public_test_cases\[0\].testtype': 'functional'"):
@@ -318,9 +326,9 @@ def test_lcb_rows_load_for_training_and_errors_name_the_field(tmp_path):
 
 def test_lcb_window_is_half_open_and_specs_are_checked(tmp_path, monkeypatch):
     dates = ["2024-07-31T23:00:00", "2024-08-01T00:00:00", "2025-01-31T12:00:00", "2025-02-01T00:00:00"]
-    files = {name: write_jsonl(tmp_path / name, [lcb_row(f"q{k}", SUM_TESTS, date=d) for k, d in enumerate(dates)]
-                               if name == "test5.jsonl" else [])
-             for name in hub_sets.LCB_RELEASE_FILES[hub_sets.LCB_RELEASE]}
+    rows = [lcb_row(f"q{k}", SUM_TESTS, date=d) for k, d in enumerate(dates)]
+    files = {name: write_jsonl(tmp_path / name, rows[:3] if name == "test5.jsonl" else rows[3:] if name == "test6.jsonl"
+                               else []) for name in hub_sets.LCB_RELEASE_FILES["release_v6"]}
     monkeypatch.setattr(hub_sets, "hub_file", lambda spec, repo, filename: str(files[filename]))
     assert [p["id"] for p in data.load_dataset("livecodebench")] == ["q1", "q2"]     # v5: Aug 2024 .. Jan 2025
     assert [p["id"] for p in data.load_dataset("livecodebench:v6")] == ["q3"]
@@ -383,7 +391,10 @@ def test_eval_dry_run_lists_the_seed_table(tmp_path):
                     "gaokao2023en": ["avg@1", "chat"], "olympiadbench": ["avg@1", "chat"],
                     "college_math": ["avg@1", "chat"], "gpqa_diamond": ["avg@8", "chat_raw"],
                     "livecodebench": ["avg@8", "chat_raw"]}
-    assert "2024-08-01 <= d < 2025-02-01" in proc.stdout and "6 s per test" in proc.stdout
+    assert "2024-08-01 <= d < 2025-02-01 (v5: expected 279 problems)" in proc.stdout
+    assert "protocol acereason: public + private tests, 10 s per test" in proc.stdout
+    assert "eval.py: livecodebench: expected 279 problems (the published column)" in proc.stdout
+    assert "graded by simple-evals (first 'Answer: X' anywhere; ours beside it)" in proc.stdout
     assert "options shuffled per question and sample" in proc.stdout
     skipped = [line for line in proc.stdout.splitlines() if "would be SKIPPED" in line]
     assert len(skipped) == 1 and skipped[0].startswith("eval.py: gpqa_diamond: would be SKIPPED here: ")
@@ -431,7 +442,7 @@ def test_recipe_code_stage_uses_a_hub_set_outside_the_eval_window():
     code_data = text.split("CODE_DATA=${CODE_DATA:-")[1].split("}")[0]
     assert code_data == "deepcoder" and "--template chat_raw" in text and "--eval_data livecodebench" in text
     assert all(hub_sets.spec_error(s) is None for s in code_data.split(","))
-    assert hub_sets.LCB_WINDOWS["pre_v5"][1] == hub_sets.LCB_WINDOWS["v5"][0] == "2024-08-01"
+    assert hub_sets.LCB_WINDOWS["pre_v5"][2] == hub_sets.LCB_WINDOWS["v5"][1] == "2024-08-01"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     for spec, ok in (("deepcoder", True), ("deepcoder:lcbv6", False)):
         proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--train_data", spec, "--template", "chat_raw",

@@ -70,7 +70,7 @@ def as_nobody(script, *args, timeout=300):
     readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
     try:
         readable.chmod(0o755)
-        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py"):
+        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py", "protocols.py"):
             shutil.copy(ROOT / module, readable / module)
             (readable / module).chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",

@@ -117,7 +117,7 @@ def as_nobody(script, *args, timeout=300):
     readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
     try:
         readable.chmod(0o755)
-        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py"):
+        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py", "protocols.py"):
             shutil.copy(ROOT / module, readable / module)
             (readable / module).chmod(0o644)
         site = str(Path(numpy.__file__).parents[1])
