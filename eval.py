@@ -50,7 +50,8 @@ import hub_sets
 from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import all_gather_objects, broadcast_object, distributed, get_rank, init_distributed, \
     shutdown_distributed
-from reward import extract_answer, is_equiv, score_problems
+from reward import RewardFunctionError, all_failed, check_reward_functions, check_rows, combine, extract_answer, \
+    is_equiv, needs_gold, parse_reward_spec, score_components, score_problems
 
 # The seed table: AIME 2024/2025 avg@64, MATH-500 avg@4, AMC23 avg@5, the rest avg@1 (temperature 0.6, top-p 0.95)
 # (AceMath-RL-Nemotron-7B's model card), GPQA-Diamond avg@8 (its main table; its stage table: avg@4, --k 4) and
@@ -175,14 +176,18 @@ def describe_benchmark(name, k, template):
 # ------------------------------------------------------------------------------------------------------------
 def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS,
                      template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None, strict=False,
-                     per_sample_seeds=True):
+                     per_sample_seeds=True, rewards=None):
     """k graded samples for each problem. per_sample_seeds: problem i (counting from first_index) is sampled with
     seed + i * k (engine.generate seeds prompt j of a call with seed + j * k), so on a batch-invariant engine
     results do not depend on how problems are batched or on where an interrupted run resumed; else the engine's
     own generator (faster on GPU: SEEDS). No log-probs are asked for. prompts: the rendered prompts, if already at
     hand. strict: reward.py's strict extraction (explicit answers only). Returns (records, grading stats).
     Multiple-choice rows (`choices`: GPQA) get one prompt per sample, the options in that sample's order
-    (hub_sets.multiple_choice_sample), each sampled once: sample s of problem i with seed + i * k + s."""
+    (hub_sets.multiple_choice_sample), each sampled once: sample s of problem i with seed + i * k + s.
+    rewards: train.py's --reward components (reward.parse_reward_spec), or None for the grader chosen by the row:
+    a sample is correct when the first component scores it >= 1, and its record holds `reward` (the weighted sum)
+    and `rewards` (each component's score); a user's function that fails on every sample raises
+    reward.RewardFunctionError with its error."""
     first_seed = seed + first_index * k if per_sample_seeds else None
     if any(p.get("choices") for p in problems):   # one row per (problem, sample), in that order
         rows = [hub_sets.multiple_choice_sample(p, s) if p.get("choices") else p for p in problems for s in range(k)]
@@ -199,8 +204,16 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
     ids = [r["id"] for r in rows]
     stats = {}
     think = data.prompt_opens_think(tokenizer, template)  # a response that never closes it has no answer
-    scores = score_problems([s.text for s in samples], rows, workers=workers,
-                            timeout_s=timeout_s, stats=stats, strict=strict, think_prefilled=think)
+    if rewards:
+        parts = score_components([s.text for s in samples], rows, rewards, workers=workers, timeout_s=timeout_s,
+                                 stats=stats, strict=strict, think_prefilled=think)
+        failure = all_failed(stats, stats, rewards, "eval.py")
+        if failure:
+            raise RewardFunctionError(failure)
+        scores = [float(v >= 1.0) for v in parts[rewards[0]["name"]]]
+    else:
+        scores = score_problems([s.text for s in samples], rows, workers=workers,
+                                timeout_s=timeout_s, stats=stats, strict=strict, think_prefilled=think)
     records = [{"id": pid, "gold": gold, "prompt": tokenizer.decode(s.prompt_ids), "response": s.text,
                 "extracted": extract_answer(s.text, strict, think) if gold is not None else None, "correct": score == 1.0,
                 "finish_reason": s.finish_reason, "tokens": len(s.response_ids)}
@@ -208,12 +221,15 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
     for record, row in zip(records, rows):
         if "options_order" in row:   # which option sat under each letter in this sample
             record["options_order"] = row["options_order"]
+    if rewards:
+        for j, (record, total) in enumerate(zip(records, combine(parts, rewards))):
+            record["reward"], record["rewards"] = total, {name: values[j] for name, values in parts.items()}
     return records, stats
 
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
              max_tokens=MAX_TOKENS, template=None, seed=0, workers=2, timeout_s=5.0, log=print,
-             shard=(0, 1), gather=None, strict=False, resume=True, seeds=SEEDS, chunk_samples=None):
+             shard=(0, 1), gather=None, strict=False, resume=True, seeds=SEEDS, chunk_samples=None, rewards=None):
     """Evaluate on each benchmark (shipped name, hub set or file). k: int for all, or None for DEFAULT_K (1 if
     unknown). template: one for all, or None for each benchmark's own (benchmark_template). A hub set that cannot
     be loaded here (hub_sets.HubUnavailable) is skipped with one line, and named in results.md.
@@ -234,7 +250,7 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
     given out_dir (rank 0 only), whose results are the evaluation's (another rank's leave out the samples resumed
     from disk). Seeds follow the global problem index, so with per-sample seeds on a batch-invariant engine the
     result equals a one-rank evaluation, resumed or not.
-    seeds: "sample", "engine" or "auto" (SEEDS).
+    seeds: "sample", "engine" or "auto" (SEEDS). rewards: --reward's components (sample_and_grade), else None.
     """
     dp_rank, dp_world = shard
     per_sample_seeds = seeds == "sample" or (seeds == "auto" and getattr(engine, "batch_invariant", True))
@@ -244,9 +260,12 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         template = benchmark_template(name, requested_template)
         per_rank = max(1, (chunk_samples or CHUNK_WAVES * getattr(engine, "max_num_seqs", 256)) // bench_k)
         try:
-            problems, why = data.load_dataset(name)[:limit], None
+            problems, why = data.load_dataset(name, require_answer=needs_gold(rewards))[:limit], None
         except hub_sets.HubUnavailable as exc:
             problems, why = None, str(exc)
+        unfit = rewards and problems and check_rows(rewards, problems, name)
+        if unfit:
+            raise ValueError(unfit)
         # every rank walks the same benchmarks (each chunk's gather pairs them): one rank's failed download or
         # other cache skips the set on all ranks
         if gather is not None:
@@ -293,7 +312,7 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
             if lo < hi:
                 part, _ = sample_and_grade(engine, tokenizer, problems[lo:hi], bench_k, temperature, top_p, max_tokens,
                                            template, seed, workers, timeout_s, first_index=lo, prompts=prompts[lo:hi],
-                                           strict=strict, per_sample_seeds=per_sample_seeds)
+                                           strict=strict, per_sample_seeds=per_sample_seeds, rewards=rewards)
             if gather is not None:
                 part = gather(part)
             if path:  # write as we go, so that an interruption loses at most one chunk
@@ -330,13 +349,14 @@ def gather_over_ranks(tp):
     return gather
 
 
-def load_benchmarks(specs):
+def load_benchmarks(specs, rewards=None):
     """The problems of every benchmark in a comma-separated spec ('' -> []); a hub set that cannot be loaded
-    here gives none (evaluate skips it, saying why)."""
+    here gives none (evaluate skips it, saying why). rewards: --reward's components (rows graded only by the
+    user's functions need no gold answer)."""
     problems = []
     for spec in (s for s in specs.split(",") if s):
         try:
-            problems += data.load_dataset(spec)
+            problems += data.load_dataset(spec, require_answer=needs_gold(rewards))
         except hub_sets.HubUnavailable:
             continue
     return problems
@@ -356,7 +376,9 @@ def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, t
                        temperature=args.eval_temperature, top_p=args.eval_top_p, max_tokens=args.max_response_len,
                        template=args.template, seed=args.seed, workers=args.reward_workers,
                        log=print if is_main else (lambda message: None), shard=(dp_rank, dp_world),
-                       gather=gather_over_ranks(tp) if distributed() else None, resume=False)
+                       gather=gather_over_ranks(tp) if distributed() else None, resume=False,
+                       rewards=getattr(args, "reward_components", None),   # train.py's --reward (sft.py: none)
+                       timeout_s=getattr(args, "reward_timeout_s", 5.0))
     metrics = {}
     for name in benchmarks:
         stem = Path(name).name.split(".")[0]  # a file's stem (as evaluate names its folder): eval/heldout
@@ -451,8 +473,12 @@ def build_parser():
     p.add_argument("--temperature", type=float, default=TEMPERATURE, help="sampling temperature")
     p.add_argument("--top_p", type=float, default=TOP_P, help="nucleus sampling")
     p.add_argument("--max_tokens", type=int, default=MAX_TOKENS, help="response length limit")
-    p.add_argument("--template", default=None, choices=sorted(data.TEMPLATES), help="prompt template for every "
-                   f"benchmark (default: each benchmark's own: {TEMPLATE}, hub sets {hub_sets.TEMPLATE})")
+    p.add_argument("--template", default=None, help="prompt template for every benchmark (default: each "
+                   f"benchmark's own: {TEMPLATE}, hub sets {hub_sets.TEMPLATE}): " + data.TEMPLATE_HELP)
+    p.add_argument("--reward", default="", help="what counts as correct, as train.py's --reward: comma-separated "
+                   "NAME, FILE.py:FUNCTION or module:FUNCTION, each optionally :WEIGHT; a sample is correct when "
+                   "the first component scores it >= 1 (default: the math or code grader, by the row)")
+    p.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
     p.add_argument("--out", default="out/eval", help="output directory (samples, summary.json, results.md)")
     p.add_argument("--limit", type=int, default=None, help="only the first N problems of each benchmark")
     p.add_argument("--pass_rates", default=None, help="also write per-problem pass rates (JSONL) to this file")
@@ -495,6 +521,16 @@ def main(argv=None, engine=None):
         sys.exit("eval.py: --tensor_parallel_size must be >= 1, --chunk_samples >= 0")
     if args.batch_invariant and args.engine != "vllm":
         sys.exit("eval.py: --batch_invariant is vLLM's mode (--engine vllm)")
+    if args.template is not None and data.template_error(args.template):
+        sys.exit(f"eval.py: --template: {data.template_error(args.template)}")
+    rewards = None   # --reward: parsed, and each user's function imported in a grading worker (reward.py)
+    if args.reward:
+        try:
+            rewards = parse_reward_spec(args.reward)
+        except ValueError as exc:
+            sys.exit(f"eval.py: {exc}")
+        if check_reward_functions(rewards):
+            sys.exit(f"eval.py: {check_reward_functions(rewards)}")
     from preflight import check_code_sandbox, check_context  # before anything loads (preflight.py)
     error, note = check_context("eval.py", args.model, None, offline=args.dry_run, max_model_len=args.max_model_len)
     if error:
@@ -517,7 +553,8 @@ def main(argv=None, engine=None):
                                           "needs the Hugging Face hub (or its local cache); nothing fetched in a dry run"))
         return None
     code = [n for n in benchmarks if hub_sets.is_named(n) and hub_sets.is_code(n) and not hub_sets.availability(n)]
-    if code or any("tests" in p for p in load_benchmarks(",".join(n for n in benchmarks if not hub_sets.is_named(n)))):
+    if code or any("tests" in p for p in load_benchmarks(",".join(n for n in benchmarks if not hub_sets.is_named(n)),
+                                                         rewards)):
         require_sandbox(bool(args.allow_unsafe_code_sandbox))   # code runs: the full sandbox, or refuse
     # under torchrun: one engine per group of --tensor_parallel_size ranks, the problems sharded over the groups
     import torch
@@ -538,7 +575,7 @@ def main(argv=None, engine=None):
                        template=args.template, seed=args.seed, workers=args.workers, strict=bool(args.strict_answers),
                        log=print if writer else (lambda message: None), shard=(rank // tp, world // tp),
                        gather=gather_over_ranks(tp) if world > 1 else None, seeds=args.seeds,
-                       chunk_samples=args.chunk_samples)
+                       chunk_samples=args.chunk_samples, rewards=rewards, timeout_s=args.reward_timeout_s)
     if writer and args.pass_rates:
         write_pass_rates(args.out, benchmarks, args.pass_rates)
         print(f"pass rates -> {args.pass_rates}")
