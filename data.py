@@ -13,7 +13,8 @@ Sample: what both engines return (rollout.py, hf_engine.py) and what the trainer
                                                   protocol: gpqa_diamond, livecodebench[:window], deepcoder[:config]
                                                   (hub_sets.py; a file in their column layouts loads the same way)
 
-render_prompt(problem, tokenizer, template) -> prompt token ids, for each template in TEMPLATES.
+render_prompt(problem, tokenizer, template) -> prompt token ids, for a name in TEMPLATES (the one table of
+formats) or a template file: plain text with {problem}, or a .json chat conversation (read_template).
 PromptBatcher: seeded per-epoch shuffling, a cursor that is saved with checkpoints, sharding by rank.
 """
 import functools

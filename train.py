@@ -649,8 +649,11 @@ def main(argv=None, engine=None):
     # ---- data --------------------------------------------------------------------------------------------
     problems = data.load_dataset(args.train_data, problem_field=args.problem_field, answer_field=args.answer_field,
                                  require_answer=needs_gold(args.reward_components))
-    unfit = args.reward_components and check_rows(args.reward_components, problems, f"--train_data {args.train_data}")
-    if unfit:
+    eval_problems = evaluation.load_benchmarks(args.eval_data, args.reward_components)
+    unfit = args.reward_components and (
+        check_rows(args.reward_components, problems, f"--train_data {args.train_data}") or
+        (eval_problems and check_rows(args.reward_components, eval_problems, f"--eval_data {args.eval_data}")))
+    if unfit:   # --reward math on code rows, or code on math rows: refused now, not at the first evaluation
         sys.exit(f"train.py: {unfit}")
     if args.contamination_check and is_main:
         hits = data.find_contamination(problems, data.SHIPPED_EVAL + tuple(   # and the hub eval sets it evaluates on
@@ -658,8 +661,8 @@ def main(argv=None, engine=None):
         if hits:
             print(f"train.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
     batcher = data.PromptBatcher(problems, args.batch_size, seed=args.data_seed, rank=dp_rank, world_size=dp_world)
-    if any("tests" in p for p in problems + evaluation.load_benchmarks(args.eval_data, args.reward_components)):
-        args.code_sandbox = require_sandbox(bool(args.allow_unsafe_code_sandbox))  # code runs: the full sandbox
+    if any("tests" in p for p in problems + eval_problems):  # code runs: the full sandbox, or refuse to start
+        args.code_sandbox = require_sandbox(bool(args.allow_unsafe_code_sandbox))
 
     # ---- models, optimizer, checkpoint -------------------------------------------------------------------
     if args.resume:

@@ -169,6 +169,14 @@ def test_score_components_weights_counts_and_skips(user_file):
     assert "every call of the reward function raises_on_odd" in reward.all_failed(stats, stats, components, "here")
 
 
+def test_train_refuses_rows_its_builtin_graders_cannot_grade_before_loading_a_model(warm_model_path, toy_with_bonus,
+                                                                                    tmp_path):
+    with pytest.raises(SystemExit, match="--train_data .*rows have no tests, which --reward code cannot grade"):
+        train.main(run_args(warm_model_path, toy_with_bonus, tmp_path / "a", reward="code"))
+    with pytest.raises(SystemExit, match="--eval_data humaneval: .*rows are code problems .*--reward math cannot"):
+        train.main(run_args(warm_model_path, toy_with_bonus, tmp_path / "b", reward="math", eval_data="humaneval"))
+
+
 def test_builtin_graders_refuse_rows_they_cannot_grade():
     math_rows = [{"id": "a", "problem": "p", "answer": "1"}]
     code_rows = [{"id": "b", "problem": "p", "tests": {"kind": "stdio", "cases": [{"input": "", "output": ""}]}}]

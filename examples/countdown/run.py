@@ -2,8 +2,8 @@
 reward of countdown_reward.py -- through the project's own train.py and sft.py, with demo.py's model, tokenizer and
 engine (imported, not copied). Held-out success before and after GRPO, per seed, in OUT/summary.md.
 
-    python examples/countdown/run.py                     # seeds 0, 1, 2 (~4 min each on 2 cores)
-    python examples/countdown/run.py --seeds 0 --eval_on validation --set grpo.lr=3e-4     # a tuning run
+    python examples/countdown/run.py                     # seeds 0, 1, 2 (4-6 min each on 2 shared cores)
+    python examples/countdown/run.py --seeds 0 --eval_on validation --set grpo.lr=2e-4     # a tuning run
 """
 import argparse
 import json
