@@ -13,9 +13,11 @@ Sample: what both engines return (rollout.py, hf_engine.py) and what the trainer
                                                   protocol: gpqa_diamond, livecodebench[:window], deepcoder[:config]
                                                   (hub_sets.py; a file in their column layouts loads the same way)
 
-render_prompt(problem, tokenizer, template) -> prompt token ids, for each template in TEMPLATES.
+render_prompt(problem, tokenizer, template) -> prompt token ids, for a name in TEMPLATES (the one table of
+formats) or a template file: plain text with {problem}, or a .json chat conversation (read_template).
 PromptBatcher: seeded per-epoch shuffling, a cursor that is saved with checkpoints, sharding by rank.
 """
+import functools
 import gzip
 import json
 import random
@@ -67,7 +69,7 @@ THINK_ANSWER_TEMPLATE = (
     "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. The "
     "assistant first thinks about the reasoning process in the mind and then provides the user with the answer. "
     "The reasoning process and answer are enclosed within <think></think> and <answer></answer> tags, "
-    "respectively, i.e., <think>reasoning process here</think> <answer>answer here</answer>. User: {question} "
+    "respectively, i.e., <think>reasoning process here</think> <answer>answer here</answer>. User: {problem} "
     "Assistant: "
 )
 # Evaluation prompt of the same study's kind: plain text, final answer in \boxed{}.
@@ -77,33 +79,98 @@ BOXED_TEMPLATE = "{problem}\n" + BOXED_INSTRUCTION
 CODE_INSTRUCTION = ("Write a complete Python program that solves the problem; put the whole program in one ```python "
                     "code block at the end of your response.")
 
+# The one table of prompt formats: a new format is one entry. An entry is what a --template file holds: a STRING is
+# plain text (no chat template), a LIST of {role, content} messages is a conversation rendered with the tokenizer's
+# chat template (the model writes the next assistant turn). "{problem}" is replaced by the problem's text.
 TEMPLATES = {
-    "chat": "the tokenizer's chat template, user turn = problem + '" + BOXED_INSTRUCTION + "' "
-            "(DeepSeek-R1-Distill, AceMath-RL, Qwen2.5-Math-Instruct)",
-    "code": "the tokenizer's chat template, user turn = problem + '" + CODE_INSTRUCTION + "' (code problems)",
-    "think_answer": "plain text, <think>/<answer> tags (R1-Zero style training prompt): " + THINK_ANSWER_TEMPLATE[:60] + "...",
-    "boxed": "plain text: problem + '" + BOXED_INSTRUCTION + "' (evaluation prompt for base models)",
-    "chat_raw": "the tokenizer's chat template, user turn = the problem as given (sets whose loader writes the "
-                "instruction into it: gpqa_diamond, livecodebench, deepcoder; hub_sets.py)",
+    # DeepSeek-R1-Distill, AceMath-RL, Qwen2.5-Math-Instruct
+    "chat": [{"role": "user", "content": "{problem}\n" + BOXED_INSTRUCTION}],
+    # code problems (rows with tests)
+    "code": [{"role": "user", "content": "{problem}\n" + CODE_INSTRUCTION}],
+    # sets whose loader writes the instruction into the problem: gpqa_diamond, livecodebench, deepcoder (hub_sets.py)
+    "chat_raw": [{"role": "user", "content": "{problem}"}],
+    # the R1-Zero style training prompt of the Perplexity study (no chat template)
+    "think_answer": THINK_ANSWER_TEMPLATE,
+    # the evaluation prompt for base models
+    "boxed": BOXED_TEMPLATE,
 }
+TEMPLATE_HELP = ("a name in data.TEMPLATES (" + ", ".join(TEMPLATES) + "), or a file: plain text with {problem} "
+                 "(no chat template), or a .json chat conversation, a list of {\"role\", \"content\"} messages with "
+                 "{problem} in one (rendered with the tokenizer's chat template)")
+
+
+def read_template(path):
+    """A --template file -> its format (what a TEMPLATES entry holds), or ValueError naming the file and what is
+    wrong. A name ending in .json is a chat conversation: a JSON list of {"role": str, "content": str} messages,
+    "{problem}" in at least one content; when the last message is the assistant's, the model continues it (a
+    prefill). Any other file is plain text holding "{problem}", used as written (no chat template, no strip)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"template {path}: cannot be read ({exc})") from None
+    if not str(path).lower().endswith(".json"):
+        if "{problem}" not in text:
+            raise ValueError(f"template {path}: a plain-text template needs the placeholder {{problem}} (where the "
+                             f"problem's text goes); a chat conversation is a .json file")
+        return text
+    try:
+        messages = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"template {path}:{exc.lineno}: unreadable JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"template {path}: a chat template file is a non-empty JSON list of messages "
+                         f"[{{\"role\": \"user\", \"content\": \"... {{problem}} ...\"}}], got "
+                         f"{json.dumps(messages)[:60]}")
+    for k, message in enumerate(messages):
+        if not isinstance(message, dict) or set(message) != {"role", "content"} or \
+                not all(isinstance(message[key], str) for key in ("role", "content")):
+            raise ValueError(f"template {path}: message {k} must be an object with exactly the string fields role "
+                             f"and content, got {json.dumps(message)[:120]}")
+    if not any("{problem}" in message["content"] for message in messages):
+        raise ValueError(f"template {path}: no message holds the placeholder {{problem}} (where the problem's text "
+                         f"goes)")
+    return messages
+
+
+def template_format(template):
+    """A template name or file -> its format: a string (plain text) or a list of messages (chat)."""
+    if template in TEMPLATES:
+        return TEMPLATES[template]
+    if not Path(template).is_file():
+        raise ValueError(f"unknown template {template!r}: not one of {', '.join(TEMPLATES)} and not a file")
+    return _read_template_cached(str(Path(template).resolve()), Path(template).stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_template_cached(path, mtime_ns):   # render_prompt runs per problem: read a file once (again if edited)
+    return read_template(path)
+
+
+def template_error(template):
+    """What is wrong with a --template value (a message naming the file), or None."""
+    try:
+        template_format(template)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def render_prompt(problem, tokenizer, template="chat"):
-    """Problem text -> prompt token ids (list[int]) for `tokenizer` under a template from TEMPLATES."""
-    if template in ("chat", "code", "chat_raw"):
-        instruction = {"chat": BOXED_INSTRUCTION, "code": CODE_INSTRUCTION}.get(template)
-        messages = [{"role": "user", "content": f"{problem}\n{instruction}" if instruction else problem}]
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # some versions return a BatchEncoding
-            ids = ids["input_ids"]
-        return list(ids)
-    if template == "think_answer":
-        text = THINK_ANSWER_TEMPLATE.replace("{question}", problem)
-    elif template == "boxed":
-        text = BOXED_TEMPLATE.replace("{problem}", problem)
-    else:
-        raise ValueError(f"unknown template {template!r}; choose one of {sorted(TEMPLATES)}")
-    return text_prefix_ids(tokenizer) + tokenizer.encode(text, add_special_tokens=False)
+    """Problem text -> prompt token ids (list[int]) for `tokenizer` under a template: a name in TEMPLATES or a
+    template file (read_template). Plain text gets the tokenizer's own prefix (a BOS: text_prefix_ids); a
+    conversation goes through the tokenizer's chat template, with the generation prompt after it (or, when its last
+    message is the assistant's, that message continued)."""
+    form = template_format(template)
+    if isinstance(form, str):
+        return text_prefix_ids(tokenizer) + tokenizer.encode(form.replace("{problem}", problem),
+                                                             add_special_tokens=False)
+    messages = [{"role": m["role"], "content": m["content"].replace("{problem}", problem)} for m in form]
+    prefill = messages[-1]["role"] == "assistant"
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=not prefill, continue_final_message=prefill,
+                                        tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # some versions return a BatchEncoding
+        ids = ids["input_ids"]
+    return list(ids)
 
 
 def text_prefix_ids(tokenizer):
@@ -227,9 +294,10 @@ def validate_tests(tests, field="tests"):
     return tests, None
 
 
-def _validate(rows, where, source, fields):
+def _validate(rows, where, source, fields, require_answer=True):
     """rows: list of (location, raw dict). Returns problems in our schema or raises DatasetError. A row needs a
-    problem and either a gold answer (math) or tests (code)."""
+    problem and either a gold answer (math) or tests (code); with require_answer=False (rewards of the user's own,
+    train.py --reward) a problem alone, the row's other columns kept as they are."""
     id_field, problem_field, answer_field, tests_field = fields
     if fields == ("id", "problem", "answer", "tests"):  # LiveCodeBench's, DeepCoder's or GPQA's layout: converted
         rows = hub_sets.convert_rows(rows, where, source)
@@ -247,7 +315,8 @@ def _validate(rows, where, source, fields):
                 raise DatasetError(f"{where}:{location}: {error}")
         else:
             answer = _answer_text(row.get(answer_field))
-            if not isinstance(answer, str) or not answer.strip():
+            answer = answer.strip() if isinstance(answer, str) and answer.strip() else None
+            if answer is None and require_answer:
                 raise DatasetError(f"{where}:{location}: missing or empty '{answer_field}' (or '{tests_field}' "
                                    f"for a code problem)")
         pid = row.get(id_field)
@@ -259,8 +328,10 @@ def _validate(rows, where, source, fields):
         out.update(id=pid, problem=problem)
         if tests is not None:
             out["tests"] = tests
-        else:
-            out["answer"] = answer.strip()
+        elif answer is not None:
+            out["answer"] = answer
+        elif row.get(answer_field) is not None:   # require_answer=False: the column as it is (a list, a number...)
+            out["answer"] = row[answer_field]
         out.setdefault("source", source)
         problems.append(out)
     if not problems:
@@ -369,7 +440,7 @@ def check_hub_spec(spec, probe=False):
 
 def _load_one(spec, fields, validate=_validate):
     if hub_sets.is_named(spec):  # gpqa_diamond, livecodebench[:window], deepcoder[:config]
-        if validate is not _validate:
+        if validate is _validate_sft:
             raise DatasetError(f"{spec}: a hub evaluation / RL set, not worked examples for SFT")
         where, rows = hub_sets.named_rows(spec)
         return validate(rows, where, hub_sets.base_name(spec), fields)
@@ -445,10 +516,13 @@ def has_code_rows(spec):
         return False
 
 
-def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests"):
+def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests",
+                 require_answer=True):
     """Problems from a shipped name, a local file, or hub:org/name[:config][:split]; a comma-separated list mixes sets
-    (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names."""
-    return _load_specs(spec, (id_field, problem_field, answer_field, tests_field), _validate)
+    (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names.
+    require_answer=False: rows need no answer or tests (a task graded by the user's own reward: reward.py)."""
+    validate = _validate if require_answer else functools.partial(_validate, require_answer=False)
+    return _load_specs(spec, (id_field, problem_field, answer_field, tests_field), validate)
 
 
 # ------------------------------------------------------------------------------------------------------------

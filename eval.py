@@ -51,7 +51,8 @@ import protocols
 from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import all_gather_objects, broadcast_object, distributed, get_rank, init_distributed, \
     shutdown_distributed
-from reward import extract_answer, is_equiv, score_problems
+from reward import RewardFunctionError, all_failed, check_reward_functions, check_rows, combine, extract_answer, \
+    is_equiv, needs_gold, parse_reward_spec, score_components, score_problems
 
 # The seed table: AIME 2024/2025 avg@64, MATH-500 avg@4, AMC23 avg@5, the rest avg@1 (temperature 0.6, top-p 0.95)
 # (AceMath-RL-Nemotron-7B's model card), GPQA-Diamond avg@8 (its main table; its stage table: avg@4, --k 4) and
@@ -181,7 +182,7 @@ def describe_benchmark(name, k, template, *, code_protocol=protocols.DEFAULT, gp
 # ------------------------------------------------------------------------------------------------------------
 def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS,
                      template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None, strict=False,
-                     per_sample_seeds=True, gpqa_protocol=protocols.GPQA_DEFAULT):
+                     per_sample_seeds=True, gpqa_protocol=protocols.GPQA_DEFAULT, rewards=None):
     """k graded samples for each problem. per_sample_seeds: problem i (counting from first_index) is sampled with
     seed + i * k (engine.generate seeds prompt j of a call with seed + j * k), so on a batch-invariant engine
     results do not depend on how problems are batched or on where an interrupted run resumed; else the engine's
@@ -189,7 +190,11 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
     hand. strict: reward.py's strict extraction (explicit answers only). Returns (records, grading stats).
     Multiple-choice rows (`choices`: GPQA) get one prompt per sample, the options in that sample's order
     (hub_sets.multiple_choice_sample), each sampled once: sample s of problem i with seed + i * k + s; each gets
-    both verdicts (`verdicts`: simple-evals' and ours, the training reward's), `correct` being gpqa_protocol's."""
+    both verdicts (`verdicts`: simple-evals' and ours, the training reward's), `correct` being gpqa_protocol's.
+    rewards: train.py's --reward components (reward.parse_reward_spec), or None for the grader chosen by the row:
+    a sample is correct when the first component scores it >= 1, and its record holds `reward` (the weighted sum)
+    and `rewards` (each component's score); a user's function that fails on every sample raises
+    reward.RewardFunctionError with its error."""
     first_seed = seed + first_index * k if per_sample_seeds else None
     if any(p.get("choices") for p in problems):   # one row per (problem, sample), in that order
         rows = [hub_sets.multiple_choice_sample(p, s) if p.get("choices") else p for p in problems for s in range(k)]
@@ -206,8 +211,16 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
     ids = [r["id"] for r in rows]
     stats = {}
     think = data.prompt_opens_think(tokenizer, template)  # a response that never closes it has no answer
-    scores = score_problems([s.text for s in samples], rows, workers=workers,
-                            timeout_s=timeout_s, stats=stats, strict=strict, think_prefilled=think)
+    if rewards:
+        parts = score_components([s.text for s in samples], rows, rewards, workers=workers, timeout_s=timeout_s,
+                                 stats=stats, strict=strict, think_prefilled=think)
+        failure = all_failed(stats, stats, rewards, "eval.py")
+        if failure:
+            raise RewardFunctionError(failure)
+        scores = [float(v >= 1.0) for v in parts[rewards[0]["name"]]]
+    else:
+        scores = score_problems([s.text for s in samples], rows, workers=workers,
+                                timeout_s=timeout_s, stats=stats, strict=strict, think_prefilled=think)
     records = [{"id": pid, "gold": gold, "prompt": tokenizer.decode(s.prompt_ids), "response": s.text,
                 "extracted": extract_answer(s.text, strict, think) if gold is not None else None, "correct": score == 1.0,
                 "finish_reason": s.finish_reason, "tokens": len(s.response_ids)}
@@ -219,13 +232,16 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
             record["extracted_simple_evals"] = letter
             record["verdicts"] = {"simple-evals": letter == row["answer"], "ours": record["correct"]}
             record["correct"] = record["verdicts"][gpqa_protocol]
+    if rewards:
+        for j, (record, total) in enumerate(zip(records, combine(parts, rewards))):
+            record["reward"], record["rewards"] = total, {name: values[j] for name, values in parts.items()}
     return records, stats
 
 
 def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
              max_tokens=MAX_TOKENS, template=None, seed=0, workers=2, timeout_s=5.0, log=print,
              shard=(0, 1), gather=None, strict=False, resume=True, seeds=SEEDS, chunk_samples=None,
-             code_protocol=protocols.DEFAULT, gpqa_protocol=protocols.GPQA_DEFAULT):
+             code_protocol=protocols.DEFAULT, gpqa_protocol=protocols.GPQA_DEFAULT, rewards=None):
     """Evaluate on each benchmark (shipped name, hub set or file). k: int for all, or None for DEFAULT_K (1 if
     unknown). template: one for all, or None for each benchmark's own (benchmark_template). A hub set that cannot
     be loaded here (hub_sets.HubUnavailable) is skipped with one line, and named in results.md.
@@ -251,7 +267,8 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
     Protocols (protocols.py): LiveCodeBench problems are graded by code_protocol, GPQA by gpqa_protocol (ours
     beside it: `verdicts`). A hub row that cannot be graded (malformed, or unreadable by the protocol) is skipped
     and counted (`malformed`, with the score as upstream, which grades it 0); a window whose problem count is not
-    the published column's is not given that column's name (`column`).
+    the published column's is not given that column's name (`column`). rewards: --reward's components
+    (sample_and_grade), else None.
     """
     dp_rank, dp_world = shard
     per_sample_seeds = seeds == "sample" or (seeds == "auto" and getattr(engine, "batch_invariant", True))
@@ -261,9 +278,12 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
         template = benchmark_template(name, requested_template)
         per_rank = max(1, (chunk_samples or CHUNK_WAVES * getattr(engine, "max_num_seqs", 256)) // bench_k)
         try:
-            problems, why = data.load_dataset(name), None
+            problems, why = data.load_dataset(name, require_answer=needs_gold(rewards)), None
         except hub_sets.HubUnavailable as exc:
             problems, why = None, str(exc)
+        unfit = rewards and problems and check_rows(rewards, problems, name)
+        if unfit:
+            raise ValueError(unfit)
         # every rank walks the same benchmarks (each chunk's gather pairs them): one rank's failed download or
         # other cache skips the set on all ranks
         if gather is not None:
@@ -315,7 +335,7 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
                 part, _ = sample_and_grade(engine, tokenizer, problems[lo:hi], bench_k, temperature, top_p, max_tokens,
                                            template, seed, workers, timeout_s, first_index=lo, prompts=prompts[lo:hi],
                                            strict=strict, per_sample_seeds=per_sample_seeds,
-                                           gpqa_protocol=gpqa_protocol)
+                                           gpqa_protocol=gpqa_protocol, rewards=rewards)
             if gather is not None:
                 part = gather(part)
             if path:  # write as we go, so that an interruption loses at most one chunk
@@ -395,13 +415,14 @@ def gather_over_ranks(tp):
     return gather
 
 
-def load_benchmarks(specs):
+def load_benchmarks(specs, rewards=None):
     """The problems of every benchmark in a comma-separated spec ('' -> []); a hub set that cannot be loaded
-    here gives none (evaluate skips it, saying why)."""
+    here gives none (evaluate skips it, saying why). rewards: --reward's components (rows graded only by the
+    user's functions need no gold answer)."""
     problems = []
     for spec in (s for s in specs.split(",") if s):
         try:
-            problems += data.load_dataset(spec)
+            problems += data.load_dataset(spec, require_answer=needs_gold(rewards))
         except hub_sets.HubUnavailable:
             continue
     return problems
@@ -421,7 +442,9 @@ def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, t
                        temperature=args.eval_temperature, top_p=args.eval_top_p, max_tokens=args.max_response_len,
                        template=args.template, seed=args.seed, workers=args.reward_workers,
                        log=print if is_main else (lambda message: None), shard=(dp_rank, dp_world),
-                       gather=gather_over_ranks(tp) if distributed() else None, resume=False)
+                       gather=gather_over_ranks(tp) if distributed() else None, resume=False,
+                       rewards=getattr(args, "reward_components", None),   # train.py's --reward (sft.py: none)
+                       timeout_s=getattr(args, "reward_timeout_s", 5.0))
     metrics = {}
     for name in benchmarks:
         stem = Path(name).name.split(".")[0]  # a file's stem (as evaluate names its folder): eval/heldout
@@ -538,8 +561,12 @@ def build_parser():
     p.add_argument("--temperature", type=float, default=TEMPERATURE, help="sampling temperature")
     p.add_argument("--top_p", type=float, default=TOP_P, help="nucleus sampling")
     p.add_argument("--max_tokens", type=int, default=MAX_TOKENS, help="response length limit")
-    p.add_argument("--template", default=None, choices=sorted(data.TEMPLATES), help="prompt template for every "
-                   f"benchmark (default: each benchmark's own: {TEMPLATE}, hub sets {hub_sets.TEMPLATE})")
+    p.add_argument("--template", default=None, help="prompt template for every benchmark (default: each "
+                   f"benchmark's own: {TEMPLATE}, hub sets {hub_sets.TEMPLATE}): " + data.TEMPLATE_HELP)
+    p.add_argument("--reward", default="", help="what counts as correct, as train.py's --reward: comma-separated "
+                   "NAME, FILE.py:FUNCTION or module:FUNCTION, each optionally :WEIGHT; a sample is correct when "
+                   "the first component scores it >= 1 (default: the math or code grader, by the row)")
+    p.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
     p.add_argument("--out", default="out/eval", help="output directory (samples, summary.json, results.md)")
     p.add_argument("--limit", type=int, default=None, help="only the first N problems of each benchmark")
     p.add_argument("--pass_rates", default=None, help="also write per-problem pass rates (JSONL) to this file")
@@ -588,6 +615,16 @@ def main(argv=None, engine=None):
         sys.exit("eval.py: --tensor_parallel_size must be >= 1, --chunk_samples >= 0")
     if args.batch_invariant and args.engine != "vllm":
         sys.exit("eval.py: --batch_invariant is vLLM's mode (--engine vllm)")
+    if args.template is not None and data.template_error(args.template):
+        sys.exit(f"eval.py: --template: {data.template_error(args.template)}")
+    rewards = None   # --reward: parsed, and each user's function imported in a grading worker (reward.py)
+    if args.reward:
+        try:
+            rewards = parse_reward_spec(args.reward)
+        except ValueError as exc:
+            sys.exit(f"eval.py: {exc}")
+        if check_reward_functions(rewards):
+            sys.exit(f"eval.py: {check_reward_functions(rewards)}")
     from preflight import check_code_sandbox, check_context  # before anything loads (preflight.py)
     error, note = check_context("eval.py", args.model, None, offline=args.dry_run, max_model_len=args.max_model_len)
     if error:
@@ -615,7 +652,8 @@ def main(argv=None, engine=None):
                                           "needs the Hugging Face hub (or its local cache); nothing fetched in a dry run"))
         return None
     code = [n for n in benchmarks if hub_sets.is_named(n) and hub_sets.is_code(n) and not hub_sets.availability(n)]
-    if code or any("tests" in p for p in load_benchmarks(",".join(n for n in benchmarks if not hub_sets.is_named(n)))):
+    if code or any("tests" in p for p in load_benchmarks(",".join(n for n in benchmarks if not hub_sets.is_named(n)),
+                                                         rewards)):
         require_sandbox(bool(args.allow_unsafe_code_sandbox))   # code runs: the full sandbox, or refuse
     # under torchrun: one engine per group of --tensor_parallel_size ranks, the problems sharded over the groups
     import torch
@@ -637,7 +675,7 @@ def main(argv=None, engine=None):
                        log=print if writer else (lambda message: None), shard=(rank // tp, world // tp),
                        gather=gather_over_ranks(tp) if world > 1 else None, seeds=args.seeds,
                        chunk_samples=args.chunk_samples, code_protocol=args.code_protocol,
-                       gpqa_protocol=args.gpqa_protocol)
+                       gpqa_protocol=args.gpqa_protocol, rewards=rewards, timeout_s=args.reward_timeout_s)
     if writer and args.pass_rates:
         write_pass_rates(args.out, benchmarks, args.pass_rates)
         print(f"pass rates -> {args.pass_rates}")

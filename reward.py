@@ -14,6 +14,12 @@ extract_answer runs stages 1-2; is_equiv runs stage 3; math_reward all three. Th
 math_reward, is_equiv, extract_answer, score_batch (worker processes), score_problems (math or code by the row),
 format_reward, gold_is_valid, and the command line (`python reward.py --response ... --gold ...`).
 
+Rewards of the user's own (train.py / eval.py `--reward math:1.0,my_rewards.py:brevity:0.1`): parse_reward_spec
+reads the flag, check_reward_functions imports each FUNCTION(response: str, row: dict) -> float in a grading worker
+(refused at start when it cannot be used), score_components runs every component (a user's function in the same
+killable workers as the grader; a failure scores 0 and is counted), combine weighs them, component_metrics and
+all_failed feed train.py's log and its stop when every call of a step failed.
+
 Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded: stage 1
 skips the free-text fallbacks); eval.py uses the default mode (`--strict_answers 0`). score_problems passes each
 problem's text, so an expression the question asks to compute, given back unevaluated, is not paid.
@@ -26,13 +32,19 @@ alarm in the main thread and in a worker process elsewhere.
 Measured agreement with real model outputs: README "Grader accuracy" (`python bench.py grader`).
 """
 import argparse
+import importlib
+import importlib.util
+import inspect
 import json
+import math
+import numbers
 import os
 import re
 import signal
 import sys
 import threading
 import time
+import traceback
 
 from answer_compare import _equiv, gold_is_valid, restates_question
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
@@ -160,7 +172,7 @@ def format_reward(response, mode="strict"):
 # ------------------------------------------------------------------------------------------------------------
 WORKER_MODULE = "reward"   # the module whose WORKER_OPS the grading workers import and serve (workers.py)
 WORKER_OPS = {"_math_reward_unbounded": _math_reward_unbounded, "_is_equiv_unbounded": _is_equiv_unbounded,
-              "_choice_reward_unbounded": _choice_reward_unbounded}
+              "_choice_reward_unbounded": _choice_reward_unbounded}   # and --reward's two ops (added below)
 
 
 def _run_pool(op, arg_lists, workers, timeout_s, memory_limit_gb, counts):
@@ -331,6 +343,302 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
     return scores
 
 
+# ------------------------------------------------------------------------------------------------------------
+# --reward: the rewards a run trains on, named on the command line (train.py, eval.py)
+# ------------------------------------------------------------------------------------------------------------
+BUILTIN_REWARDS = {   # name -> what it pays; any other component is FUNCTION(response: str, row: dict) -> float
+    "math": "1 for a correct final answer, the math grader (rows with an answer; multiple choice: rows with options)",
+    "code": "1 when the program passes every test in the sandbox (rows with tests: code_reward.py)",
+    "format": "1 for the <think>...</think> <answer>...</answer> format, strict (format_reward)",
+    "format_loose": "1 for at least one <think> block and one <answer> block, in that order (format_reward)",
+}
+LOAD_TIMEOUT_S = 120.0   # a grading worker's import of a reward file (its items' clocks start after it)
+MAX_ERROR_CHARS = 4000   # of a failure's traceback kept for the message that stops a run (its end: the error)
+
+
+class RewardFunctionError(RuntimeError):
+    """Every call of a reward function failed in one step: the run stops rather than train on zeros."""
+
+
+def parse_reward_spec(spec):
+    """--reward text -> components [{"name", "spec", "source", "function", "weight"}], comma-separated:
+        math, code, format, format_loose    a built-in (BUILTIN_REWARDS); source None
+        path/to/file.py:FUNCTION            a function in a Python file, imported by its path (source: absolute path)
+        package.module:FUNCTION             a function in a module importable from the trainer's sys.path
+    each optionally followed by :WEIGHT (a number; default 1): 'math:1.0,my_rewards.py:brevity:0.1'. A component
+    is named after its function (metrics reward/<name>/mean, reward/<name>/errors): two of one name are refused.
+    A file path holding ':' or ',' cannot be written here (link the file elsewhere). ValueError says what is wrong."""
+    components = []
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            raise ValueError(f"--reward {spec!r}: an empty component (two commas, or one at an end)")
+        parts = item.split(":")
+        weight = 1.0
+        if len(parts) > 1 and not parts[-1].isidentifier():   # a trailing number is the weight ('inf' is a name)
+            try:
+                weight = float(parts.pop())
+            except ValueError:
+                raise ValueError(f"--reward {item!r}: {item.rsplit(':', 1)[1]!r} is neither a weight (a number) nor "
+                                 f"a function name") from None
+            if not math.isfinite(weight):
+                raise ValueError(f"--reward {item!r}: the weight must be a finite number")
+        if len(parts) == 1:
+            if parts[0] not in BUILTIN_REWARDS:
+                raise ValueError(f"--reward {item!r}: not a built-in reward ({', '.join(BUILTIN_REWARDS)}); a function "
+                                 f"of your own is FILE.py:FUNCTION or module:FUNCTION")
+            source, function = None, parts[0]
+        elif len(parts) == 2:
+            source, function = parts
+            if not function.isidentifier():
+                raise ValueError(f"--reward {item!r}: {function!r} is not a function name")
+            if source.endswith(".py"):
+                source = os.path.abspath(source)
+            elif not all(name.isidentifier() for name in source.split(".")):
+                raise ValueError(f"--reward {item!r}: {source!r} is neither a .py file nor a module name")
+        else:
+            raise ValueError(f"--reward {item!r}: expected NAME[:WEIGHT], FILE.py:FUNCTION[:WEIGHT] or "
+                             f"module:FUNCTION[:WEIGHT]: {parts[-1]!r} is not a weight (a number), and a file path "
+                             f"holding ':' is not supported")
+        if any(c["name"] == function for c in components):
+            raise ValueError(f"--reward {spec!r}: two components named {function!r} (each is logged under its name: "
+                             f"rename one function)")
+        components.append({"name": function, "spec": item, "source": source, "function": function, "weight": weight})
+    return components
+
+
+def needs_gold(components):
+    """Do the rows need a gold answer or tests (data.load_dataset's require_answer)? Only the built-in graders
+    read them: rows of a task scored only by the user's functions need just a problem."""
+    return components is None or any(c["name"] in ("math", "code") for c in components)
+
+
+def check_reward_functions(components, memory_limit_gb=4.0):
+    """Import every user's function where it will run, in a grading worker: None, or an error naming the component,
+    the file and the error (its traceback: a file that cannot be imported, a missing function, one that cannot be
+    called as FUNCTION(response, row))."""
+    user = [c for c in components if c["source"] is not None]
+    if not user:
+        return None
+    outcomes = get_pool(WORKER_MODULE, memory_limit_gb * 2**30).run(
+        "_load_reward_function", [(c["source"], c["function"]) for c in user], 1, LOAD_TIMEOUT_S)
+    for c, (kind, value) in zip(user, outcomes):
+        why = value if kind == "ok" else f"importing it took more than {LOAD_TIMEOUT_S:g} s" if kind == "timeout" \
+            else f"the grading worker failed ({value})"
+        if why:
+            return f"--reward {c['spec']}: cannot use {c['function']} from {c['source']}:\n{why}"
+    return None
+
+
+def check_rows(components, problems, where="the data"):
+    """None, or why these rows cannot be graded by the built-in graders asked for: `math` grades rows with an answer,
+    `code` rows with tests; a set holding rows of a kind no component of the spec grades is refused (its rows would
+    all score 0)."""
+    names = {c["name"] for c in components}
+    code = sum(p.get("tests") is not None for p in problems)
+    if "math" in names and "code" not in names and code:
+        return f"{where}: {code} rows are code problems (tests), which --reward math cannot grade: add `code`"
+    if "code" in names and "math" not in names and code < len(problems):
+        return f"{where}: {len(problems) - code} rows have no tests, which --reward code cannot grade: add `math`"
+    return None
+
+
+_LOADED = {}   # in the process that calls them (a grading worker): source or (source, function) -> object or error
+
+
+def _traceback_text(exc):
+    """The error as Python prints it, without the frames of this file or of importlib (the user's own frames)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename != __file__ and not f.filename.startswith("<frozen importlib")]
+    text = "".join(["Traceback (most recent call last):\n"] * bool(frames) + traceback.format_list(frames) +
+                   traceback.format_exception_only(type(exc), exc))
+    return text if len(text) <= MAX_ERROR_CHARS else "...\n" + text[-MAX_ERROR_CHARS:]
+
+
+def _import_source(source):
+    """A .py file imported by its path (its folder is NOT put on sys.path), else a module from sys.path."""
+    if not source.endswith(".py"):
+        return importlib.import_module(source)
+    if not os.path.isfile(source):
+        raise ImportError(f"no such file: {source}")
+    name = f"user_reward_{len(_LOADED)}_{os.path.basename(source)[:-3]}"
+    spec = importlib.util.spec_from_file_location(name, source)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # what dataclasses and pickle look up while it runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def _reward_function(source, function):
+    """The user's function, its file imported once per process; or, when it cannot be used, the text of the error
+    (a traceback; a missing function lists those the file defines; a signature that cannot take (response, row))."""
+    if (source, function) in _LOADED:
+        return _LOADED[source, function]
+    try:
+        if source not in _LOADED:
+            _LOADED[source] = _import_source(source)
+        module = _LOADED[source]
+        if isinstance(module, str):
+            return module
+        fn = getattr(module, function, None)
+        if not callable(fn):
+            defined = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_") and
+                             getattr(v, "__module__", None) == module.__name__)
+            raise AttributeError(f"{source} has no function {function!r} (it defines: "
+                                 f"{', '.join(defined) or 'no function'})")
+        try:
+            inspect.signature(fn).bind("response", {})
+        except TypeError:
+            raise TypeError(f"{function}{inspect.signature(fn)} cannot be called as {function}(response, row)") \
+                from None
+        except ValueError:   # no signature to read (a builtin): its calls will say
+            pass
+        _LOADED[source, function] = fn
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 -- any error of the user's file is its message
+        _LOADED.setdefault(source, _traceback_text(exc))   # a file that cannot be imported: every call says so
+        _LOADED[source, function] = _traceback_text(exc)
+    return _LOADED[source, function]
+
+
+def _load_reward_function(source, function):
+    """Worker op: import the user's function; None, or the error text."""
+    fn = _reward_function(source, function)
+    return fn if isinstance(fn, str) else None
+
+
+def _checked_reward(value):
+    """[float, None] for a finite real number (bool, int, float, numpy scalars), else [None, what it returned]."""
+    if not isinstance(value, numbers.Real):
+        return [None, f"returned {type(value).__name__} {repr(value)[:80]}, not a number (return a float)"]
+    try:
+        value = float(value)
+    except (OverflowError, ValueError) as exc:
+        return [None, f"returned a number that is not a float ({exc})"]
+    return [value, None] if math.isfinite(value) else [None, f"returned {value} (a reward must be finite)"]
+
+
+def _custom_reward_unbounded(source, function, response, row):
+    """Worker op: [reward, None] from the user's function(response, row), or [None, why it failed]."""
+    fn = _reward_function(source, function)
+    if isinstance(fn, str):
+        return [None, fn]
+    try:
+        value = fn(response, row)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 -- the user's error fails its item, never the batch
+        return [None, _traceback_text(exc)]
+    return _checked_reward(value)
+
+
+WORKER_OPS.update(_load_reward_function=_load_reward_function, _custom_reward_unbounded=_custom_reward_unbounded)
+
+
+def score_custom_batch(component, responses, rows, workers=2, timeout_s=DEFAULT_TIMEOUT_S, memory_limit_gb=4.0):
+    """A user's FUNCTION(responses[k], rows[k]) for each k in the grading workers, under score_batch's hard
+    per-item timeout (a late item's worker is SIGKILLed). rows: the dataset rows (dicts; values JSON cannot carry
+    arrive as their str). Returns (scores, failures): a failed call -- an exception, a timeout, a dead worker, a
+    value that is NaN, infinite or not a number -- scores 0.0 and failures[k] says why (else None).
+    workers=0 calls it in this process, under the alarm."""
+    source, function = component["source"], component["function"]
+    items = [(source, function, response, json.loads(json.dumps(row, default=str)))
+             for response, row in zip(responses, rows)]
+    if workers <= 0:
+        outcomes = []
+        for item in items:
+            result = _bounded(_custom_reward_unbounded, item, timeout_s)
+            outcomes.append(("ok", result) if result is not None else ("timeout", None))
+    elif items:
+        pool = get_pool(WORKER_MODULE, memory_limit_gb * 2**30)
+        # each worker imports the file before the items' clocks start (a worker that replaces a killed one
+        # imports it within its next item's time: keep a reward file's imports light)
+        pool.run("_load_reward_function", [(source, function)] * min(workers, len(items)), workers, LOAD_TIMEOUT_S)
+        outcomes = pool.run("_custom_reward_unbounded", items, workers, timeout_s)
+    else:
+        outcomes = []
+    scores, failures = [], []
+    for kind, value in outcomes:
+        if kind == "ok" and value[1] is None:
+            scores.append(float(value[0]))
+            failures.append(None)
+            continue
+        scores.append(0.0)
+        failures.append(value[1] if kind == "ok" else
+                        f"timed out: still running after {timeout_s:g} s (--reward_timeout_s); its worker was killed"
+                        if kind == "timeout" else f"the grading worker failed: {value}")
+    return scores, failures
+
+
+def score_components(responses, problems, components, workers=2, timeout_s=DEFAULT_TIMEOUT_S, code_timeout_s=None,
+                     stats=None, strict=False, think_prefilled=False, skip=None):
+    """Each component of a --reward spec on responses[i] against problems[i] (the dataset row, every column):
+    {name: [float per response]}, unweighted. math grades the rows with an answer and code the rows with tests
+    (score_problems), each 0 on the other kind; a user's function scores every row (score_custom_batch). skip[i]
+    True: response i scores 0 from every component, uncalled (train.py: a truncated response).
+    stats (a dict) receives, per component: reward/<name>/sum, /responses, /calls, /errors (failed calls of a
+    user's function), and /error: the first failure's text (its traceback), plus the built-in graders' counts."""
+    n = len(responses)
+    if len(problems) != n:
+        raise ValueError(f"{n} responses but {len(problems)} problems")
+    todo = [i for i in range(n) if not (skip and skip[i])]
+    is_code = [p.get("tests") is not None for p in problems]
+    stats = {} if stats is None else stats
+    scores = {}
+    for c in components:
+        name, values, failures = c["name"], [0.0] * n, []
+        if name in ("math", "code"):
+            rows = [i for i in todo if is_code[i] == (name == "code")]
+            part = score_problems([responses[i] for i in rows], [problems[i] for i in rows], workers=workers,
+                                  timeout_s=timeout_s, code_timeout_s=code_timeout_s, stats=stats, strict=strict,
+                                  think_prefilled=think_prefilled) if rows else []
+        elif name in ("format", "format_loose"):
+            rows = todo
+            part = [format_reward(responses[i], "strict" if name == "format" else "loose") for i in rows]
+        else:
+            rows = todo
+            part, failures = score_custom_batch(c, [responses[i] for i in rows], [problems[i] for i in rows],
+                                                workers=workers, timeout_s=timeout_s)
+        for i, value in zip(rows, part):
+            values[i] = float(value)
+        scores[name] = values
+        errors = [why for why in failures if why is not None]
+        for key, value in (("sum", sum(values)), ("responses", n), ("calls", len(rows) if c["source"] else 0),
+                           ("errors", len(errors))):
+            stats[f"reward/{name}/{key}"] = stats.get(f"reward/{name}/{key}", 0) + value
+        if errors and f"reward/{name}/error" not in stats:
+            stats[f"reward/{name}/error"] = errors[0]
+    return scores
+
+
+def combine(scores, components):
+    """The reward of each response: sum over components of weight x score (unweighted scores: score_components)."""
+    n = len(next(iter(scores.values()))) if scores else 0
+    return [sum(c["weight"] * scores[c["name"]][i] for c in components) for i in range(n)]
+
+
+def component_metrics(totals, components):
+    """reward/<name>/mean per component (unweighted, over every response of the step) and reward/<name>/errors
+    per user's function (its failed calls), from stats summed over the step's calls and ranks (score_components)."""
+    metrics = {}
+    for c in components:
+        name = c["name"]
+        metrics[f"reward/{name}/mean"] = totals.get(f"reward/{name}/sum", 0.0) / \
+            max(totals.get(f"reward/{name}/responses", 0), 1)
+        if c["source"] is not None:   # a user's function (the built-in graders count theirs: reward/grader_timeouts)
+            metrics[f"reward/{name}/errors"] = int(totals.get(f"reward/{name}/errors", 0))
+    return metrics
+
+
+def all_failed(totals, stats, components, where):
+    """None, or the message that stops a run: a user's function whose every call failed (summed totals), with its
+    own error (this process's first failure, when it has one)."""
+    for c in components:
+        name = c["name"]
+        calls = totals.get(f"reward/{name}/calls", 0)
+        if c["source"] and calls and totals.get(f"reward/{name}/errors", 0) >= calls:
+            return (f"{where}: every call of the reward function {c['function']} ({c['spec']}) failed ({int(calls)} of "
+                    f"{int(calls)}): stopping rather than train on rewards of 0. Its error"
+                    + (f" (the first failing response):\n{stats[f'reward/{name}/error']}"
+                       if f"reward/{name}/error" in stats else ": on another rank"))
+    return None
+
+
 if __name__ == "__main__":
     main()
-

@@ -92,8 +92,7 @@ def build_parser():
     g.add_argument("--solution_field", default="solution", help="column holding the worked solution (the target)")
     g.add_argument("--answer_field", default="answer", help="column holding the final answer (optional)")
     g.add_argument("--messages_field", default="messages", help="column holding a chat conversation, used instead of problem/solution when a row has it (\"\": never)")
-    g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
-                   help="prompt template, the same as RL's: " + "; ".join(f"{k}: {v}" for k, v in data.TEMPLATES.items()))
+    g.add_argument("--template", default=TEMPLATE, help="prompt template, the same as RL's: " + data.TEMPLATE_HELP)
     g.add_argument("--max_len", type=int, default=MAX_LEN, help="examples longer than this (prompt + response tokens) "
                    "are skipped; must fit the model's context (checked before loading)")
     g.add_argument("--config_overrides", default="", help="JSON object of model config fields for the trained model "
@@ -178,7 +177,7 @@ def parse_args(argv=None):
         errors.append("--lr and --grad_clip must be > 0, --warmup_steps >= 0, --min_lr_ratio in [0, 1]")
     if args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1 or args.time_limit_s < 0:
         errors.append("--eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1], --time_limit_s >= 0")
-    errors += lora.check_flags(args)
+    errors += lora.check_flags(args) + list(filter(None, [data.template_error(args.template)]))
     for problem, looks_like_path in data.unknown_specs(args.train_data.split(",") + args.eval_data.split(","),
                                                        probe_hub=args.dry_run):
         (later if args.dry_run and looks_like_path else errors).append(problem)

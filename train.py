@@ -5,7 +5,8 @@ Read top to bottom, this file is the algorithm (defaults: AceMath-RL stage 1). T
     for step in range(max_steps):
         problems   = next(batcher)                                     # batch_size prompts      (data.py)
         samples    = engine.generate(prompts, n=group_size)            # vLLM, current weights   (rollout.py)
-        rewards    = score_problems(responses, problems)               # 0/1: math or code tests (reward.py)
+        rewards    = score_problems(responses, problems)               # 0/1: math or code tests (reward.py),
+                                                                       # or --reward's weighted functions
         advantages = group_advantages(rewards, group_size)             # (r - mean) / std        (grpo.py)
         update_policy(...)   # loss = policy_loss(...) + kl_coef * KL(pi || pi_ref): one optimizer step over the
                              # whole batch (micro-batched, normalised over every response token of the batch)
@@ -45,7 +46,8 @@ from code_reward import UNSAFE_FLAG, require_sandbox
 from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_gather_objects, all_reduce, full_weights, \
     init_distributed, load_model, optimizer_step, shutdown_distributed
 from metrics import MISMATCH_MEANS, progress_line, record_mismatch, step_metrics
-from reward import format_reward, score_problems
+from reward import RewardFunctionError, all_failed, check_reward_functions, check_rows, combine, component_metrics, \
+    format_reward, needs_gold, parse_reward_spec, score_components, score_problems
 from rollout import VLLM_RUNNER, make_engine
 from runs import Logger, checkpoint_note, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, \
     resume_flags, save_checkpoint, start_stage
@@ -89,8 +91,7 @@ def build_parser():
                    "comma-separated")
     g.add_argument("--problem_field", default="problem", help="column holding the problem (files / hub sets)")
     g.add_argument("--answer_field", default="answer", help="column holding the gold answer")
-    g.add_argument("--template", default=TEMPLATE, choices=sorted(data.TEMPLATES),
-                   help="prompt template: " + "; ".join(f"{k}: {v}" for k, v in data.TEMPLATES.items()))
+    g.add_argument("--template", default=TEMPLATE, help="prompt template: " + data.TEMPLATE_HELP)
     g.add_argument("--max_prompt_len", type=int, default=1024,
                    help="prompts longer than this (tokens), or than the engine's context, are skipped with a warning; "
                    "--max_prompt_len + --max_response_len must fit the model's context (checked before loading)")
@@ -147,6 +148,12 @@ def build_parser():
     g.add_argument("--ppo_epochs", type=int, default=1, help="passes over each batch (>1 is off-policy)")
     g.add_argument("--mini_batches", type=int, default=1, help="optimizer steps per pass (>1 is off-policy)")
     g.add_argument("--format_reward", default="", choices=["", "strict", "loose"], help="add the <think>/<answer> format reward")
+    g.add_argument("--reward", default="", help="the reward, when not the default (1 for a correct answer, math or "
+                   "code by the row): comma-separated components, each NAME, FILE.py:FUNCTION or module:FUNCTION, "
+                   "optionally :WEIGHT, e.g. 'math:1.0,my_rewards.py:brevity:0.1'. Built-ins: math, code, format, "
+                   "format_loose; FUNCTION(response: str, row: dict) -> float runs in the grading workers "
+                   "(--reward_timeout_s per call); the first component's score >= 1 counts as correct (README: "
+                   "\"Your own task\"; reward.parse_reward_spec)")
     lora.add_flags(p.add_argument_group("LoRA (lora.py; a new stage may switch it on or off, a resume may not)"))
     g = p.add_argument_group("systems")
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
@@ -238,6 +245,16 @@ def parse_args(argv=None):
         (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
          "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad] + lora.check_flags(args)
     errors += ignored_flags(args, build_parser())
+    errors += list(filter(None, [data.template_error(args.template)]))
+    args.reward_components = None   # --reward parsed, each user's function imported where it will run (reward.py)
+    if args.reward:
+        try:
+            args.reward_components = parse_reward_spec(args.reward)
+        except ValueError as exc:
+            errors.append(str(exc))
+        errors += list(filter(None, [args.reward_components and check_reward_functions(args.reward_components)]))
+        if args.format_reward:
+            errors.append("--format_reward with --reward: name format or format_loose in --reward instead")
     if args.lora_rank > 0 and args.lora_targets and not ckpt and not errors:
         errors += lora.check_targets(args.init_from or args.model, args.lora_targets)
     if args.init_from and not ckpt and not Path(args.init_from, "model").is_dir() and not Path(args.init_from, "config.json").exists():
@@ -317,22 +334,40 @@ def score(samples, problems, args, think_prefilled=False):
     """Step 2: rewards [N] float32: 1 for a correct final answer (reward.py; code: every test passes in the
     sandbox), plus the optional format and overlong terms. Answers must be explicit (--strict_answers 1). A
     truncated response gets 0 even with an early \\boxed{} (DeepScaleR, DAPO), and so does one that never closes a
-    <think> its prompt opened (think_prefilled). Returns (rewards, correct: list of 0/1 per sample, stats)."""
+    <think> its prompt opened (think_prefilled). Returns (rewards, correct: list of 0/1 per sample, stats).
+    With --reward: the weighted sum of its components (reward.score_components: each one's score of every response
+    against its dataset row; a truncated response gets 0 from each, uncalled), correct = the first one's score >= 1."""
     stats = {}
-    correct = score_problems([s.text for s in samples], [p for p in problems for _ in range(args.group_size)],
+    truncated = [s.finish_reason == "length" for s in samples]
+    rows = [p for p in problems for _ in range(args.group_size)]
+    if args.reward_components:
+        scores = score_components([s.text for s in samples], rows, args.reward_components,
+                                  workers=args.reward_workers, timeout_s=args.reward_timeout_s,
+                                  code_timeout_s=args.code_timeout_s, stats=stats, strict=bool(args.strict_answers),
+                                  think_prefilled=think_prefilled, skip=truncated)
+        correct = [float(value >= 1.0) for value in scores[args.reward_components[0]["name"]]]
+        rewards = torch.tensor(combine(scores, args.reward_components), dtype=torch.float32)
+        rewards += overlong_term(samples, args)
+        return rewards, correct, stats
+    correct = score_problems([s.text for s in samples], rows,
                              workers=args.reward_workers, timeout_s=args.reward_timeout_s,
                              code_timeout_s=args.code_timeout_s, stats=stats, strict=bool(args.strict_answers),
                              think_prefilled=think_prefilled) if samples else []
-    truncated = [s.finish_reason == "length" for s in samples]
     correct = [0.0 if cut else float(c) for c, cut in zip(correct, truncated)]
     rewards = torch.tensor(correct, dtype=torch.float32)
     if args.format_reward:
         rewards += torch.tensor([0.0 if cut else format_reward(s.text, args.format_reward)
                                  for s, cut in zip(samples, truncated)], dtype=torch.float32)
-    if args.overlong_buffer_len:  # DAPO eq. 13: added to the correctness reward (-penalty at the cap)
-        lengths = torch.tensor([len(s.response_ids) for s in samples])
-        rewards += grpo.overlong_penalty(lengths, args.max_response_len, args.overlong_buffer_len, args.overlong_penalty)
+    rewards += overlong_term(samples, args)
     return rewards, correct, stats
+
+
+def overlong_term(samples, args):
+    """DAPO eq. 13 (--overlong_buffer_len): added to the reward, -penalty at the length cap; [N] zeros when off."""
+    if not args.overlong_buffer_len:
+        return torch.zeros(len(samples))
+    lengths = torch.tensor([len(s.response_ids) for s in samples])
+    return grpo.overlong_penalty(lengths, args.max_response_len, args.overlong_buffer_len, args.overlong_penalty)
 
 
 def sample_batch(engine, batcher, tokenizer, args, step, rank, tp, dp_world, max_prompt_tokens, think_prefilled,
@@ -375,14 +410,31 @@ def sample_batch(engine, batcher, tokenizer, args, step, rank, tp, dp_world, max
         rewards.append(new_rewards[rows])
         correct += [new_correct[i] for i in rows]
         skipped += skip
-        for key, value in stats.items():
-            grading[key] = grading.get(key, 0) + value
+        for key, value in stats.items():   # counts add up; a text (a reward function's first error) stays
+            grading[key] = grading.setdefault(key, value) if isinstance(value, str) else grading.get(key, 0) + value
         if not args.dynamic_sampling or counts["groups_kept"] >= args.batch_size:
             break
     if args.dynamic_sampling and counts["groups_kept"] < args.batch_size and rank == 0:
         print(f"train.py: WARNING: step {step + 1}: dynamic sampling found {counts['groups_kept']} informative "
               f"groups of {args.batch_size} in {counts['rounds']} rounds (--max_sampling_rounds): training on those")
     return problems, samples, torch.cat(rewards), correct, grading, skipped, counts
+
+
+def reward_totals(grading, args, tp, step):
+    """--reward's per-component counts of the step (reward.score_components' stats), summed over ranks (the ranks
+    of a vLLM TP group grade the same samples: counted once); None without --reward. Warns about failed calls."""
+    if not args.reward_components:
+        return None
+    keys = [f"reward/{c['name']}/{key}" for c in args.reward_components
+            for key in ("sum", "responses", "calls", "errors")]
+    totals = all_reduce({key: grading.get(key, 0) / tp for key in keys})
+    for c in args.reward_components:
+        errors, calls = totals[f"reward/{c['name']}/errors"], totals[f"reward/{c['name']}/calls"]
+        error = grading.get(f"reward/{c['name']}/error")
+        if 0 < errors < calls and error and int(os.environ.get("RANK", "0")) == 0:
+            print(f"train.py: WARNING: step {step + 1}: {c['function']} failed on {errors:.0f} of {calls:.0f} "
+                  f"responses, scored 0 (reward/{c['name']}/errors), e.g. {error.strip().splitlines()[-1]}")
+    return totals
 
 
 def ignored_flags(args, parser):
@@ -595,15 +647,22 @@ def main(argv=None, engine=None):
             sys.exit(problem)
 
     # ---- data --------------------------------------------------------------------------------------------
-    problems = data.load_dataset(args.train_data, problem_field=args.problem_field, answer_field=args.answer_field)
+    problems = data.load_dataset(args.train_data, problem_field=args.problem_field, answer_field=args.answer_field,
+                                 require_answer=needs_gold(args.reward_components))
+    eval_problems = evaluation.load_benchmarks(args.eval_data, args.reward_components)
+    unfit = args.reward_components and (
+        check_rows(args.reward_components, problems, f"--train_data {args.train_data}") or
+        (eval_problems and check_rows(args.reward_components, eval_problems, f"--eval_data {args.eval_data}")))
+    if unfit:   # --reward math on code rows, or code on math rows: refused now, not at the first evaluation
+        sys.exit(f"train.py: {unfit}")
     if args.contamination_check and is_main:
         hits = data.find_contamination(problems, data.SHIPPED_EVAL + tuple(   # and the hub eval sets it evaluates on
             spec for spec in args.eval_data.split(",") if data.is_hub_set(spec)))
         if hits:
             print(f"train.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
     batcher = data.PromptBatcher(problems, args.batch_size, seed=args.data_seed, rank=dp_rank, world_size=dp_world)
-    if any("tests" in p for p in problems + evaluation.load_benchmarks(args.eval_data)):  # code runs: the full
-        args.code_sandbox = require_sandbox(bool(args.allow_unsafe_code_sandbox))     # sandbox, or refuse to start
+    if any("tests" in p for p in problems + eval_problems):  # code runs: the full sandbox, or refuse to start
+        args.code_sandbox = require_sandbox(bool(args.allow_unsafe_code_sandbox))
 
     # ---- models, optimizer, checkpoint -------------------------------------------------------------------
     if args.resume:
@@ -671,6 +730,10 @@ def main(argv=None, engine=None):
         batch, samples, rewards, correct, grading, skipped, sampling = sample_batch(
             engine, batcher, tokenizer, args, step, rank, tp, dp_world, max_prompt_tokens, think_prefilled, times)
         engine.sleep()
+        totals = reward_totals(grading, args, tp, step)
+        failure = totals and all_failed(totals, grading, args.reward_components, f"train.py: step {step + 1}")
+        if failure:   # a user's function failed on every response: stop with its own error, never train on zeros
+            raise RewardFunctionError(failure)
         if skipped and rank % tp == 0:
             print(f"train.py: WARNING: step {step + 1}: skipped {len(skipped)} problem(s) whose prompt is longer than "
                   f"{max_prompt_tokens} tokens (--max_prompt_len / the engine's context): {', '.join(skipped)}")
@@ -692,6 +755,8 @@ def main(argv=None, engine=None):
         # 6. log: the whole global batch's numbers, one console line
         metrics = step_metrics(step, samples, rewards, correct, grading, own, scored, trained, update, skipped,
                                sampling, times, args, tp)
+        if totals:   # --reward: each component's mean, each user's function's failed calls
+            metrics.update(component_metrics(totals, args.reward_components))
 
         # 7. periodic evaluation and checkpoints
         done = step + 1
@@ -714,6 +779,8 @@ if __name__ == "__main__":
         shutdown_distributed()   # every rank done, then the process groups go (distributed.py)
     except KeyboardInterrupt:
         sys.exit(130)
+    except RewardFunctionError as exc:   # the message holds the function's own error and traceback
+        sys.exit(str(exc))
     except torch.OutOfMemoryError as exc:  # say which knobs to turn
         sys.exit(f"train.py: out of GPU memory ({exc}).\nTurn down --micro_batch_tokens (activations), "
                  "--vllm_gpu_memory_utilization (vLLM's share), --max_response_len or --batch_size * --group_size "
