@@ -166,8 +166,8 @@ def render_prompt(problem, tokenizer, template="chat"):
                                                              add_special_tokens=False)
     messages = [{"role": m["role"], "content": m["content"].replace("{problem}", problem)} for m in form]
     prefill = messages[-1]["role"] == "assistant"
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=not prefill, continue_final_message=prefill,
-                                        tokenize=True)
+    extra = {"continue_final_message": True} if prefill else {}   # (asked only when used: not every tokenizer has it)
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=not prefill, tokenize=True, **extra)
     if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # some versions return a BatchEncoding
         ids = ids["input_ids"]
     return list(ids)
