@@ -119,7 +119,7 @@ from latex import NOT_UNITS, clean, is_english, is_infinite, parse_math, split_u
 
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
-DECIMAL_DIGITS = 4           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
+ROUNDED_GOLD_DIGITS = 3      # a decimal gold with this many significant digits is a rounding (see the decimal policy)
 
 
 def _mixed_number(s):
@@ -207,23 +207,67 @@ def _same_function(p, g):
     return False
 
 
-def _rounded_value(decimal_text, exact):
-    """Is `decimal_text` the exact number `exact` (one with no finite decimal expansion: 1/12, pi, sqrt 17) rounded?
-    Only a decimal with 4+ decimals and DECIMAL_DIGITS+ significant digits may stand for it; None when the rule does
-    not apply (then the two compare exactly)."""
-    decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", decimal_text)
-    if exact.free_symbols or (exact.is_Rational and exact.q in (1, 2, 4, 5, 8, 10)) or not exact.is_number:
-        return None
-    digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
-    if digits < DECIMAL_DIGITS or len(decimal.group(2)) < 4:
-        return None if exact.is_Rational else False
-    half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
-    return bool(abs(sympy.N(exact - parse_math(decimal_text), 30)) <= half_unit)
+def _rounds_to(decimal_text, exact, places=None, asked=False):
+    """Is the decimal `decimal_text` the exact number `exact` correctly rounded: at `places` decimals (negative: tens,
+    hundreds), or by default at its own last digit (an integer's own precision is its last nonzero digit: 1200 is
+    rounded to hundreds)? Unless a rounding was asked for, never for an exact value whose decimal expansion ends (its
+    rounding is another number: 0.13 is not 1/8)."""
+    decimal = re.fullmatch(r"([-+]?)(\d*)(?:\.(\d+))?", decimal_text.strip())
+    if decimal is None or exact.free_symbols or not exact.is_number or is_infinite(exact) or (_terminates(exact)
+                                                                                             and not asked):
+        return False
+    if places is None:
+        places = len(decimal.group(3) or "") or -(len(decimal.group(2)) - len(decimal.group(2).rstrip("0")))
+    half_unit = sympy.Rational(10) ** -places / 2
+    value = sympy.Rational(decimal_text.strip())
+    return bool(abs(sympy.N(exact - value, 30)) <= half_unit)
+
+
+def _terminates(exact):
+    """A rational whose decimal expansion ends (its denominator divides a power of ten: 1/8, 3/20)."""
+    if not exact.is_Rational:
+        return False
+    q = int(exact.q)
+    for prime in (2, 5):
+        while q % prime == 0:
+            q //= prime
+    return q == 1
+
+
+def _significant_digits(decimal_text):
+    digits = re.sub(r"[^\d]", "", decimal_text).lstrip("0")
+    return len(digits) if "." in decimal_text else len(digits.rstrip("0"))
+
+
+def _expansion_shown(decimal_text, exact):
+    """`0.285714...` for 2/7: the written decimals begin the exact rational's non-terminating expansion and show all of
+    it up to the end of a first full period, and three digits of it at least (the ellipsis is the repeat mark)."""
+    if not exact.is_Rational or _terminates(exact) or exact.q > 10**6:
+        return False
+    q, pre = int(exact.q), 0
+    for prime in (2, 5):
+        while q % prime == 0:
+            q, pre = q // prime, pre + 1
+    period, power = 1, 10 % q
+    while power != 1 and period <= 60:
+        power, period = power * 10 % q, period + 1
+    sign, digits = ("-", decimal_text[1:]) if decimal_text.startswith("-") else ("", decimal_text.lstrip("+"))
+    places = len(digits.split(".")[1])
+    if sign != ("-" if exact < 0 else "") or period > 60 or places < pre + max(period, 3):  # (`0.5...` is no 5/9)
+        return False
+    truncated = abs(exact.p) * 10 ** places // exact.q
+    return digits.replace(".", "").lstrip("0") == str(truncated).lstrip("0")
 
 
 def _values_equal(p, g):
     """Single values (cleaned text, no units, lists or relations)."""
     p, g = _mixed_number(p), _mixed_number(g)
+    truncated = re.fullmatch(r"([-+]?\d*\.\d+)\s*\\[lc]?dots", p)
+    if truncated:  # `0.285714\ldots`: a truncated expansion (latex.repeating_decimals)
+        gp = parse_math(g)
+        if gp is not None and gp.is_Rational and not _terminates(gp):
+            return _expansion_shown(truncated.group(1), gp)
+        p = truncated.group(1)  # else as written: `1.5...` is 1.5
     if _SIMPLE_NUMBER.fullmatch(p) and _SIMPLE_NUMBER.fullmatch(g):
         return Fraction(p) == Fraction(g)  # the common case, without sympy
     if re.fullmatch(r"[A-Za-z]{2,}", p) and re.fullmatch(r"[A-Za-z]{2,}", g):
@@ -232,15 +276,9 @@ def _values_equal(p, g):
     if pp is None or gp is None:
         return False
     try:
-        gold_has_decimal = re.search(r"\.\d*[1-9]", g) is not None
-        if re.fullmatch(r"[-+]?\d*\.\d+", p) and not gold_has_decimal:
-            rounded = _rounded_value(p, gp)       # 0.0833333333 for 1/12, 2.6667 for 8/3, 3.14159 for pi
-            if rounded is not None:
-                return rounded
-        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p:
-            rounded = _rounded_value(g, pp)       # \sqrt{17} for a gold 4.123105625617661
-            if rounded is not None:
-                return rounded
+        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p and _significant_digits(g) >= ROUNDED_GOLD_DIGITS \
+                and _rounds_to(g, pp):
+            return True  # \sqrt{17} for a gold 4.123, \frac{8}{3} for 2.6667: the gold's own precision decides
         return _exprs_equal(pp, gp)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
         return False
@@ -250,10 +288,15 @@ def _values_equal(p, g):
 # Units and percent (the units themselves: latex.split_unit)
 # ------------------------------------------------------------------------------------------------------------
 def _clock_minutes(value, unit):
-    """Minutes after midnight of a time that is on one clock only: `H:MM` with am/pm, or `HH:MM` past 12:59 (the
-    24-hour clock); None otherwise (`10:15` alone is either)."""
+    """Minutes after midnight of a time that is on one clock only: `H:MM` with am/pm, `HH:MM` past 12:59 or with a
+    leading zero (the 24-hour clock: `17:30`, `07:15`, `00:00`), "noon", "midnight"; None otherwise (`10:15` alone is
+    either)."""
+    named = re.fullmatch(r"(?:12(?::00)?\s*)?(noon|midday|midnight)", value.strip(), re.I)
+    if named and unit is None:
+        return 0 if named.group(1).lower() == "midnight" else 720
     time = re.fullmatch(r"(\d{1,2})(?::(\d{2}))?", value.strip())
-    if time is None or (unit not in ("am", "pm") and (unit is not None or not time.group(2) or int(time.group(1)) < 13)):
+    if time is None or (unit not in ("am", "pm") and (unit is not None or not time.group(2) or int(time.group(1)) < 13
+                                                      and not time.group(1).startswith("0"))):
         return None
     hours, minutes = int(time.group(1)), int(time.group(2) or 0)
     if hours > 23 or minutes > 59 or (unit and not 1 <= hours <= 12):
@@ -1067,6 +1110,10 @@ def _equiv(p, g):
     option = _OPTION_VALUE.fullmatch(p)
     if option:  # `(B) 45` for the value 45: the option's value is the answer (the letter alone is not)
         return _equiv(option.group(1).strip(), g)
+    if re.search(r"noon|midday|midnight", p + g, re.I):
+        clock = [_clock_minutes(*split_unit(x)) for x in (p, g)]
+        if None not in clock:
+            return clock[0] == clock[1]  # midnight = 12:00 AM = 00:00
     if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
         predicate = COPULA.sub("", p, count=1)
         return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))
@@ -1101,8 +1148,8 @@ def _item_equal(p, g):
     if pu == "%" and len(_split_top(p, ["="])) > 1 and "=" not in g:
         return _relations_equal(_split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
     clock = _clock_minutes(pv, pu), _clock_minutes(gv, gu)
-    if None not in clock and {pu, gu} & {"am", "pm"}:
-        return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock)
+    if None not in clock:
+        return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock), midnight = 12:00 AM
     if pu == "%" or gu == "%":
         return _percent_equal(pv, pu, gv, gu)
     if "deg" in (pu, gu) and {pu, gu} <= {"deg", "rad", None}:  # 60^\circ = \frac{\pi}{3} (an angle in either unit)
@@ -1183,3 +1230,54 @@ def restates_question(pred, question, gold):
         return False
     formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
     return any(f is not None and (_canon(f) == _canon(p) or _canon(f.split("=")[0]) == _canon(p)) for f in formulas)
+
+
+# ---- a rounding the question asks for --------------------------------------------------------------------------
+_PLACE_WORDS = {"tenth": 1, "hundredth": 2, "thousandth": 3, "ten-thousandth": 4, "ten thousandth": 4,
+                "whole number": 0, "integer": 0, "unit": 0, "one": 0, "dollar": 0, "cent": 2, "percent": 0,
+                "degree": 0, "ten": -1, "hundred": -2, "thousand": -3}
+_COUNT_WORDS = {w: k for k, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+_ROUNDING = re.compile(r"\bnearest\s+(ten[- ]thousandth|tenth|hundredth|thousandth|whole\s+number|integer|unit|one|dollar|"
+                       r"cent|percent|degree|ten|hundred|thousand)s?\b|\bnearest\s+(0\.0*1)\b"
+                       r"|\b(\d+|" + "|".join(_COUNT_WORDS) + r")\s+(?:(decimal\s+(?:places?|digits?)|d\.\s?p\.?|dp)|"
+                       r"(significant\s+(?:figures?|digits?)|sig\.?\s*figs?|s\.\s?f\.?|sf))(?![A-Za-z])", re.IGNORECASE)
+
+
+def rounding_asked(question):
+    """The rounding a problem's text asks for: ("places", n) for "to the nearest hundredth" (2), "to 4 decimal
+    places", "to the nearest whole number" (0), "nearest hundred" (-2); ("figures", n) for "to 3 significant figures";
+    None when it asks for none."""
+    match = _ROUNDING.search(question or "")
+    if match is None:
+        return None
+    if match.group(1):
+        return "places", _PLACE_WORDS[" ".join(match.group(1).lower().replace("-", " ").split())]
+    if match.group(2):
+        return "places", len(match.group(2)) - 2
+    count = int(match.group(3)) if match.group(3).isdigit() else _COUNT_WORDS[match.group(3).lower()]
+    return ("places" if match.group(4) else "figures"), count
+
+
+def rounded_equal(pred, gold, rounding):
+    """The decimal policy's one exception for an exact gold: when the question asks for a rounding (rounding_asked),
+    a decimal prediction (`0.6931`, `\\approx 0.69`, `x = 0.69`, `0.69 m`) that is the gold correctly rounded, with at
+    least the precision asked, is its answer. Never raises; False when unsure."""
+    try:
+        p, g = clean(pred), clean(gold)
+        if p is None or g is None or rounding is None:
+            return False
+        p = re.sub(r"^(?:[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\approx)\s*|\\approx\s*|(?:approximately|about|roughly)\s+)", "", p)
+        p = re.sub(r"\s*\\[lc]?dots$", "", p)
+        (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
+        if pu != gu and pu is not None and gu is not None or "%" in (pu, gu) and pu != gu:
+            return False
+        decimal, exact = re.fullmatch(r"[-+]?\d+(?:\.\d+)?", pv.strip()), parse_math(gv)
+        if decimal is None or exact is None or exact.free_symbols or re.fullmatch(r"[-+]?\d*\.\d+", gv.strip()):
+            return False  # (a decimal gold is compared by its own precision: _values_equal)
+        kind, asked = rounding
+        shown = len(pv.split(".")[1]) if "." in pv else 0
+        if kind == "places" and shown < asked or kind == "figures" and _significant_digits(pv) < asked:
+            return False
+        return _rounds_to(pv, exact, places=None if kind == "figures" or asked >= 0 else asked, asked=True)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
+        return False

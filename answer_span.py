@@ -45,7 +45,7 @@ The first kind found wins, and within a kind the LAST occurrence:
 import re
 
 from answer_value import _FOREIGN_LETTER, _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
-from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
+from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, plain_unicode, split_unit
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
 
@@ -240,7 +240,6 @@ def _phrases(text):
     if _FOREIGN_NOUN.search(text):
         found = sorted(found + list(_FOREIGN_PHRASE.finditer(text)), key=lambda m: m.start())
     return found
-_FULL_WIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "；": "; ", "！": "! ", "？": "? ", "（": "(", "）": ")"})
 # A made-up next problem after the response's answer (a base model continuing its few-shot prompt)
 _NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]"
                            r"|\n[ \t]*#{1,4}[ \t]*(?:problem|question|exercise)[ \t]*\d*[ \t]*(?=\n)", re.IGNORECASE)  # "## Problem 7"
@@ -346,7 +345,7 @@ def decimal_comma_language(text):
 def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
-    text = _drop_echoed_instructions(_without_next_problem(text.translate(_FULL_WIDTH)))
+    text = _drop_echoed_instructions(_without_next_problem(plain_unicode(text)))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
         typo = re.match(r"\\boxed\{([^{}$\n]{1,40})\$", text[last_box:])

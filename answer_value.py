@@ -80,7 +80,7 @@ from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
 from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
-                   ellipsis_decimals, is_english, number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word,
+                   repeating_decimals, is_english, number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word,
                    unwrap_commands)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
@@ -92,6 +92,13 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertai
                      r"(?:might|could|may)\s+(?:also\s+|instead\s+|well\s+|even\s+)?be\s+[$(\\]*-?\d+|"
                      r"if\s+I'?m\s+not\s+mistaken)\b",
                      re.IGNORECASE)
+# ...nor one the response defers: work it announces as still to be done after it ("36, but we still have to remove the
+# broken ones", "36 so far"), or a "wait" that takes it back; modals of obligation and their subjects, not topics
+_PENDING = (r"(?:we|I|you|one)\s+(?:(?:still|also|first|now|then|yet|will|'ll)\s+)*(?:need|needs|have|has|want|ought|must|should)"
+            r"\b(?:\s+to\b)?|(?:but\s+)?wait\b|hold\s+on\b|(?:that|this|it)(?:'s|\s+is)\s+not\s+(?:yet\s+)?(?:the|our|my)\s+"
+            r"(?:final\s+)?answer|not\s+(?:done|finished)\s+yet|(?:is|are)\s+yet\s+to\b|remains?\s+to\s+be\b")
+_DEFERRED_AFTER = re.compile(r"\s*[,;:]?\s*(?:[(—–]\s*)?(?:(?:so\s+far|for\s+now|at\s+this\s+(?:point|stage))\b|(?:but|however|though|"
+                             r"although|yet|and|then)\b[,\s]*(?:(?:first|now|then|next|still)\b[,\s]*)?(?:" + _PENDING + "))", re.I)
 # ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
 # and 6 when n is odd", "5 (assuming n is even; otherwise 6)", "depending on x"). A proviso alone is not a second
 # answer ("\\boxed{112875} if the number of cases decreased linearly", "\\boxed{27}, provided such a sequence exists").
@@ -112,7 +119,9 @@ def _case_of_several(text, start, end):
 
 
 def _conditional_after(after):
-    """The text right after a value makes it one case of several."""
+    """The text right after a value makes it one case of several, or defers it (see _DEFERRED_AFTER)."""
+    if _DEFERRED_AFTER.match(after):
+        return True
     condition = _CONDITION.match(after)
     return condition is not None and (condition.group(1) is not None or _OTHER_CASE.search(after, condition.end()) is not None)
 
@@ -243,7 +252,7 @@ _NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_
 # written against a word of another script is a number: `兔有12只`)
 
 
-_PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}:\d{2}(?:\s*[ap]m\b)?(?![\w:])"      # a time: 10:30, 1:20 pm
+_PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}(?::\d{2})?\s*[ap]m\b|(?<![\w:.])\d{1,2}:\d{2}(?![\w:])"  # a time: 10:30, 1:20 pm, 7 am
                           r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
                           r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
                           r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
@@ -360,7 +369,7 @@ def _wrap_plain(text):
 
 
 _LEADING_REASON = re.compile(r"\s*(?:since|because|as)\s+(?:[^,$]|\$[^$]*\$)*?,\s+", re.IGNORECASE)
-_RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|resulting\s+in|for\s+a\s+total\s+of|totall?ing|which\s+gives)\s+"
+_RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|leaving|resulting\s+in|for\s+a\s+total\s+of|totall?ing|which\s+gives)\s+"
                            r"(?:(?:us|a\s+total\s+of|an?|the)\s+)*[$¤]?$"
                            # an appositive that names the result: "..., an increase of 1.5 million", "..., a profit of $40"
                            r"|,\s*(?:an?|the)\s+(?:net\s+|total\s+|overall\s+|combined\s+)?(?:increase|decrease|difference|gain|loss|"
@@ -430,6 +439,19 @@ _RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?
                        r"\s*[.!]?\s*$)", re.I)
 
 
+# Another value offered right after the answer: "12 (or 24 if order matters)", "\\boxed{8}, or maybe 9", "0.5 (or
+# equivalently 1/2)": the two are one answer `12 \\text{ or } 24`, which equals a single gold only when both do
+_OR_VALUE = (r"(\s*[,;]?\s*\(?\s*(?:or|alternatively)\s*,?\s+(?:(?:maybe|perhaps|possibly|equivalently|even|else)\s+)?)(" + _VALUE_TEXT
+             + r")(?![\w^/]|\.\d)")
+_ALTERNATIVE = re.compile(r"(?<![\w.])(" + _VALUE_TEXT + r")(?![\w^/]|\.\d)" + _OR_VALUE, re.I)
+
+
+def _alternatives(sentence):
+    """Values joined by an alternative (see _ALTERNATIVE) as one math candidate: `$12 \\text{ or } 24$`."""
+    return _ALTERNATIVE.sub(lambda m: f"${m.group(1).strip('$' + CURRENCY)} \\text{{ or }} {m.group(3).strip('$' + CURRENCY)}$",
+                            sentence) if re.search(r"\bor\b|\balternatively\b", sentence, re.I) else sentence
+
+
 def _without_rejected_values(sentence):
     """A value the sentence rejects ("not 10", "6, not 5") is no answer and no hedge: it is dropped with its "not",
     and so is a leading "No,"/"Not": "not it's not 10 it's 1,000.99" asserts 1,000.99."""
@@ -469,7 +491,7 @@ def _asserted(sentence, candidates):
         return solved  # "So $6w + 6 = 36$, $w = 5$": equations in w, then w solved for
     position, value = candidates[-1]
     before = sentence[:position].rstrip()
-    if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
+    if re.search(r"(?<![!<>=])=$|:$", before) or re.match(r"\s*=(?!=)", value) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
                                                             r"(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
         parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
                     and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
@@ -490,7 +512,8 @@ def _asserted(sentence, candidates):
             is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
         else:
             is_asserted = _RESULT_WORDS.search(sentence[:position]) is not None or (
-                not _MODIFIER_START.search(" ".join(lead_in[-3:])) and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
+                not _MODIFIER_START.search(re.split(r"\b(?:is|are|was|were|equals?)\b|=", " ".join(lead_in[-3:]))[-1])
+                and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
                 and not (previous_end and _SUBORDINATE.search(" ".join(lead_in))))
         if is_asserted:
             asserted.append((position, value))
@@ -634,6 +657,8 @@ def _reduce_span(span):
     (a doubt, a condition, another case) makes it no answer."""
     if span.decimal_comma or span.kind in ("phrase", "line", "conclusion"):
         span = span._replace(text=number_conventions(span.text, span.decimal_comma))
+    if span.kind in ("phrase", "line", "conclusion"):  # "0.285714...", "0.\overline{3}" in prose: one value each
+        span = span._replace(text=_outside_math(span.text, lambda t: repeating_decimals(t, "$")))
     if span.kind == "field" and len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", span.text))
                                      if is_english(w)]) >= 2:
         value = sentence_value(_strip_currency(span.text.strip()))  # <answer>There are 12 outfits.</answer>
@@ -646,6 +671,9 @@ def _reduce_span(span):
             rest = _first_sentence(span.context[span.end:span.end + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
             if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(span.context, span.start, span.end):
                 return None  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even, else 6": no answer
+            other = re.match(_OR_VALUE, rest, re.I)
+            if other:  # "\boxed{12} (or 24 if order matters)"
+                return f"{_last_step(text)} \\text{{ or }} {other.group(2).strip('$' + CURRENCY)}"
         return _last_step(text)
     if span.kind == "phrase":
         return phrase_value(span.text, span.context, span.start, span.end)
@@ -656,14 +684,15 @@ def _reduce_span(span):
     return conclusion_value(span.text)
 
 
-# Thousands separators and decimal marks. Every language: digit groups of three set apart by thin or no-break spaces,
-# or by points or spaces twice or more (`1 234 567`, `1.234.567`: no number has two decimal points). In a response
+# Thousands separators and decimal marks. Every language: digit groups of three set apart by spaces (`32 768`, `1 234
+# 567`; not in a run of numbers set apart by spaces: `1 2 100`), or by points twice or more (`1.234.567`: no number has
+# two decimal points). In a response
 # written in a language whose decimal mark is a comma (Russian, German, French, Spanish, Portuguese, Italian; see
 # answer_span.decimal_comma_language), a comma between digits is the decimal mark and a point or a space between
 # groups of three a thousands separator: `0,875` is 0.875, `1.562,50` is 1562.5, `2.210 €` is 2210, `12 500` is 12500
 # (English `1,250` stays a thousand; `2, 3` and `1,2,3` stay lists).
 _GROUPED_POINTS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d.]|,\d)")
-_GROUPED_SPACES = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[\u2009\u202f\u00a0]|\\[,;:! ]|\{,\})\d{3})+(?![\d])|(?<![\d.,])\d{1,3}(?: \d{3}){2,}(?![\d]|[.,]\d)")
+_GROUPED_SPACES = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[\u2009\u202f\u00a0]|\\[,;:! ]|\{,\})\d{3})+(?![\d])|(?<![\d.,])(?<!\d )\d{1,3}(?: \d{3})+(?![\d]|[.,]\d| \d)")
 _LOCAL_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:[. \u2009\u202f\u00a0]\d{3})+(?:,\d+)?(?![\d]|[.,]\d)")
 _LOCAL_DECIMAL = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d]|[.,]\d)")
 
@@ -672,6 +701,7 @@ def number_conventions(text, decimal_comma=False):
     """Numbers written with another language's separators as plain numbers (see above)."""
     text = _GROUPED_POINTS.sub(lambda m: m.group(0).replace(".", ""), text)
     text = _GROUPED_SPACES.sub(lambda m: re.sub(r"[^\d]", "", m.group(0)), text)
+    text = _scale_suffixes(text)  # "12k", "$2.5M"
     if decimal_comma:
         text = _LOCAL_GROUPED.sub(lambda m: re.sub(r"[.\s]", "", m.group(0)).replace(",", "."), text)
         text = _LOCAL_DECIMAL.sub(r"\1.\2", text)
@@ -745,6 +775,7 @@ def _unicode_in_prose(sentence):
     sentence = re.sub(r"(?<![A-Za-z][A-Za-z])(?<=[A-Za-z])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+(?=\s*[-+=<>*/−·×),≤≥≠])", lambda m: superscripts(m.group(0)),
                       sentence)  # x² + 2x + 1, x³ = 27 (a letter's power in a formula; not "12 m².")
     sentence = re.sub(r"(?<![\w])[−–](?=\s*\d)", "-", sentence)
+    sentence = re.sub(r"(?:(?<=\d)|(?<=[A-Za-z]{2})) [xX] (?=[$¤]?\d)", " × ", sentence)  # "5 shelves x 4 rows": a times sign
     sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
     sentence = re.sub(r"(\d*)\s?([½⅓⅔¼¾⅛⅜⅝⅞⅕])", lambda m: m.group(1) + _VULGAR[m.group(2)], sentence)  # 2½, ½
@@ -786,7 +817,7 @@ def _words_as_values(sentence):
     sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
     sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
                       lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
-    sentence = re.sub(r"\b([ap])\.\s?m\.(?=\W|$)", r"\1m", sentence, flags=re.I)
+    sentence = _clock_words(sentence)
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
     sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
                       lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", sentence, flags=re.I)
@@ -797,6 +828,22 @@ def _words_as_values(sentence):
     sentence = re.sub(r"\b(?:all|every)\s+real\s+numbers?\s+(?:except|other\s+than|but)\s+\$?\s*([a-z])\s*=\s*(-?\d+(?:\.\d+)?)\s*\$?",
                       r"$\1 \\ne \2$", sentence, flags=re.I)
     return re.sub(r"\b(?:is|be|equals?)\s+the\s+empty\s+set\b", r"is $\\emptyset$", sentence, flags=re.I)
+
+
+_DAYPART = {"morning": "am", "afternoon": "pm", "evening": "pm"}
+
+
+def _clock_words(sentence):
+    """Times as `H:MM am`: "7:15 A.M." and "7:15AM" -> `7:15 am`, "7 in the evening" -> `7 pm`; "noon" and "midnight"
+    (in a sentence with no number in digits) -> `12:00 pm`, `12:00 am`."""
+    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)\s*([ap])\.?\s?m\b\.?(?=\W|$)",
+                      lambda m: f"${m.group(1)} \\text{{ {m.group(2).lower()}m}}$", sentence, flags=re.I)
+    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)(?:\s*o'?clock)?\s+in\s+the\s+(morning|afternoon|evening)\b",
+                      lambda m: f"${m.group(1)} \\text{{ {_DAYPART[m.group(2).lower()]}}}$", sentence, flags=re.I)
+    if re.search(r"\b(?:noon|midday|midnight)\b", sentence, re.I) and not re.search(r"\d", re.sub(r"\b12\b", "", sentence)):
+        sentence = re.sub(r"(?:\b12\s*)?\b(noon|midday|midnight)\b", lambda m: "$12:00 \\text{ am}$" if m.group(1).lower() ==
+                          "midnight" else "$12:00 \\text{ pm}$", sentence, flags=re.I)
+    return sentence
 
 
 # A variable bounded in words: "x is greater than 3" -> x > 3, "k must be at least 2" -> k \ge 2, "p lies strictly between
@@ -820,19 +867,23 @@ def _bound_sign(words):
 # An exact value followed by its rounding ("$\\sqrt{27}$, about 5.196", "2/3 (≈ 0.67)"): one value, `X \\approx Y`
 _ROUNDED_AFTER = re.compile(r"(\$[^$]{1,80}\$|(?<![\w.])\d+/\d+)\s*(?:,\s*|\(\s*)(?:about|approximately|roughly|≈|\\approx)\s*"
                             r"(\$?-?\d+\.\d+\$?)\s*\)?", re.IGNORECASE)
-# A scale letter written against a number of money or people: "$3.2k", "3.2k dollars", "$2.5M", "$1.2bn"
-_SCALE_SUFFIX = re.compile(r"(?<![\w.])([$¤]\s*)?(\d+(?:\.\d+)?)(k|K|M|bn|B)\b(?(1)|(?=\s+(?:dollars?|euros?|pounds|people|users|"
-                           r"views|visitors|followers|subscribers|downloads|residents|copies|units)\b))")
-_SCALE_LETTERS = {"k": 1000, "K": 1000, "M": 10**6, "bn": 10**9, "B": 10**9}
+# A scale letter written against a number: "12k", "$3.2k", "$2.5M", "$1.2bn", "2M people" (thousand, million,
+# billion). A lowercase k, bn or mn is no unit, so it always scales; K, M and B are also kelvin, molar or bytes, so
+# they scale only after a currency sign or before a word that is no unit ("300K" alone may be a temperature).
+_SCALE_SUFFIX = re.compile(r"(?<![\w.^_/*+=-])([$¤]\s*)?(\d+(?:\.\d+)?)(k|K|M|bn|mn|B)(?![\w^(_]|\.\d)")
+_SCALE_LETTERS = {"k": 1000, "K": 1000, "M": 10**6, "mn": 10**6, "bn": 10**9, "B": 10**9}
 
 
 def _scale_suffixes(sentence):
     def value(match):
         number = Fraction(match.group(2)) * _SCALE_LETTERS[match.group(3)]
-        if match.group(3) in "KB" and not match.group(1):
+        word = re.match(r"\s+([a-z]+)", sentence[match.end():])
+        if match.group(3) in "KMB" and not match.group(1) and not (word and not unit_key(word.group(1))):
             return match.group(0)  # 300K without a currency sign may be kelvin
+        if re.match(r"\s*[-+*/^=<>]", sentence[match.end():]) or re.search(r"[-+*/^=<>]\s*$", sentence[:match.start()]):
+            return match.group(0)  # `x = 3k + 2`: a letter in a formula
         return (match.group(1) or "") + (str(number.numerator) if number.denominator == 1 else str(float(number)))
-    return _SCALE_SUFFIX.sub(value, sentence) if re.search(r"\d(?:k|K|M|bn|B)\b", sentence) else sentence
+    return _SCALE_SUFFIX.sub(value, sentence) if re.search(r"\d(?:k|K|M|bn|mn|B)\b", sentence) else sentence
 
 
 _CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
@@ -888,13 +939,14 @@ def _prepared(sentence):
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
-    sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: ellipsis_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
+    sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
     sentence = _words_as_values(_scale_suffixes(sentence))
     sentence = re.sub(r"(?<![\w.])(\d+)\s+and\s+(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet" (a unit after it)
                       lambda m: f"${m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}$" if unit_word(m.group(4)) else m.group(0), sentence)
     if re.search(r"[\u4e00-\u9fff]", sentence):
         sentence = _chinese_numbers(sentence)
     sentence = _ROUNDED_AFTER.sub(lambda m: f"${m.group(1).strip('$')} \\approx {m.group(2).strip('$')}$", sentence)
+    sentence = _alternatives(sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
     parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
@@ -1069,8 +1121,7 @@ def conclusion_value(text, finished=True):
         tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
     sentences = [_words_as_values(x) for x in sentences]
-    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$|^\s*[*_]+[^*_]+[*_]+\s*$", sentences[-1]) \
-            and not _VALUE_LINE.fullmatch(sentences[-1]):
+    if finished and sentences and not _finished(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
     if sentences and _set_words(sentences[-1]):
         return _set_words(sentences[-1])
@@ -1103,6 +1154,28 @@ def conclusion_value(text, finished=True):
 
 # A last line that holds only a value, perhaps labelled ("Output: 42", "42", "Total: $48"): finished, though unpunctuated
 _VALUE_LINE = re.compile(r"\s*(?:[A-Za-z][A-Za-z ]{0,20}:\s*)?[$¤]?-?\d[\d,]*(?:\.\d+)?\s*[A-Za-z%]{0,10}\s*")
+# Words that cannot end a sentence (articles, prepositions, conjunctions, pronouns, auxiliaries and modals): a text
+# that stops on one was cut off ("... but we still have to remove the")
+_OPEN_WORD = re.compile(r"(?:the|an?|of|to|in|on|at|by|for|with|from|into|onto|than|as|and|or|but|so|then|if|that|which|"
+                        r"is|are|was|were|be|been|being|we|i|you|he|she|it|they|this|these|those|has|have|had|will|would|"
+                        r"can|could|must|should|shall|may|might|need|needs|still|per|each|every|its|their|our|my|your|his|"
+                        r"her|not|no|also|just|only|more|less|about|plus|minus|times|over|under|after|before|since|because)",
+                        re.IGNORECASE)
+
+
+def _finished(sentence):
+    """Does the last sentence of a text end the way a statement ends? With its punctuation or a closed math block, not
+    an ellipsis ("we still have to remove ..." trails off); or, unpunctuated, with a value and at most two words after it
+    that are not function words: a last line that is an equation or a statement ending in its value ("5 shelves x 4 rows x
+    6 books = 120 books", "Total cost = $18") is finished."""
+    sentence = sentence.rstrip(" *_\t\n")
+    if re.search(r"(?<!\d)\s*(?:\.\.\.|…|\\[lc]?dots)$", sentence):
+        return False  # (after digits an ellipsis marks a repeating decimal: "0.333...")
+    if re.search(r"(?:[.!?$)\]}。]|\\\])$", sentence) or re.fullmatch(r"\s*[*_]+[^*_]+[*_]+\s*", sentence) \
+            or _VALUE_LINE.fullmatch(sentence):
+        return True
+    tail = re.search(r"(?:\d|\\?%)(?:\s+[A-Za-z'’]+){0,2}$", sentence)
+    return tail is not None and not _OPEN_WORD.fullmatch((re.findall(r"[A-Za-z'’]+", tail.group(0)) or [""])[-1])
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
 # boxes, it would be 56.")
@@ -1140,6 +1213,7 @@ def _asked_for(sentence, text):
 
 
 # A sentence that sets the task rather than answering it: a question, or "We need to find ...", "Let's compute ..."
-_TASK = re.compile(r"\s*(?:we\s+(?:need|want|have|are\s+asked)\s+to|we\s+are\s+(?:told|given)\b|the\s+(?:problem|question)\s+"
+_TASK = re.compile(r"\s*(?:(?:but|and|now|next|however|then|so|first)\b[,\s]*)*(?:" + _PENDING + r"|we\s+are\s+asked\s+to|"
+                   r"we\s+are\s+(?:told|given)\b|the\s+(?:problem|question)\s+"
                    r"(?:says|states|tells\s+us|gives)\b|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
                    r"compute|calculate|determine|evaluate|simplify|solve|what|how|which)\b)", re.IGNORECASE)

@@ -25,6 +25,7 @@ Guards (each refuses with ParseError, so the text does not parse; every step sta
 """
 import math
 import re
+import unicodedata
 from fractions import Fraction
 from functools import lru_cache
 
@@ -515,6 +516,52 @@ def braced(text, start, limit=MAX_ANSWER_CHARS + 2):
 
 
 
+# Characters of any script read through the Unicode database (never a table per script): a decimal digit (category
+# Nd: Arabic-Indic ٤٢, Persian ۴۲, Devanagari ४२, full-width ４２, bold 𝟒𝟐) is its ASCII digit; a decimal or thousands
+# separator (Arabic ٫ ٬) and a percent sign (٪) are `.`, `,` and `%`; punctuation that ends a sentence or a clause
+# (。 ۔ । ， 、 ： ； ？ ！) is its ASCII mark and a space; other full-width forms (＝ ＋ （ ．) are their ASCII form;
+# format characters (direction marks, zero-width joiners) and emoji variation selectors are dropped; narrow spaces
+# (figure, punctuation, hair) are thin spaces, which set digit groups apart (see answer_value.number_conventions).
+_PUNCTUATION_NAMES = (("QUESTION MARK", "? "), ("EXCLAMATION MARK", "! "), ("SEMICOLON", "; "), ("COLON", ": "),
+                      ("COMMA", ", "), ("FULL STOP", ". "), ("DANDA", ". "))
+_PLAIN = {}
+
+
+def _plain_char(ch):
+    """What one non-ASCII character reads as (see above); the character itself when it stays."""
+    category, name = unicodedata.category(ch), unicodedata.name(ch, "")
+    wide = unicodedata.decomposition(ch).startswith(("<wide>", "<narrow>"))
+    if category == "Nd":
+        return str(unicodedata.decimal(ch))
+    if category == "Cf" or "VARIATION SELECTOR" in name:
+        return ""
+    if "DECIMAL SEPARATOR" in name:
+        return "."
+    if "THOUSANDS SEPARATOR" in name:
+        return ","
+    if name.endswith("PERCENT SIGN"):
+        return "%"
+    if category == "Po" and not (wide and "FULL STOP" in name):  # (a full-width full stop is a decimal point: ３．５)
+        marks = [mark for word, mark in _PUNCTUATION_NAMES if word in name]
+        if marks:
+            return marks[0]
+    if wide:
+        return unicodedata.normalize("NFKC", ch)
+    if category == "Zs" and ch not in "\u00a0\u202f\u2009":
+        return "\u2009" if re.search(r"FIGURE|PUNCTUATION|HAIR|THIN|SIX-PER-EM", name) else " "
+    return ch
+
+
+def plain_unicode(text):
+    """`text` with the digits, separators and punctuation of any script as ASCII (see above)."""
+    if text.isascii():
+        return text
+    for ch in set(re.findall(r"[^\x00-\x7f]", text)):
+        if ord(ch) not in _PLAIN:
+            _PLAIN[ord(ch)] = _plain_char(ch)
+    return text.translate(_PLAIN)
+
+
 ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:ly)?|rounded|accurate)\s+to|to|(?<=\()\s*)\s*(?:the\s+nearest\s+\w+|"
                             r"(?:\d+|one|two|three|four|five|six)\s+(?:s\.?\s*f\.?|d\.?\s*p\.?|sig(?:nificant)?\.?\s*(?:fig(?:ure)?s?|digits?)|"
                             r"decimal\s+(?:places?|digits?)|dp|sf)(?![A-Za-z]))\s*\)?", re.IGNORECASE)
@@ -554,9 +601,18 @@ _SMALL_NUMBERS = {w: k for k, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen".split())}
 _TENS = {w: 10 * k for k, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+# Scale words multiply what comes before them: "two dozen" 24, "3 lakh" 300000 (lakh 10^5 and crore 10^7: the Indian
+# system), "a million", "a quarter million" 250000, "half a dozen" 6, "two and a half billion"
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12,
+           "lakh": 10**5, "lakhs": 10**5, "crore": 10**7, "crores": 10**7}
+_SCALE_WORD = "|".join(sorted(_SCALES, key=len, reverse=True))
 NUMBER_WORD = "|".join(sorted(list(_SMALL_NUMBERS) + list(_TENS) + list(_SCALES), key=len, reverse=True))
-NUMBER_WORDS = re.compile(rf"\b(?:{NUMBER_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{NUMBER_WORD}))*\b", re.IGNORECASE)
+NUMBER_WORDS = re.compile(rf"\b(?:an?\s+(?=(?:{_SCALE_WORD})\b))?(?:{NUMBER_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{NUMBER_WORD}))*\b",
+                          re.IGNORECASE)
+_PARTS = {"half": Fraction(1, 2), "quarter": Fraction(1, 4), "third": Fraction(1, 3), "quarters": Fraction(1, 4),
+          "thirds": Fraction(1, 3)}
+_PART_OF_SCALE = re.compile(rf"\b(?:(\d+|{'|'.join(_SMALL_NUMBERS)})\s+and\s+)?(?:(an?|one|two|three)\s+)?(half|quarters?|thirds?)"
+                            rf"\s+(?:of\s+)?(?:an?\s+)?({_SCALE_WORD})\b", re.IGNORECASE)
 
 
 def number_words(match):
@@ -566,6 +622,8 @@ def number_words(match):
     for word in re.split(r"[\s-]+", match.group(0).lower()):
         if word == "and":
             continue
+        if word in ("a", "an"):  # "a million", "a dozen"
+            word = "one"
         kind = "small" if word in _SMALL_NUMBERS else "tens" if word in _TENS else word
         if (kind == "small" and last in ("small",)) or (kind == "tens" and last in ("small", "tens")) \
                 or (kind == "small" and last == "tens" and _SMALL_NUMBERS[word] >= 10) \
@@ -583,18 +641,33 @@ def number_words(match):
     return str(total + current)
 
 
-_SCALED = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?|\d+(?:\.\d+)?)\s*(\\text\s*\{\s*)?(thousand|million|billion|"
-                     r"trillion)\b(?(2)\s*\})", re.IGNORECASE)
-_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+def _part_of_scale(match):
+    """"a quarter million" -> 250000, "half a dozen" -> 6, "two and a half million" -> 2500000; a part that is no whole
+    number ("a third of a million") stays as written."""
+    whole, count, part, scale = match.groups()
+    whole = Fraction(_SMALL_NUMBERS[whole.lower()] if whole.lower() in _SMALL_NUMBERS else int(whole)) if whole else 0
+    count = {"two": 2, "three": 3}.get((count or "").lower(), 1)
+    if part.lower() == "half" and count != 1:
+        return match.group(0)
+    number = (whole + count * _PARTS[part.lower()]) * _SCALES[scale.lower()]
+    return str(number.numerator) if number.denominator == 1 else match.group(0)
+
+
+_SCALED = re.compile(rf"(?<![\w.,])(\d{{1,3}}(?:,\d{{3}})*(?:\.\d+)?|\d+(?:\.\d+)?)\s*(\\text\s*\{{\s*)?({_SCALE_WORD})\b(?(2)\s*\}})",
+                     re.IGNORECASE)
 
 
 def scaled_numbers(s):
-    """Numbers with a scale word: "4 million" -> 4000000, "2.5 billion" -> 2500000000 (exact; a fraction of a unit
-    stays a decimal: "1.25 thousand" -> 1250)."""
+    """Numbers with a scale word: "4 million" -> 4000000, "2.5 billion" -> 2500000000, "3 lakh" -> 300000, "2 dozen" -> 24
+    (exact; a fraction of a unit stays a decimal: "1.25 thousand" -> 1250); "a quarter million" -> 250000."""
     def value(match):
         number = Fraction(match.group(1).replace(",", "")) * _SCALES[match.group(3).lower()]
         return str(number.numerator) if number.denominator == 1 else str(float(number))
+    s = _PART_OF_SCALE.sub(_part_of_scale, s) if re.search(r"\b(?:half|quarter|third)", s, re.I) else s
     return _SCALED.sub(value, s)
+
+
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 
 
 _SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")
@@ -609,26 +682,35 @@ def _unicode_roots(s):
         s = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                    lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", s)
         s = s.replace("∛", "\\sqrt[3]").replace("∜", "\\sqrt[4]")
-    s = ellipsis_decimals(s)
+    s = repeating_decimals(s)
     return re.sub(r"[₀₁₂₃₄₅₆₇₈₉]+", lambda m: "_{" + m.group(0).translate(_SUBSCRIPTS) + "}", s)
 
 
-def ellipsis_decimals(s, wrap=""):
-    """`0.333...` -> `\\frac{1}{3}` (see _ellipsis_decimal), `0.(3)` -> `\\frac{1}{3}`, put between `wrap` marks (`$` in
-    prose)."""
+def repeating_decimals(s, wrap=""):
+    """Repeating decimals as exact fractions, put between `wrap` marks (`$` in prose): a period marked by `\\overline{}`
+    (`0.\\overline{285714}`), by dots (`0.\\dot{3}`, `0.\\dot{2}8571\\dot{4}`), by combining overlines (`0.2̅8̅5̅7̅1̅4̅`),
+    in parentheses (`0.(3)`), or repeated before an ellipsis (`0.333...`, `1.2666\\ldots`). A decimal that trails off
+    into an ellipsis without a period shown twice is a truncated expansion, `0.285714\\ldots` (answer_compare)."""
+    if "\\overline" in s:
+        s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\s*\\overline\s*\{(\d+)\}", lambda m: wrap + _repeating_decimal(m) + wrap, s)
+    if "\\dot" in s:
+        s = re.sub(r"(?<![\d.])(\d*)\.(\d*?)\\dot\s*\{?(\d)\}?(?:(\d*)\\dot\s*\{?(\d)\}?)?",
+                   lambda m: wrap + _repeating_decimal(re.match(r"(.*)\|(.*)\|(.*)", f"{m.group(1)}|{m.group(2)}|"
+                                                                 f"{m.group(3)}{(m.group(4) or '') + m.group(5) if m.group(5) else ''}"))
+                   + wrap, s)
+    if "\u0305" in s or "\u0304" in s:
+        s = re.sub(r"(?<![\d.])(\d*)\.(\d*?)((?:\d[\u0304\u0305])+)", lambda m: wrap + _repeating_decimal(re.match(
+            r"(.*)\|(.*)\|(.*)", f"{m.group(1)}|{m.group(2)}|{re.sub(r'[^0-9]', '', m.group(3))}")) + wrap, s)
     if "(" in s:
         s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\((\d+)\)(?![\d(])", lambda m: wrap + _repeating_decimal(m) + wrap, s)
     if not re.search(r"\d\s*(?:\\[lc]?dots|\.\.\.|…)", s):
         return s
-    def value(match):
-        exact = _ellipsis_decimal(match)
-        return exact if exact == match.group(0) else wrap + exact + wrap
-    return re.sub(r"(?<![\d.])(\d*)\.(\d+)\s*(?:\\[lc]?dots(?![a-z])|\.\.\.|…)", value, s)
+    return re.sub(r"(?<![\d.])(\d*)\.(\d+)\s*(?:\\[lc]?dots(?![a-z])|\.\.\.|…)", lambda m: wrap + _ellipsis_decimal(m) + wrap, s)
 
 
 def _ellipsis_decimal(match):
     """`0.333...` -> 1/3: the shortest period that the decimals end with at least twice (three times for one digit),
-    else the text as written."""
+    else the truncated expansion `0.285714\\ldots`."""
     whole, decimals = match.group(1), match.group(2)
     for size in range(1, 7):
         period = decimals[-size:]
@@ -640,7 +722,7 @@ def _ellipsis_decimal(match):
             while fixed and fixed[-1] == period[-1]:  # 0.1666: fixed 1, period 6 (rotate the period into place)
                 fixed, period = fixed[:-1], period[-1] + period[:-1]
             return _repeating_decimal(re.match(r"(.*)\|(.*)\|(.*)", f"{whole}|{fixed}|{period}"))
-    return match.group(0)
+    return f"{whole}.{decimals}\\ldots"
 
 
 def superscripts(s):
@@ -654,13 +736,18 @@ DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "
 FRACTION_WORDS = re.compile(r"\b(?:(\d+)|an?)\s+(" + "|".join(DENOMINATORS) + r")\b", re.IGNORECASE)
 
 
+# A number whose digits are grouped by commas, by the grammar of the two conventions: groups of three (1,234,567), or
+# the Indian system's groups of two before the last three (12,34,567 is 1234567; lakh and crore)
+GROUPED_DIGITS = r"(?!0)(?:\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3})"
+
+
 @lru_cache(maxsize=8192)
 def clean(s):
     """Canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs, thousands
     separators and ordinals gone; percent signs as `%`. None if empty or too long."""
     if s is None:
         return None
-    s = s.strip()
+    s = plain_unicode(s).strip()
     if not s or len(s) > MAX_ANSWER_CHARS:
         return None
     s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
@@ -679,7 +766,6 @@ def clean(s):
     s = re.sub(r"\\frac\s*\{\s*d\s*\^\s*\{?2\}?\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\^\s*\{?2\}?\s*\}",
                r"\\ddot{\1}\2", s)
     s = re.sub(r"\\frac\s*\{\s*d\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\}", r"\\dot{\1}\2", s)
-    s = re.sub(r"(\d*)\.(\d*)\s*\\overline\s*\{(\d+)\}", _repeating_decimal, s)
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
     s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])", "", s)
     s = re.sub(r"\\[hv]space\*?\s*\{[^}]*\}", " ", s)
@@ -720,8 +806,8 @@ def clean(s):
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"(?:\s*(?:\\\\|[.,;]))+$", "", s).strip()                     # trailing punctuation / row breaks
     s = re.sub(ROUNDING_NOTE.pattern + r"$", "", s, flags=re.I).strip() or s           # 12.3 (to 3 s.f.)
-    # thousands separators: 1,000 and 1,234,567.5 -- not `1, 000` or `1,2` (lists), and not inside a list
-    thousands = re.compile(r"(?<![\d,.(\[{])(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,)\]}])")
+    # thousands separators: 1,000 and 1,234,567.5, the Indian 3,45,210 -- not `1, 000` or `1,2` (lists), nor in a list
+    thousands = re.compile(r"(?<![\d,.(\[{])" + GROUPED_DIGITS + r"(?:\.\d+)?(?![\d,)\]}])")
     if thousands.search(s) and "," not in thousands.sub("", s):
         s = thousands.sub(lambda m: m.group(0).replace(",", ""), s)
     if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):                    # 1 000 000

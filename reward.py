@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 
-from answer_compare import _equiv, gold_is_valid, restates_question
+from answer_compare import _equiv, gold_is_valid, restates_question, rounded_equal, rounding_asked
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
@@ -96,7 +96,9 @@ def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, 
     answer = extract_answer(response, strict=strict, think_prefilled=think_prefilled)
     if answer is None or (question and restates_question(answer, question, gold)):
         return 0.0  # no answer, or the expression the question asks to compute, given back unevaluated
-    return 1.0 if _is_equiv_unbounded(answer, gold) else 0.0
+    if _is_equiv_unbounded(answer, gold):
+        return 1.0
+    return 1.0 if question and rounded_equal(answer, gold, rounding_asked(question)) else 0.0  # `0.6931` for ln 2, if asked
 
 
 # ------------------------------------------------------------------------------------------------------------
