@@ -388,7 +388,11 @@ _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}
 
 
 def _is_label(side):
-    """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y)."""
+    """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y), a name in words (`mean`,
+    `the total cost`; not `or`, `not`, `about`: see latex.NOT_UNITS)."""
+    words = re.fullmatch(r"\s*(?:(?:the|an?)\s+)?([A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})\s*", side, re.I)
+    if words and not any(w.lower() in NOT_UNITS for w in words.group(1).split()):
+        return True
     if any(w.islower() and (w in NOT_UNITS or is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
         return False
     return _LABEL.fullmatch(side) is not None and not re.fullmatch(r"\s*\\(?:pi|infty|e)\s*", side) \
@@ -765,12 +769,17 @@ def _matrix(s):
         inner = _enclosed(s, open_, close)
         if inner is not None and _MATRIX.fullmatch(inner.strip()):
             s = inner.strip()
-    match = _MATRIX.fullmatch(s)
+    transposed = re.search(r"\^\s*\{?\s*(?:T|\\top|\\intercal|t)\s*\}?$", s)  # a row written ^T is a column
+    match = _MATRIX.fullmatch(s[:transposed.start()].strip() if transposed else s)
     if not match:
         return None
     body = match.group(2).strip().rstrip("\\")  # a row break before \end (cleaned to `\end` when escaped twice)
-    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
-    return match.group(1), [[c.strip() for c in r.split("&")] for r in rows]
+    rows = [[c.strip() for c in r.split("&")] for r in re.split(r"\\\\", body) if r.strip()]
+    if transposed:
+        if any(len(r) != len(rows[0]) for r in rows):
+            return None
+        rows = [list(column) for column in zip(*rows)]
+    return match.group(1), rows
 
 
 def _determinant_text(kind_rows):
@@ -857,6 +866,58 @@ def _matrices_equal(p, g):
             and _match_ordered(shape.items, entries)
     p_rows, g_rows = pm[1], gm[1]
     return len(p_rows) == len(g_rows) and all(len(a) == len(b) and _match_ordered(a, b) for a, b in zip(p_rows, g_rows))
+
+
+def _date(s):
+    """(month, day, year or None) of latex.clean's `date(3,14)`, or of `3/14`, `3/14/2024` (month first; day first when
+    the first number cannot be a month: `14/3`); None otherwise."""
+    canonical = re.fullmatch(r"date\((\d+),(\d+)(?:,(\d+))?\)", s.strip())
+    numeric = re.fullmatch(r"(\d{1,2})\s*/\s*(\d{1,2})(?:\s*/\s*(\d{4}))?", s.strip())
+    found = canonical or numeric
+    if found is None:
+        return None
+    first, second, year = int(found.group(1)), int(found.group(2)), found.group(3) and int(found.group(3))
+    if numeric and first > 12:
+        first, second = second, first
+    return (first, second, year) if 1 <= first <= 12 and 1 <= second <= 31 else None
+
+
+_UNIT_VECTOR = re.compile(r"\\hat\{([ijk])\}|(?<![\\A-Za-z])([ijk])(?![A-Za-z])")
+
+
+def _vector_entries(s):
+    """The entries of a written-out vector: a tuple, a one-row or one-column matrix (texts), else None."""
+    matrix = _matrix(s)
+    if matrix is not None and matrix[0] not in ("vmatrix", "Vmatrix"):
+        rows = matrix[1]
+        return [c for r in rows for c in r] if len(rows) == 1 or all(len(r) == 1 for r in rows) else None
+    shape = _shape(s)
+    return shape.items if shape.kind == "tuple" and shape.brackets in ("()", "[]") else None
+
+
+def _unit_vectors_equal(p, g):
+    """A vector written with unit vectors (`2\\mathbf{j} + \\mathbf{k}`, `3\\hat{i} - 2\\hat{j}`; plain `3i - 2j + k` when it
+    has no other letter) against a tuple or a one-column or one-row matrix: the same entries. None when neither side
+    is such a pair."""
+    for combination, other in ((p, g), (g, p)):
+        entries = _vector_entries(other)
+        if entries is None or len(entries) not in (2, 3) or not _UNIT_VECTOR.search(combination) or _vector_entries(combination):
+            continue
+        if "\\hat" not in combination and re.search(r"(?<![\\A-Za-z])(?![ijk](?![A-Za-z]))[A-Za-z]", combination):
+            return None  # plain letters other than i, j, k: not a vector
+        names = [sympy.Symbol(f"U_{k}") for k in range(3)]
+        value = parse_math(_UNIT_VECTOR.sub(lambda m: f" U_{'ijk'.index(m.group(1) or m.group(2))} ", combination))
+        if value is None or not value.free_symbols <= set(names):
+            return None
+        try:
+            poly = sympy.Poly(value, *names)
+        except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
+            return None
+        if poly.total_degree() > 1 or poly.coeff_monomial(1) != 0 or any(poly.coeff_monomial(n) != 0 for n in names[len(entries):]):
+            return False
+        values = [parse_math(e) for e in entries]
+        return None not in values and all(_exprs_equal(poly.coeff_monomial(n), v) for n, v in zip(names, values))
+    return None
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -970,7 +1031,8 @@ def _condition(text):
     if left is None or right is None or not (left.free_symbols | right.free_symbols):
         return None
     test = _RELATION_TEST[parts[1]]
-    return (lambda v: bool(test(left.xreplace(v), right.xreplace(v)))), left.free_symbols | right.free_symbols, set()
+    return ((lambda v: bool(test(left.xreplace(v), right.xreplace(v)))), left.free_symbols | right.free_symbols, set(),
+            {side for side in (left, right) if side.is_Rational})  # the bound, where the grid looks closely
 
 
 def parse_cases(s):
@@ -1046,21 +1108,23 @@ def _cases_equal(p, g):
             if cases is None:
                 return False
         sides.append(cases)
-    symbols, integers = set(), set()
+    symbols, integers, bounds = set(), set(), set()
     for cases in sides:
         if isinstance(cases, list):
             for value, test in cases:
                 symbols |= value.free_symbols | (test[1] if test else set())
                 integers |= test[2] if test else set()
+                bounds |= test[3] if test and len(test) > 3 else set()
         else:
             symbols |= cases.free_symbols
-    if len(symbols) > 3:
+    if len(symbols) > 3 or len(bounds) > 6:
         return False
     names = sorted(symbols, key=str)
-    grids = [[sympy.Integer(k) for k in (-3, -2, -1, 0, 1, 2, 3, 4, 5, 6)] if x in integers else
-             [sympy.Integer(k) for k in (-3, -1, 0, 1, 2, 5)] + [sympy.Rational(7, 2), sympy.Rational(-5, 3)] for x in names]
+    near = sorted({b + d for b in bounds for d in (-1, sympy.Rational(-1, 2), 0, sympy.Rational(1, 2), 1)})  # both sides of
+    grids = [[sympy.Integer(k) for k in (-3, -2, -1, 0, 1, 2, 3, 4, 5, 6)] + [b for b in near if b.is_Integer] if x in integers else
+             near + [sympy.Integer(k) for k in (-3, -1, 0, 1, 2, 5)] + [sympy.Rational(7, 2), sympy.Rational(-5, 3)] for x in names]
     met, compared = set(), 0
-    for values in itertools.islice(itertools.product(*grids), 120):
+    for values in itertools.islice(itertools.product(*grids), 200):
         point = dict(zip(names, values))
         gold = _cases_value(sides[1], point)
         if gold is None:
@@ -1114,6 +1178,13 @@ def _equiv(p, g):
         clock = [_clock_minutes(*split_unit(x)) for x in (p, g)]
         if None not in clock:
             return clock[0] == clock[1]  # midnight = 12:00 AM = 00:00
+    if "date(" in p + g:  # latex.clean's canonical date: the same day, also as `3/14` (month first)
+        dates = [_date(x) for x in (p, g)]
+        return None not in dates and dates[0][:2] == dates[1][:2] and dates[1][2] in (None, dates[0][2])
+    if re.search(r"\\hat\{[ijk]\}|(?<![\\A-Za-z])[ijk](?![A-Za-z])", p + g):
+        same = _unit_vectors_equal(p, g)
+        if same is not None:
+            return same
     if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
         predicate = COPULA.sub("", p, count=1)
         return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))

@@ -43,6 +43,7 @@ The first kind found wins, and within a kind the LAST occurrence:
      conclusion: the whole text, whose last statement answer_value.conclusion_value reads.
 """
 import re
+import unicodedata
 
 from answer_value import _FOREIGN_LETTER, _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, plain_unicode, split_unit
@@ -60,7 +61,11 @@ def final_text(response, think_prefilled=False):
     reasoning block. think_prefilled: the prompt itself opened a `<think>` block (R1-Zero style templates)."""
     if not response:
         return None
-    text = _CHAT_TURN.split(response[-MAX_RESPONSE_CHARS:], 1)[0]  # a new chat turn after the answer is not the answer
+    text = response[-MAX_RESPONSE_CHARS:]
+    for turn in _CHAT_TURN.finditer(text):  # a new chat turn after the answer is not the answer
+        if turn.group(0) != "</s>" or not re.search(r"<s>[^<\n]{0,200}$", text[max(0, turn.start() - 210):turn.start()]):
+            text = text[:turn.start()]  # (`<s>36</s>` is struck-out text, not the end of a turn)
+            break
     text = re.sub(r"<(/?)think(?:ing)?>", r"<\1think>", text, flags=re.IGNORECASE)  # <thinking>, <THINK>
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
@@ -75,6 +80,56 @@ def final_text(response, think_prefilled=False):
     if "<|begin_of_solution|>" in text:
         text = text.rsplit("<|begin_of_solution|>", 1)[1]
     return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
+
+
+# Chat styles around a value. Struck-out text is taken back: `~~36~~`, `<s>36</s>`, `<del>`, `<strike>`, `\\sout{36}`,
+# `\\cancel{36}`, characters under a combining stroke overlay (3̶6̶). A cross mark right after a value rejects it
+# (`36 ❌`). Other pictographs (check marks, emoji, keycaps, read through the Unicode database: categories So, Sk, Me)
+# are no part of a value: dropped, or a sentence end where a new sentence follows them ("42 ✅ Let me check").
+_STRUCK = re.compile(r"~~[^~\n]{1,200}?~~|<(s|del|strike)>[^<]{0,200}?</\1>", re.IGNORECASE)
+_STRUCK_COMMAND = re.compile(r"\\(?:sout|st|xout|cancel|xcancel|bcancel)\s*(?=\{)")
+_MARKED_VALUE = r"(?:\*\*)?(?:[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|\$[^$\n]{1,80}\$)(?:\*\*)?"
+_SYMBOLS = {}
+
+
+def _symbol(ch):
+    """'cross' (a cross mark), 'times' (a multiplication x), 'symbol' (another pictograph), 'strike' (a stroke
+    overlay), or None for a character that is part of the text."""
+    if ch not in _SYMBOLS:
+        name, category = unicodedata.name(ch, ""), unicodedata.category(ch)
+        _SYMBOLS[ch] = ("strike" if "STROKE OVERLAY" in name else "cross" if "CROSS MARK" in name or "BALLOT X" in name
+                        else "times" if "MULTIPLICATION X" in name
+                        else "symbol" if category in ("Sk", "Me") or category == "So" and not unicodedata.decomposition(ch)
+                        and "DEGREE" not in name and "SIGN" not in name else None)
+    return _SYMBOLS[ch]
+
+
+def _chat_marks(text):
+    """The text with struck-out values taken back and pictographs read (see above)."""
+    if "~~" in text or "</" in text:
+        text = _STRUCK.sub("", text)
+    if "\\" in text and _STRUCK_COMMAND.search(text):
+        for match in reversed(list(_STRUCK_COMMAND.finditer(text))[-20:]):
+            group = braced(text, match.end())
+            if group is not None:
+                text = text[:match.start()] + text[group[1]:]
+    if text.isascii():
+        return text
+    kinds = {ch: _symbol(ch) for ch in set(re.findall(r"[^\x00-\x7f]", text))}
+    if not any(kinds.values()):
+        return text
+    of = {kind: "".join(re.escape(ch) for ch, k in kinds.items() if k == kind) for kind in ("strike", "cross", "times", "symbol")}
+    if of["strike"]:
+        text = re.sub(rf"(?:[^\s{of['strike']}][{of['strike']}]+)+", "", text)
+    if of["times"]:
+        text = re.sub(f"[{of['times']}]", "×", text)
+    if of["cross"]:
+        text = re.sub(rf"{_MARKED_VALUE}[ \t]*[{of['cross']}]+", "", text)  # `36 ❌`: a value marked wrong
+        of["symbol"] += of["cross"]
+    if of["symbol"]:
+        text = re.sub(rf"(?<=[\w*$)])[ \t]*[{of['symbol']}]+[ \t]*(?=[A-Z])", ". ", text)  # "42 ✅ Let me check"
+        text = re.sub(rf"[ \t]*[{of['symbol']}]+", "", text)
+    return text
 
 
 _EMPTY_BOX = re.compile(r"\\boxed\s*\{\s*(?:<[^<>{}]{0,30}>|\.\.\.|\\ldots|\\dots)?\s*\}")  # or a placeholder
@@ -345,7 +400,7 @@ def decimal_comma_language(text):
 def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
-    text = _drop_echoed_instructions(_without_next_problem(plain_unicode(text)))
+    text = _drop_echoed_instructions(_without_next_problem(_chat_marks(plain_unicode(text))))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
         typo = re.match(r"\\boxed\{([^{}$\n]{1,40})\$", text[last_box:])

@@ -180,6 +180,7 @@ class _Parser:
         self.symbols_seen = False
         self.infinity_seen = False
         self.bound = []  # summation indices in scope: letters, never e or i
+        self.bars = 0    # absolute values open: outside them a `|` after a factor opens one (`x|x|`), inside it closes
 
     def parse(self):
         if not self.tokens:
@@ -236,7 +237,7 @@ class _Parser:
                 if divisor == 0:
                     raise ParseError("division by zero")
                 value = value / divisor
-            elif token is not None and self._ATOM_START.match(token):
+            elif token is not None and (self._ATOM_START.match(token) or token == "|" and self.bars == 0):
                 if _NUMERAL.fullmatch(token) and _NUMERAL.fullmatch(self.tokens[self.pos - 1]):
                     raise ParseError("two numbers side by side")  # `1 \quad 2` lists two values; it is not 1*2
                 value = value * self.power()  # implicit multiplication: 2x, 2\pi, x(y+1)
@@ -310,7 +311,11 @@ class _Parser:
         if token in ("(", "[", "{"):
             return self.delimited({"(": ")", "[": "]", "{": "}"}[token])
         if token == "|":
-            return sympy.Abs(self.delimited("|"))
+            self.bars += 1
+            try:
+                return sympy.Abs(self.delimited("|"))
+            finally:
+                self.bars -= 1
         name = token[1:] if token.startswith("\\") else None
         if name == "lfloor":
             return sympy.floor(self.delimited("\\rfloor"))
@@ -736,6 +741,68 @@ DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "
 FRACTION_WORDS = re.compile(r"\b(?:(\d+)|an?)\s+(" + "|".join(DENOMINATORS) + r")\b", re.IGNORECASE)
 
 
+# Answers written in words or marks with one canonical form each (the whole answer only): a weekday or its abbreviation
+# (`Thu.`, `Thurs` -> Thursday), a date with its month in words (`March 14`, `14 March 2024`, `Mar. 14th`, `2024-03-14`
+# -> `date(3,14,2024)`, which answer_compare also reads from `3/14`), a ratio in words (`5 to 8` -> `5:8`), parts
+# labelled (a), (b) or (i), (ii) (`(a) 5 (b) 11` -> `a = 5, b = 11`: in order), angle brackets and a transposed tuple
+# (`\langle 1, 2 \rangle`, `(1, 2)^T` -> `(1, 2)`).
+_DAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_MONTHS = "january february march april may june july august september october november december".split()
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+
+
+def _month(word):
+    """The month a word names (its first three letters, the rest of the name if longer: `Sept`, `Mar.`), else None."""
+    word = word.lower().rstrip(".")
+    found = [k for k, name in enumerate(_MONTHS, 1) if name.startswith(word) or word.startswith(name[:3]) and name.startswith(
+        word[:len(name)])]
+    return found[0] if len(found) == 1 and len(word) >= 3 and (word in _MONTHS[found[0] - 1] or word == "sept") else None
+
+
+def _written_forms(s):
+    """The canonical form of a whole answer written as a weekday, a date, a ratio in words, labelled parts (above)."""
+    s = s.strip()
+    words = s.rstrip(".").lower()
+    day = [d for d in _DAYS if d.startswith(words)] if re.fullmatch(r"[A-Z][A-Za-z]{2,8}\.?|[a-z]{3,8}\.", s) else []
+    if len(day) == 1:
+        return day[0].capitalize()
+    date = re.fullmatch(rf"{_MONTH}\s*(\d{{1,2}})(?:\s*,?\s*(\d{{4}}))?|(\d{{1,2}})\s*(?:of\s+)?{_MONTH}(?:\s*,?\s*(\d{{4}}))?"
+                        r"|(\d{4})-(\d{2})-(\d{2})", words)
+    if date:
+        g = date.groups()
+        month, day_, year = ((_month(words.split()[0]), g[1], g[2]) if g[0] else (_month(re.sub(r"[\d\s,]|of", " ", words).split()[0]),
+                             g[3], g[5]) if g[4] else (int(g[7]), g[8], g[6]))
+        if month and 1 <= int(day_) <= 31:
+            return f"date({month},{int(day_)}" + (f",{int(year)})" if year else ")")
+    ratio = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)", s.strip())
+    if ratio:
+        return f"{ratio.group(1)}:{ratio.group(2)}"
+    if "(" in s or ")" in s:
+        s = _labelled_parts(s)
+    if "\\langle" in s or "⟨" in s:
+        s = re.sub(r"\\langle|⟨", "(", re.sub(r"\\rangle|⟩", ")", s))
+    return re.sub(r"^(\(.*\)|\[.*\])\s*\^\s*\{?\s*(?:T|\\top|\\intercal|t)\s*\}?$", r"\1", s)
+
+
+_PART_LABEL = re.compile(r"(?:^|(?<=[\s,;]))(?:part\s*)?\(?\s*([a-h]|i{1,3}|iv|vi{0,3})\s*\)\s*[:.=]?\s*", re.IGNORECASE)
+_ROMAN = ["i", "ii", "iii", "iv", "v", "vi", "vii", "viii"]
+
+
+def _labelled_parts(s):
+    """`(a) 5 (b) 11`, `(i) 5, (ii) 11`, `a) 5; b) 11` -> `a = 5, b = 11` when the labels run in order from the first."""
+    labels = list(_PART_LABEL.finditer(s))
+    if len(labels) < 2 or labels[0].start() != 0:
+        return s
+    names = [m.group(1).lower() for m in labels]
+    order = _ROMAN if names[0] == "i" and (len(names) < 2 or names[1] == "ii") else "abcdefgh"
+    if names != list(order[:len(names)]):
+        return s
+    values = [s[m.end():n.start() if n else len(s)].strip().rstrip(",;").strip() for m, n in zip(labels, labels[1:] + [None])]
+    if not all(values):
+        return s
+    return ", ".join(f"{chr(ord('a') + k)} = {v}" for k, v in enumerate(values))
+
+
 # A number whose digits are grouped by commas, by the grammar of the two conventions: groups of three (1,234,567), or
 # the Indian system's groups of two before the last three (12,34,567 is 1234567; lakh and crore)
 GROUPED_DIGITS = r"(?!0)(?:\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3})"
@@ -792,9 +859,13 @@ def clean(s):
                r"(-\\infty, \\infty)", s)                                        # \{x \mid x \in \mathbb{R}\}
     s = re.sub(r"\\operatorname\s*\{\s*(sgn|sign|max|min)\s*\}|\\(sign)(?![a-z])", lambda m: "\\sgn" if "sign" in m.group(0)
                else "\\" + m.group(1), s)                                             # \operatorname{sgn} -> \sgn
+    if re.search(r"\\(?:mathbf|boldsymbol|bm|vec|hat)|\\[ij]math", s):   # 2\mathbf{j} + \mathbf{k}: unit vectors
+        s = re.sub(r"\\(?:mathbf|boldsymbol|bm|vec|hat)\s*\{?\s*\\?([ijk])(?:math)?\s*\}?|\\([ij])math", r"\\hat{\1\2}", s)
     s = unwrap_commands(s)
+    s = re.sub(r"(?<![\\A-Za-z])(?:sgn|sign)(?=\s*\()", r"\\sgn", s)          # sgn(x), \text{sgn}(x)
     s = re.sub(r"(\d)\s*\^\s*\{?\s*(?:st|nd|rd|th)\s*\}?", r"\1", s)           # 12^{th} -> 12
     s = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", s)                             # 12th -> 12
+    s = _written_forms(s)
     s = re.sub(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[eE]\s*([-+]?\d+)(?![\w.])", r"\1\\times 10^{\2}", s)  # 4.4e7
     s = re.sub(r"\\(?:leqslant|leq|le)(?![a-z])|≤", "\\\\le ", s)
     s = re.sub(r"\\(?:geqslant|geq|ge)(?![a-z])", "\\\\ge ", s)
