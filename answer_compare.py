@@ -1213,6 +1213,11 @@ def _equiv(p, g):
     return _item_equal(p, g)
 
 
+# Arithmetic written out on numbers: a sum or difference of numbers, an explicit product sign, a power of a number, a
+# quotient by a bracket (`2/(2+5)`, `\pi \cdot 6^2`, `3 \times 4.99`); not a final form (`\frac{1}{3}`, `3\sqrt{2}`, `\log_2 5`)
+_COMPUTATION = re.compile(r"[\d)}]\s*[-+]\s*[\d(\\]|\\cdot|\\times|\*|\d\s*\^|/\s*\(|\)\s*/")
+
+
 def _item_equal(p, g):
     """One answer each (no top-level list)."""
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
@@ -1254,6 +1259,8 @@ def _item_equal(p, g):
             exact[-1] == "\\pi" and "\\pi" not in g)  # `\pi \approx 3 \times 10^{-3}` where \pi names a parallax
         if symbol_named:
             p_sides = _split_top(p, ["=", "\\approx"])[-1:]
+        elif _COMPUTATION.search(exact[-1]):  # `3 \times 4.99 \approx 15`, `\pi \cdot 6^2 \approx 113.1`: a computation and
+            return _equiv("\\approx " + _split_top(p, ["=", "\\approx"])[-1], g)  # its rounding, the answer stated
         elif any(not _is_label(x) for x in exact):
             p_sides = exact
         else:

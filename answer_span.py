@@ -45,7 +45,7 @@ The first kind found wins, and within a kind the LAST occurrence:
 import re
 import unicodedata
 
-from answer_value import _FOREIGN_LETTER, _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
+from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, plain_unicode, split_unit
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
@@ -312,9 +312,9 @@ def _bare_formula(text):
     """The whole text is one formula written without delimiters: one line (a matrix may span lines), no words
     outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`), nor short English ones."""
     text = ROUNDING_NOTE.sub(" ", text)
-    if re.search(_FOREIGN_LETTER, _TEXT_GROUP.sub(" ", text)):
+    if re.search(OTHER_SCRIPT_LETTER, _TEXT_GROUP.sub(" ", text)):
         return False  # words of another script: 因此，所求的面积为 $24$ 平方厘米
-    if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in _SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
+    if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
                  _TEXT_GROUP.sub(" ", text), re.I):
         return False
     text = re.sub(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}", lambda m: m.group(0).replace("\n", " "), text,
@@ -465,7 +465,7 @@ def _explicit_span(text, boxes):
         phrase = _phrase_span(text)  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
         if phrase and phrase.start > max(b[1] for b in boxes) and "final" in text[phrase.start:phrase.end].lower():
             later = reduce_span(phrase)  # ("... the final answer is clearly highlighted" is no answer)
-            if later and (_LEADING_VALUE.fullmatch(later.strip()) or re.fullmatch(
+            if later and (LEADING_VALUE.fullmatch(later.strip()) or re.fullmatch(
                     r"\s*\$?\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=<>$]+\$?\s*", later) and not re.search(r"(?<![\\A-Za-z])[A-Za-z]{3}", later)):
                 return Span("field", later)  # (also `x = 3` after a box of `y = 5` that answered something else)
         return box

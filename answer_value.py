@@ -128,7 +128,7 @@ def _conditional_after(after):
 
 def _conditional(sentence):
     """The sentence starts with a value that is one case of several."""
-    lead = _LEADING_VALUE.match(sentence)
+    lead = LEADING_VALUE.match(sentence)
     return lead is not None and _conditional_after(sentence[lead.end():])
 
 
@@ -148,7 +148,10 @@ def _first_sentence(line):
     return line
 
 
-_FOREIGN_LETTER = r"[\u4e00-\u9fff\u3040-\u30ff\u0400-\u04ffÀ-ÖØ-öø-ÿ]"  # a word of another script: Chinese, Russian, ...
+# A letter of a word in another script (Chinese, Arabic, Bengali, Cyrillic, accented Latin, ...: any letter of the Unicode
+# database but ASCII, Greek, letterlike symbols such as ℝ, and modifier letters such as ᵀ, which are mathematics)
+OTHER_SCRIPT_LETTER = (r"(?![A-Za-z\u0370-\u03ff\u1f00-\u1fff\u2100-\u218f\u1d00-\u1dbf\u02b0-\u02ff\u2070-\u209f\u00b2\u00b3\u00b9"
+                       r"\u00bc-\u00be\u2460-\u24ff])[^\W\d_]")  # (numbers such as ² ½ ① are \w too: not letters)
 CURRENCY = "¤"  # what a dollar sign becomes once it is known not to open math (clean() drops it)
 
 
@@ -189,7 +192,7 @@ _MODIFIER_WORDS = re.compile(r"\b(?:negative|minus|plus|times|half|halves|third|
 # Where an explanation starts after a leading answer ("3 (since 8 - 3 = 5)", "18 miles in six hours")
 _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|when|given|for|in|on|from|by|using|"
                           r"with|after|at|if|that|to)\b)", re.IGNORECASE)
-_LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
+LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
 
 
 _FRONTED = re.compile(r"^\s*(?:(?:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$]{1,40}?"
@@ -208,7 +211,7 @@ def _without_fronted_modifier(sentence):
 def _value_named(head):
     """The head of a sentence already names its value: it starts with one ("18, since ...") or has one after its
     last copula ("The total is 18 because ..."; not "The remainder of 1024 when divided by 7 is 2")."""
-    if _LEADING_VALUE.match(head):
+    if LEADING_VALUE.match(head):
         return True
     copulas = list(re.finditer(r"\b(?:is|are|was|were|equals?|be|gives?|get)\b|=", head))
     return bool(copulas) and bool(_candidates(head[copulas[-1].end():]))
@@ -233,7 +236,7 @@ def _sentence_head(line):
         elif depth <= 0 and not in_math:
             if ch == "." and (k + 1 == len(line) or line[k + 1].isspace()) and not re.search(r"\b[ap]\.m$", line[:k], re.I):
                 return line[:k].strip()
-            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]) and _LEADING_VALUE.match(line):
+            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]) and LEADING_VALUE.match(line):
                 return line[:k].strip()
             if ch.isspace():
                 cut = _CUT_WORDS.match(line, k)
@@ -298,7 +301,7 @@ def _joined_assignments(sentence, candidates):
 
 
 _RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
-_SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
+SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
                 "on", "or", "so", "to", "up", "us", "we", "i"}
 _RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓°")
 
@@ -336,7 +339,7 @@ def _wrap_plain(text):
         elif tok == "{":
             depth, mathy = 1, True
         elif tok.isalpha() and re.fullmatch(r"[A-Za-zα-ωΑ-Ω]+", tok):  # (a letter of another script is a word)
-            mathy = (len(tok) <= 2 and tok.lower() not in _SHORT_WORDS) or (tok.lower() in ("a", "i") and nxt
+            mathy = (len(tok) <= 2 and tok.lower() not in SHORT_WORDS) or (tok.lower() in ("a", "i") and nxt
                                                                              and nxt in "=^_<>+-*/(")
         elif tok in ",." and start is not None:
             mathy = bool(nxt) and not text[token.end():token.end() + 1].isspace() and (tok == "," or nxt.isdigit())
@@ -989,7 +992,7 @@ def sentence_value(sentence):
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
-    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa]s|[Ww]e)(?![a-zA-Z])|" + _FOREIGN_LETTER,
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa]s|[Ww]e)(?![a-zA-Z])|" + OTHER_SCRIPT_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
@@ -1087,7 +1090,7 @@ def _leading_value(sentence):
     """A sentence that starts with its value is that value and its unit ("3 (since 8 - 3 = 5)" -> 3, "18 miles in six
     hours" -> 18 miles); "" when a bound follows it ("12 or more"); None when it does not start with a value that an
     explanation follows."""
-    lead = _LEADING_VALUE.match(sentence)
+    lead = LEADING_VALUE.match(sentence)
     if not lead:
         return None
     rest, units = sentence[lead.end():], ""

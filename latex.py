@@ -576,7 +576,9 @@ _UNICODE = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", 
             "¾": "\\frac{3}{4}", "−": "-", "–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
             "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ", "¤": " ",
             "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset ",
-            "€": " ", "£": " ", "¥": " ", "\\pounds": " ", "\\euro": " ", "\\texteuro": " "}
+            "€": " ", "£": " ", "¥": " ", "\\pounds": " ", "\\euro": " ", "\\texteuro": " ", "≈": "\\approx ", "≃": "\\approx ",
+            "⋅": "\\cdot ", "∗": "*", "→": "\\to ", "⇒": "\\Rightarrow ", "ℝ": "\\mathbb{R}", "∠": "\\angle ", "ᵀ": "^T",
+            "∣": "|", "″": "''"}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
              r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
 
@@ -808,6 +810,16 @@ def _labelled_parts(s):
 GROUPED_DIGITS = r"(?!0)(?:\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3})"
 
 
+def _greek_command(match):
+    """A Greek letter as its LaTeX command, from its Unicode name (GREEK SMALL LETTER THETA -> \\theta)."""
+    name = unicodedata.name(match.group(0), "").split()
+    if len(name) < 4 or name[:2] != ["GREEK", "SMALL" if name[1] == "SMALL" else "CAPITAL"] or name[2] != "LETTER":
+        return match.group(0)
+    word = name[3].lower().replace("lamda", "lambda")  # (Unicode spells it LAMDA)
+    word = word if name[1] == "SMALL" else word.capitalize()
+    return f"\\{word} " if word.lower() in _GREEK or word.lower() in ("omicron", "pi") else match.group(0)
+
+
 @lru_cache(maxsize=8192)
 def clean(s):
     """Canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs, thousands
@@ -822,6 +834,10 @@ def clean(s):
     for old, new in _UNICODE.items():
         s = s.replace(old, new)
     s = superscripts(s)
+    if re.search(r"[\u0370-\u03ff]", s):  # Greek letters by their Unicode names: θ -> \theta, Δ -> \Delta
+        s = re.sub(r"[\u0370-\u03ff]", _greek_command, s)
+    s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",
+               r"\\\1 ", s)                                                        # cos 30°, log₂ 5: the functions
     s = re.sub(r"\\not\s*=", "\\\\ne ", s)
     s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2
     s = re.sub(r"\{\s*([^{}]+?)\s*\\choose\s*([^{}]+?)\s*\}", r"\\binom{\1}{\2}", s)      # {10 \choose 3}
