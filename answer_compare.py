@@ -1196,8 +1196,11 @@ def _equiv(p, g):
         if _interval_like(g) and "=" not in g:
             return False
     labelled = _split_top(p, ["="])
-    if len(labelled) == 2 and _is_label(labelled[0]) and _matrix(labelled[1]):
-        p = labelled[1]  # A^{-1} = \begin{bmatrix}...\end{bmatrix}
+    if len(labelled) > 1 and (_matrix(labelled[-1]) or _vector_entries(labelled[-1]) and _vector_entries(g)) and all(
+            _is_label(x) or _is_working(x) or _is_derivation(x) or _ONE_MATRIX.search(x)
+            or re.fullmatch(r"[-+*()\s\\cdot]*(?:[A-Z](?:_\w)?'*(?:\s*(?:[-+*]|\\cdot)?\s*[A-Z(](?:_\w)?'*|\^\s*\{?T\}?|[(),\d\s])*)", x)
+            for x in labelled[:-1]):
+        p = labelled[-1]  # A^{-1} = \begin{bmatrix}...\end{bmatrix}, PQ = Q - P = (3, -2, 3): names and working, then the vector
     if _matrix(g) or _matrix(p):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)

@@ -94,8 +94,8 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertai
                      re.IGNORECASE)
 # ...nor one the response defers: work it announces as still to be done after it ("36, but we still have to remove the
 # broken ones", "36 so far"), or a "wait" that takes it back; modals of obligation and their subjects, not topics
-_PENDING = (r"(?:we|I|you|one)\s+(?:(?:still|also|first|now|then|yet|will|'ll)\s+)*(?:need|needs|have|has|want|ought|must|should)"
-            r"\b(?:\s+to\b)?|(?:but\s+)?wait\b|hold\s+on\b|(?:that|this|it)(?:'s|\s+is)\s+not\s+(?:yet\s+)?(?:the|our|my)\s+"
+_PENDING = (r"(?:we|I|you|one)\s+(?:(?:still|also|first|now|then|yet|will|'ll)\s+)*(?:(?:need|needs|have|has|want|ought)\s+to|"
+            r"must|should)\b|(?:but\s+)?wait\b|hold\s+on\b|(?:that|this|it)(?:'s|\s+is)\s+not\s+(?:yet\s+)?(?:the|our|my)\s+"
             r"(?:final\s+)?answer|not\s+(?:done|finished)\s+yet|(?:is|are)\s+yet\s+to\b|remains?\s+to\s+be\b")
 _DEFERRED_AFTER = re.compile(r"\s*[,;:]?\s*(?:[(—–]\s*)?(?:(?:so\s+far|for\s+now|at\s+this\s+(?:point|stage))\b|(?:but|however|though|"
                              r"although|yet|and|then)\b[,\s]*(?:(?:first|now|then|next|still)\b[,\s]*)?(?:" + _PENDING + "))", re.I)
@@ -168,7 +168,7 @@ def _strip_currency(text):
         if text.find("\n", match.end(), end) >= 0:
             close = -1  # not closed on its line
         inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
-        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
+        if close < 0 or match.group(0) == "\\$" or text[close + 1:close + 2].isdigit() or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
                                                              r"(?=\s))|[-+*/=×÷]\s*$", inside):  # ("$24,000 - $18,000": no formula ends
             # on an operator)
             out.append(text[pos:match.start()] + CURRENCY)
@@ -255,11 +255,17 @@ _NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_
 # written against a word of another script is a number: `兔有12只`)
 
 
-_PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}(?::\d{2})?\s*[ap]m\b|(?<![\w:.])\d{1,2}:\d{2}(?![\w:])"  # a time: 10:30, 1:20 pm, 7 am
+# a complex number in prose: 3 + 7i, 2 - i, 2i, i + 5 (and an engineer's j)
+_COMPLEX_BODY = (r"(?:-?\d+(?:\.\d+)?\s*[-+]\s*(?:\d+(?:\.\d+)?)?\s*[ij]|-?(?:\d+(?:\.\d+)?)?[ij]\s*[-+]\s*\d+(?:\.\d+)?"
+                 r"|-?\d+(?:\.\d+)?[ij])(?![\w^/]|\.\d)")
+_COMPLEX = r"(?<![\w.])" + _COMPLEX_BODY
+_ITEM = r"-?(?:\d+(?:\.\d+)?(?:/\d+)?|∞|\\infty)"
+_PLAIN_VALUE = re.compile(r"(?<![\w)])[(\[]\s*" + _ITEM + r"(?:\s*,\s*" + _ITEM + r")+\s*[)\]](?:\s*\^\s*\{?T\}?|ᵀ)?"  # (5, 1, 3), [3, ∞)
+                          r"|(?<![\w:.])\d{1,2}(?::\d{2})?\s*[ap]m\b|(?<![\w:.])\d{1,2}:\d{2}(?![\w:])"  # a time: 10:30, 1:20 pm, 7 am
                           r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
                           r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
-                          r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
-                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern, re.ASCII)
+                          r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*(?:" + _COMPLEX_BODY + r"|-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d))"
+                          r"|" + _COMPLEX + r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern, re.ASCII)
 
 
 @lru_cache(maxsize=4096)
@@ -276,19 +282,26 @@ def _candidates(sentence):
 
 
 _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?:-?\d+(?:\.\d+)?(?:/\d+)?|[^=<>$]{1,40}?)")
+_RELATION = re.compile(r"[A-Za-z]\s*(?:>=|<=|>|<|≥|≤)\s*-?\d+(?:\.\d+)?(?:/\d+)?")
 
 
 def _joined_assignments(sentence, candidates):
     """`x = 4, y = -1` (and `x = 4 and y = -1`): assignments of different letters joined by a comma or "and" are one
-    candidate, a tuple answer (answer_compare reads it as one)."""
+    candidate, a tuple answer (answer_compare reads it as one); of one letter (`x = 3, x = -2`, `x = 2i or x = -2i`)
+    one set; relations of one letter joined by "or" one union (`x < 2 or x > 3`)."""
     joined, previous_end = [], 0
     for position, value in candidates:
         segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
         end = segment.end() if segment else position + len(value)
+        if joined and _RELATION.fullmatch(value) and _RELATION.fullmatch(joined[-1][1].split(" \\text{ or } ")[-1].strip()) \
+                and value[0] == joined[-1][1].strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", sentence[previous_end:position]):
+            joined[-1] = (joined[-1][0], joined[-1][1] + " \\text{ or } " + value)  # "x < 2 or x > 3": a union
+            previous_end = end
+            continue
         if joined and _ASSIGNMENT.fullmatch(value) and _ASSIGNMENT.fullmatch(joined[-1][1].split(",")[-1].strip()):
             previous_position, previous = joined[-1]
             between = sentence[previous_end:position]  # (`$x = 2$ and $y = -1$`: between the segments)
-            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*(?:or|and)\s*", between)  # x = 3 or/and x = 5
+            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*(?:or|and)?\s*", between)  # x = 3 or/and/, x = 5
             if same or re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
                 joiner = " \\text{ or } " if same and "or" in between else ", "
                 joined[-1] = (previous_position, previous + joiner + value if segment else sentence[previous_position:end])
@@ -494,7 +507,7 @@ def _asserted(sentence, candidates):
         return solved  # "So $6w + 6 = 36$, $w = 5$": equations in w, then w solved for
     position, value = candidates[-1]
     before = sentence[:position].rstrip()
-    if re.search(r"(?<![!<>=])=$|:$", before) or re.match(r"\s*=(?!=)", value) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
+    if re.search(r"(?<![!<>=])=\s*\$?$|:$", before) or re.match(r"\s*=(?!=)", value) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
                                                             r"(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
         parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
                     and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
@@ -743,13 +756,15 @@ def phrase_value(rest, context="", start=0, end=0):
     rest = re.sub(r"^[ \t*_:=]*(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)
     line, _, after = rest.partition("\n")
     if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
-        block = after.strip()
+        block = re.split(r"\n[ \t]*#{1,6}[ \t]", after.strip())[0]  # (up to the next heading)
         return _display_math(block) or (sentence_value(_strip_currency(block)) if "\n" not in block
                                         else conclusion_value(block, finished=False))
     display = _display_math(rest.lstrip())
     if display:
         return display
     line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
+    if not after.strip() and _cut_off(line):
+        return None  # "The answer is 42 apples per": the response stops mid-sentence
     sentence = _first_sentence(line)
     if context and not _UNSURE.search(sentence) and not _case_answer(sentence) and _case_of_several(context, start, end):
         sentence_start = max(context.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
@@ -821,6 +836,8 @@ def _words_as_values(sentence):
     sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
                       lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
     sentence = _clock_words(sentence)
+    sentence = re.sub(r"(?<![\w.-])(\d+(?:\.\d+)?)((?:\s*[^\W\d_]+){0,2}?)\s+below\s+(?:zero|sea\s+level|freezing|ground)\b", r"-\1\2",
+                      sentence, flags=re.I)  # "7 degrees below zero" -> -7 degrees: a position under the zero of its scale
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
     sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
                       lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", sentence, flags=re.I)
@@ -994,6 +1011,9 @@ def sentence_value(sentence):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
     words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa]s|[Ww]e)(?![a-zA-Z])|" + OTHER_SCRIPT_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
+    tail = _equation_tail(sentence) if words_outside_math else None
+    if tail:
+        return sentence_value(tail)  # "24 h × 60 min × 60 s = 86 400 s", "96 ÷ 4 = 24 dollars each"
     if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
         steps = _candidates(sentence)
@@ -1039,6 +1059,21 @@ def sentence_value(sentence):
     if value and rounding_asked and value.startswith("\\approx "):
         value = value[len("\\approx "):]  # "Rounding to the nearest whole number as asked, the answer is approximately 12."
     return _given_letters(_last_step(value), whole) if value else value
+
+
+def _equation_tail(sentence):
+    """The text after the last `=` of a statement in prose whose side before it computes on numbers (units and words
+    allowed: "24 h × 60 min × 60 s = 86 400 s", "5 shelves × 4 rows × 6 books = 120 books", "2^15 = 32 768") or names
+    the result in words ("Total cost = $18"), when one value follows it; None when that side has an unknown
+    (`y = 2x + 1 = 7` stays an equation) or the sentence has math delimiters (compared as written)."""
+    if "=" not in sentence or "$" in sentence or "\\" in sentence:
+        return None
+    sides = re.split(r"(?<![<>!=])=(?![=>])", sentence)
+    left, tail = re.split(r"[,;:]\s", sides[-2])[-1], sides[-1]
+    units_dropped = re.sub(r"(?<=\d)\s+[A-Za-z]{1,12}\b|\b[A-Za-z]{2,}\b", " ", left)
+    if len(sides) < 2 or re.search(r"[A-Za-z]", units_dropped) or len(_candidates(_prepared(tail))) != 1:
+        return None
+    return tail
 
 
 # A rounding the sentence says was asked for: the approximate value is the rounded answer
@@ -1116,7 +1151,7 @@ def conclusion_value(text, finished=True):
     """Free text: the answer is the one value of the conclusion (the last sentence that has any, of the last three),
     reduced by sentence_value. finished=False: the text need not end a sentence."""
     tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
-    tail = re.sub(r"[ \t]*[✓✔✅]+[ \t]*(?=\S)", ". ", tail)  # "... gives 17. ✓ So $a = 4$.": a check mark ends a sentence
+    tail = re.sub(r"\n[ \t]*(?==[^=])", " ", tail)  # a line that goes on with `= ...` continues the equation above
     if "```" in tail:  # a code block that holds only a value is that value (code itself is no answer: it was not run)
         tail = re.sub(r"```[\w+-]*[ \t]*\n\s*([$¤]?-?\d[\d,]*(?:\.\d+)?)\s*\n[ \t]*```", r"\1", tail)
     check = _CHECK.search(tail)
@@ -1148,6 +1183,9 @@ def conclusion_value(text, finished=True):
         if _case_answer(sentence) or _set_words(prepared) or _candidates(prepared) or _word_predicate(prepared) \
                 or _REFUSAL.search(sentence):
             value = sentence_value(sentence)
+            if value and re.fullmatch(r"(?:.*=)?\s*[-+]?\d[\d.,]*(?:\s*[-+*/×÷]\s*\d[\d.,]*)+\s*", value.replace(CURRENCY, "")
+                                      .replace("\\$", "")) and re.search(r"\d\s*[-+*×÷]\s*\d", value.split("=")[-1]):
+                return None  # "Remaining = 27 - 4": a computation the response stops before finishing
             if value is None and len(_candidates(prepared)) > 1 and not _OTHER_CASE.search(sentence) \
                     and not _UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
                 return _asked_for(prepared, tail) or _last_clause(prepared)  # else the last clause's ("...; the larger is 11")
@@ -1161,9 +1199,18 @@ _VALUE_LINE = re.compile(r"\s*(?:[A-Za-z][A-Za-z ]{0,20}:\s*)?[$¤]?-?\d[\d,]*(?
 # that stops on one was cut off ("... but we still have to remove the")
 _OPEN_WORD = re.compile(r"(?:the|an?|of|to|in|on|at|by|for|with|from|into|onto|than|as|and|or|but|so|then|if|that|which|"
                         r"is|are|was|were|be|been|being|we|i|you|he|she|it|they|this|these|those|has|have|had|will|would|"
-                        r"can|could|must|should|shall|may|might|need|needs|still|per|each|every|its|their|our|my|your|his|"
-                        r"her|not|no|also|just|only|more|less|about|plus|minus|times|over|under|after|before|since|because)",
+                        r"can|could|must|should|shall|may|might|need|needs|per|every|its|their|our|my|your|his|her|no|"
+                        r"plus|minus|because)",
                         re.IGNORECASE)
+
+
+def _cut_off(line):
+    """A line that stops where no sentence can: on a function word, an operator, a comma or an open bracket, or trailing
+    off into an ellipsis after words."""
+    line = line.rstrip(" *_\t")
+    last = re.search(r"([^\W\d_]+)$", line)
+    return bool(re.search(r"(?:[-+*/=×÷^,(\[{]|(?<!\d)\s*(?:\.\.\.|…))$", line)) or (last is not None and
+                                                                          _OPEN_WORD.fullmatch(last.group(1)) is not None)
 
 
 def _finished(sentence):
@@ -1177,8 +1224,13 @@ def _finished(sentence):
     if re.search(r"(?:[.!?$)\]}。]|\\\])$", sentence) or re.fullmatch(r"\s*[*_]+[^*_]+[*_]+\s*", sentence) \
             or _VALUE_LINE.fullmatch(sentence):
         return True
-    tail = re.search(r"(?:\d|\\?%)(?:\s+[A-Za-z'’]+){0,2}$", sentence)
-    return tail is not None and not _OPEN_WORD.fullmatch((re.findall(r"[A-Za-z'’]+", tail.group(0)) or [""])[-1])
+    label = re.match(r"\s*[^\W\d_][^:\n]{0,30}:\s*", sentence)  # "Result: 3 + 7j", "Solutions: x = 3, x = -2": one value
+    rest = sentence[label.end():] if label else sentence
+    candidates = _candidates(rest)
+    if len(candidates) == 1 and not rest[:candidates[0][0]].strip() and not rest[candidates[0][0] + len(candidates[0][1]):].strip():
+        return True
+    tail = re.search(r"(?:\d|[%)\]}|!°π∞\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f])(?:\s+[^\W\d_]+){0,2}$", sentence)
+    return tail is not None and not _OPEN_WORD.fullmatch((re.findall(r"[^\W\d_]+", tail.group(0)) or [""])[-1])
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
 # boxes, it would be 56.")

@@ -746,8 +746,8 @@ FRACTION_WORDS = re.compile(r"\b(?:(\d+)|an?)\s+(" + "|".join(DENOMINATORS) + r"
 # Answers written in words or marks with one canonical form each (the whole answer only): a weekday or its abbreviation
 # (`Thu.`, `Thurs` -> Thursday), a date with its month in words (`March 14`, `14 March 2024`, `Mar. 14th`, `2024-03-14`
 # -> `date(3,14,2024)`, which answer_compare also reads from `3/14`), a ratio in words (`5 to 8` -> `5:8`), parts
-# labelled (a), (b) or (i), (ii) (`(a) 5 (b) 11` -> `a = 5, b = 11`: in order), angle brackets and a transposed tuple
-# (`\langle 1, 2 \rangle`, `(1, 2)^T` -> `(1, 2)`).
+# labelled (a), (b) or (i), (ii) (`(a) 5 (b) 11` -> `a = 5, b = 11`: in order), angle brackets and transposed tuples
+# (`\langle 1, 2 \rangle`, `(1, 2)^T` -> `(1, 2)`: a tuple has no orientation).
 _DAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 _MONTHS = "january february march april may june july august september october november december".split()
 _MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
@@ -783,7 +783,7 @@ def _written_forms(s):
         s = _labelled_parts(s)
     if "\\langle" in s or "⟨" in s:
         s = re.sub(r"\\langle|⟨", "(", re.sub(r"\\rangle|⟩", ")", s))
-    return re.sub(r"^(\(.*\)|\[.*\])\s*\^\s*\{?\s*(?:T|\\top|\\intercal|t)\s*\}?$", r"\1", s)
+    return re.sub(r"(\([^()]*,[^()]*\)|\[[^\[\]]*,[^\[\]]*\])\s*\^\s*\{?\s*(?:T|\\top|\\intercal)\s*\}?", r"\1", s)
 
 
 _PART_LABEL = re.compile(r"(?:^|(?<=[\s,;]))(?:part\s*)?\(?\s*([a-h]|i{1,3}|iv|vi{0,3})\s*\)\s*[:.=]?\s*", re.IGNORECASE)
