@@ -504,6 +504,8 @@ def _shapes_equal(p, g):
             return all(_equiv(by_label[label], item) for label, item in zip(g.labels, g.items))
         return p.kind in ("assign", "tuple", "list") and _match_ordered(p.items, g.items)
     if g.kind in ("list", "set"):
+        if p.kind == "assign" and g.kind == "list" and len(set(p.labels)) == len(p.labels):
+            return _match_ordered(p.items, g.items)  # named parts in the order the gold lists them: (a) 32, (b) 25 = 32, 25
         if p.kind == "single":
             return len(g.items) == 1 and _equiv(p.items[0], g.items[0])
         if p.kind == "tuple" and p.brackets != "()":

@@ -1161,6 +1161,9 @@ def conclusion_value(text, finished=True):
     sentences = [_words_as_values(x) for x in sentences]
     if finished and sentences and not _finished(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    parts = _labelled_parts(tail)
+    if parts:
+        return parts  # "(a) 9\n(b) 2", "Mean: 4; Median: 3", "Length = 8, width = 7.": the parts, in order
     if sentences and _set_words(sentences[-1]):
         return _set_words(sentences[-1])
     if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
@@ -1191,6 +1194,44 @@ def conclusion_value(text, finished=True):
                 return _asked_for(prepared, tail) or _last_clause(prepared)  # else the last clause's ("...; the larger is 11")
             return value
     return None
+
+
+# A part of a multi-part answer: its label ("(a)", "b)", "(ii)", "Part c:"), or a name in words of any script before a
+# colon or `=` ("Mean:", "width ="; not "Step 2:", a step of the working)
+_PART_LABEL = re.compile(r"\s*(?:[*_]{1,2})?(?:part\s*)?(?:\(([a-h]|i{1,3}|iv|vi{0,3})\)|([a-h]|i{1,3}|iv|vi{0,3})\))(?:[*_]{1,2})?\s*[:.]?\s*",
+                         re.IGNORECASE)
+_WORD = r"(?:[A-Za-z]|" + OTHER_SCRIPT_LETTER + r"){2,}"
+_NAME_LABEL = re.compile(r"\s*(?:[*_]{1,2})?(?!(?:so|then|thus|hence|and|but|therefore)\b)((?:the\s+)?" + _WORD + r"(?:[\s-]" + _WORD
+                         + r"){0,2})(?:[*_]{1,2})?\s*(?::|=(?!=))\s*", re.IGNORECASE)
+
+
+def _labelled_parts(tail):
+    """A conclusion that gives the parts of a multi-part answer: the last lines each opening with a part label in order
+    ((a), (b), ... or (i), (ii), ...), or one last line of two or more items "name: value" / "name = value" set apart
+    by `;` or `,`; `a = v1, b = v2` (answer_compare reads it as the ordered tuple), else None."""
+    lines = [line for line in tail.strip().split("\n") if line.strip()][-8:]
+    labelled = [(_PART_LABEL.match(line), line) for line in lines]
+    k = len(labelled)
+    while k > 0 and labelled[k - 1][0]:
+        k -= 1
+    items = [line[match.end():] for match, line in labelled[k:]]
+    names = [(match.group(1) or match.group(2)).lower() for match, _ in labelled[k:]]
+    if len(items) < 2 or names != (["i", "ii", "iii", "iv", "v", "vi", "vii", "viii"] if names[0] == "i" else list("abcdefgh"))[:len(names)]:
+        last = re.sub(r"[.!]\s*$", "", lines[-1]) if lines else ""
+        items = re.split(r"\s*;\s*", last)
+        if len(items) < 2:
+            items = re.split(r"\s*,\s*(?=[^\W\d_][^,=:]{0,30}(?::|=(?!=)))", last)
+        named = [_NAME_LABEL.match(item) for item in items]
+        if len(items) < 2 or not all(named) or any(re.search(r"\b(?:step|case)\b", m.group(1), re.I) for m in named):
+            return None
+        items = [item[m.end():] for m, item in zip(named, items)]
+    values = [sentence_value(item.strip().rstrip(".")) for item in items]
+    if not all(values) or len(values) > 8 or any(re.search(rf"(?<![\w.]){re.escape(v.split('=')[-1].strip())}(?![\w.])",
+                                                           item.rsplit("=", 1)[0]) for k, item in enumerate(items)
+                                                 for v in values[:k] if "=" in item):
+        return None  # (a step that computes with an earlier result is working: "Eggs = 9; money = 9 x 2 = 18")
+    values = [v.split("=")[-1].strip() if "=" in v and not re.search(r"[A-Za-z]", v.rsplit("=", 1)[0]) else v for v in values]
+    return ", ".join(f"{chr(ord('a') + k)} = {v}" for k, v in enumerate(values))
 
 
 # A last line that holds only a value, perhaps labelled ("Output: 42", "42", "Total: $48"): finished, though unpunctuated
