@@ -115,7 +115,7 @@ from functools import lru_cache
 
 import sympy
 
-from latex import NOT_UNITS, clean, is_english, is_infinite, parse_math, split_unit
+from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit
 
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
@@ -708,9 +708,15 @@ def _is_derivation(side):
 
 def _is_working(side):
     """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`, a tuple of them `(\\frac{0+6}{2}, \\frac{4-2}{2})`,
-    numerals in a base `34_5 + 12_5`): the work before a chain's value."""
+    numerals in a base `34_5 + 12_5`, clock times `2:00 - 5 h`), or a quantity in a unit (`1.5 h`): the work before a
+    chain's value."""
     value = parse_math(side)
     if value is not None and not value.free_symbols:
+        return True
+    number, unit = split_unit(side)
+    if unit and "word:" not in unit and parse_math(number) is not None and not parse_math(number).free_symbols:
+        return True
+    if re.fullmatch(r"\s*\d{1,2}:\d{2}(?:\s*[-+]\s*(?:\d{1,2}:\d{2}|\d+(?:\.\d+)?\s*(?:h|hours?|min|minutes?)))+\s*", side):
         return True
     shape = _shape(side)
     if shape.kind == "tuple" and shape.brackets == "()":
@@ -1223,8 +1229,29 @@ def _equiv(p, g):
 _COMPUTATION = re.compile(r"[\d)}]\s*[-+]\s*[\d(\\]|\\cdot|\\times|\*|\d\s*\^|/\s*\(|\)\s*/")
 
 
+def _compound_equal(p, g):
+    """`1 h 30 min` (a quantity in a larger and a smaller unit: latex.compound_units) against a gold in either unit, or in
+    none (90 or 1.5); None when p is no such quantity."""
+    compound = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?,?\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?", p)
+    units = compound and compound_units(compound.group(2), compound.group(4))
+    if not units:
+        return None
+    big, small, factor = units
+    whole, part = Fraction(compound.group(1)), Fraction(compound.group(3))
+    readings = {big: whole + part / factor, small: whole * factor + part}
+    gv, gu = split_unit(g)
+    if gu is not None and gu not in readings:
+        return False
+    gold = parse_math(gv)
+    return gold is not None and gold.is_Rational and any(sympy.Rational(value.numerator, value.denominator) == gold
+                                                         for unit, value in readings.items() if gu in (None, unit))
+
+
 def _item_equal(p, g):
     """One answer each (no top-level list)."""
+    compound = _compound_equal(p, g)
+    if compound is not None:
+        return compound
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
     if pu == "%" and len(_split_top(p, ["="])) > 1 and "=" not in g:
         return _relations_equal(_split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only

@@ -79,7 +79,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
+from latex import (DENOMINATORS, compound_units, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
                    repeating_decimals, is_english, number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word,
                    unwrap_commands)
 
@@ -251,7 +251,7 @@ _NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d(?:[\d,]*\d)?(?:\.\d+)?|\.\d+)(?:[eE][-+]?\
 # a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
 # part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
 _GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|yd|mph|kph|Hz|eV|Pa|J|N|W|V|K)[²³]?(?![\w^])"
-_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))", re.ASCII)  # (a number
+_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))(?!-[A-Za-z])", re.ASCII)  # (not "24-hour")  # (a number
 # written against a word of another script is a number: `兔有12只`)
 
 
@@ -451,8 +451,9 @@ _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VA
                        r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
 _RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
-                       r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?"
-                       r"\s*[.!]?\s*$)", re.I)
+                       r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?:an?\s+)?(?=(?:\d{1,2}:\d{2}|" + _VALUE_TEXT
+                       + r")(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?(?:\s+(?!(?:more|less|fewer|greater|smaller|larger|higher|lower|than|times|of|"
+                       r"per|out|as)\b)[^\W\d_]+){0,4}\s*[.!]?\s*$)", re.I)  # ("which is 2 more than Tom" restates nothing)
 
 
 # Another value offered right after the answer: "12 (or 24 if order matters)", "\\boxed{8}, or maybe 9", "0.5 (or
@@ -507,7 +508,7 @@ def _asserted(sentence, candidates):
         return solved  # "So $6w + 6 = 36$, $w = 5$": equations in w, then w solved for
     position, value = candidates[-1]
     before = sentence[:position].rstrip()
-    if re.search(r"(?<![!<>=])=\s*\$?$|:$", before) or re.match(r"\s*=(?!=)", value) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
+    if re.search(r"(?<![!<>=])=\s*\$?$|:$|→$|->$|=>$", before.rstrip(" *_")) or re.match(r"\s*=(?!=)", value) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
                                                             r"(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
         parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
                     and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
@@ -835,7 +836,12 @@ def _words_as_values(sentence):
     sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
     sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
                       lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
-    sentence = _clock_words(sentence)
+    sentence = _outside_math(sentence, _clock_words)
+    sentence = _outside_math(sentence, lambda t: _WEEKDAY_ENDING.sub(lambda m: f"{m.group(1)}$\\text{{{m.group(2)}}}$", t))  # "→ Fri"
+    if re.search(r"\d\s*[A-Za-z]+\.?,?\s*(?:and\s+)?\d", sentence):
+        sentence = _outside_math(sentence, lambda t: _COMPOUND.sub(lambda m: f"$\\text{{{m.group(1)} {m.group(2)} {m.group(3)} "
+                                                                   f"{m.group(4)}}}$" if compound_units(m.group(2), m.group(4))
+                                                                   else m.group(0), t))  # "1 h 30 min"
     sentence = re.sub(r"(?<![\w.-])(\d+(?:\.\d+)?)((?:\s*[^\W\d_]+){0,2}?)\s+below\s+(?:zero|sea\s+level|freezing|ground)\b", r"-\1\2",
                       sentence, flags=re.I)  # "7 degrees below zero" -> -7 degrees: a position under the zero of its scale
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
@@ -850,12 +856,21 @@ def _words_as_values(sentence):
     return re.sub(r"\b(?:is|be|equals?)\s+the\s+empty\s+set\b", r"is $\\emptyset$", sentence, flags=re.I)
 
 
+# A weekday that ends a sentence after a colon, an arrow or a copula is its value ("6 days after Wednesday: Tue", "→ **Fri**",
+# "it's also a Sun."); elsewhere a weekday names a time, not an answer ("On Monday she sold 5")
+_WEEKDAY_ENDING = re.compile(r"((?:[:→]|->|=>|\b(?:is|be|was|'s|on|a|an)\b)\s*(?:(?:also|still|then|again)\s+)?(?:an?\s+)?[*_]*)"
+                             r"((?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day)?)\b\.?[*_]*(?=\s*[.!]?\s*$)", re.IGNORECASE)
+# Two quantities of one kind in a larger and a smaller unit are one value: "1 h 30 min", "2 hours and 24 minutes", "5 ft 3 in"
+_COMPOUND = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?,?\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*([A-Za-z]+)\b\.?")
+
+
 _DAYPART = {"morning": "am", "afternoon": "pm", "evening": "pm"}
 
 
 def _clock_words(sentence):
     """Times as `H:MM am`: "7:15 A.M." and "7:15AM" -> `7:15 am`, "7 in the evening" -> `7 pm`; "noon" and "midnight"
     (in a sentence with no number in digits) -> `12:00 pm`, `12:00 am`."""
+    sentence = re.sub(r"(?<![\w:.])(\d{1,2})h(\d{2})\b", r"\1:\2", sentence)  # 19h05
     sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)\s*([ap])\.?\s?m\b\.?(?=\W|$)",
                       lambda m: f"${m.group(1)} \\text{{ {m.group(2).lower()}m}}$", sentence, flags=re.I)
     sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)(?:\s*o'?clock)?\s+in\s+the\s+(morning|afternoon|evening)\b",
@@ -1006,6 +1021,9 @@ def sentence_value(sentence):
     if re.match(r"\s*(?:if|when|whenever|unless|assuming)\b", sentence, re.I) and re.search(
             r"[;,]\s*(?:and\s+|but\s+)?(?:if|when|whenever|otherwise|else)\b[^;]*?(?:\d|\$)", sentence, re.I):
         return None  # "If order matters it is 10; if not, it is 5": two cases, neither of them alone
+    if re.search(r"[,;]\s*(?:and\s+|but\s+|while\s+)?(?:for|if|when)\s+\$?[a-z]\$?\s+(?:is\s+)?(?:even|odd|positive|negative)\b",
+                 sentence, re.I) and len(_candidates(sentence)) > 2:
+        return None  # "\boxed{2} for n even, for n odd it is \boxed{3}": the second of two cases is not the answer
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
@@ -1065,13 +1083,14 @@ def _equation_tail(sentence):
     """The text after the last `=` of a statement in prose whose side before it computes on numbers (units and words
     allowed: "24 h × 60 min × 60 s = 86 400 s", "5 shelves × 4 rows × 6 books = 120 books", "2^15 = 32 768") or names
     the result in words ("Total cost = $18"), when one value follows it; None when that side has an unknown
-    (`y = 2x + 1 = 7` stays an equation) or the sentence has math delimiters (compared as written)."""
-    if "=" not in sentence or "$" in sentence or "\\" in sentence:
+    (`y = 2x + 1 = 7` stays an equation) or math delimiters (`$y = 2x + 1 = 7$` is compared as written)."""
+    equals = [m.start() for m in re.finditer(r"(?<![<>!=])=(?![=>])", re.sub(r"\$[^$]*\$", lambda m: "#" * len(m.group(0)), sentence))]
+    if not equals:
         return None
-    sides = re.split(r"(?<![<>!=])=(?![=>])", sentence)
-    left, tail = re.split(r"[,;:]\s", sides[-2])[-1], sides[-1]
+    left = re.split(r"[,;:]\s", sentence[equals[-2] + 1 if len(equals) > 1 else 0:equals[-1]])[-1]
+    tail = sentence[equals[-1] + 1:]
     units_dropped = re.sub(r"(?<=\d)\s+[A-Za-z]{1,12}\b|\b[A-Za-z]{2,}\b", " ", left)
-    if len(sides) < 2 or re.search(r"[A-Za-z]", units_dropped) or len(_candidates(_prepared(tail))) != 1:
+    if re.search(r"[A-Za-z$\\]", units_dropped) or len(_candidates(_prepared(tail))) != 1:
         return None
     return tail
 
@@ -1139,9 +1158,9 @@ def _leading_value(sentence):
         units, rest = units + word.group(0), rest[word.end():]
     if _BOUND_AFTER.match(sentence, lead.end()) or _conditional_after(rest):
         return ""
-    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*(?:(?:about|approximately|roughly|around|nearly|"
-                 r"almost|exactly|just|over|under)\s+)?[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
-        return None  # "1.5498 eV, which rounded gives 1.55 eV": the value is asserted later
+    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=|:\s|→|->)\s*(?:(?:about|approximately|roughly|around|"
+                 r"nearly|almost|exactly|just|over|under)\s+)?(?:[$¤]?-?\d|\$)", re.sub(r"\([^()]*\)", "", rest)) or _RESTATED.search(rest):
+        return None  # "1.5498 eV, which rounded gives 1.55 eV", "6 days after Wednesday: Tue": the value is asserted later
     if _EXPLANATION.match(rest) and not re.match(r"\s*(?:,|and|or)\s*[$¤]?-?\d", rest):
         return _last_step(lead.group(1)) + units.rstrip()
     return None

@@ -978,6 +978,17 @@ def unit_key(word):
     return key
 
 
+_COMPOUND_UNITS = {("h", "min"): 60, ("min", "s"): 60, ("day", "h"): 24, ("week", "day"): 7, ("yr", "month"): 12,
+                   ("ft", "in"): 12, ("yd", "ft"): 3, ("lb", "oz"): 16, ("m", "cm"): 100, ("km", "m"): 1000}
+
+
+def compound_units(big, small):
+    """(big unit, small unit, how many small in one big) when two unit words name a larger and a smaller unit of one
+    kind (`hours`, `minutes` -> ('h', 'min', 60)), else None."""
+    pair = unit_key(big), unit_key(small)
+    return (*pair, _COMPOUND_UNITS[pair]) if pair in _COMPOUND_UNITS else None
+
+
 def split_unit(s):
     """'5 cm' -> ('5', 'cm'); '99\\pi square inches' -> ('99\\pi', 'sq in'); '12 grade' -> ('12', 'word:grade');
     '50%' -> ('50', '%'); '3 or more' -> ('3 or more', None): a trailing run of unit words after a value."""
