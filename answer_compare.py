@@ -1391,3 +1391,19 @@ def rounded_equal(pred, gold, rounding):
         return _rounds_to(pv, exact, places=None if kind == "figures" or asked >= 0 else asked, asked=True)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
         return False
+
+
+def option_letter(answer, options):
+    """The option letter an answer commits to, given the question's options ({letter: text}, answer_value.
+    question_options): its own label (`c) 360°` is C), or the one option whose text its value equals (`29` is `(C) 29`
+    when (C) is 29); None otherwise. Never raises."""
+    try:
+        label = re.match(r"\s*\(?([A-Ea-e])\)\s*(.*)", answer or "", re.DOTALL)
+        if label and label.group(1).upper() in options:
+            rest = clean(label.group(2))
+            return label.group(1).upper() if not rest or _equiv(rest, clean(options[label.group(1).upper()]) or "") else None
+        value = clean(answer or "")
+        matches = [letter for letter, text in options.items() if value and clean(text) and _equiv(value, clean(text))]
+        return f"({matches[0]}) {answer}" if len(matches) == 1 else None
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
+        return None

@@ -1332,3 +1332,56 @@ _TASK = re.compile(r"\s*(?:(?:but|and|now|next|however|then|so|first)\b[,\s]*)*(
                    r"we\s+are\s+(?:told|given)\b|the\s+(?:problem|question)\s+"
                    r"(?:says|states|tells\s+us|gives)\b|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
                    r"compute|calculate|determine|evaluate|simplify|solve|what|how|which)\b)", re.IGNORECASE)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Readings that need the question (math_reward passes it when the caller does: score_problems, bench.py's variants)
+# ------------------------------------------------------------------------------------------------------------
+_OPTION_LABEL = re.compile(r"(?:(?<=\s)|^)\(([A-Ea-e])\)\s*|(?:^|(?<=\n))[ \t]*([A-E])[.:)][ \t]+")
+
+
+def question_options(question):
+    """{letter: option text} of the options a question lists ("(A) 21 (B) 27 (C) 29", "(a) 180° (b) 270°", one per
+    line "A. 5"), in order from A; {} when it lists none."""
+    labels = list(_OPTION_LABEL.finditer(question or ""))
+    letters = [(m.group(1) or m.group(2)).upper() for m in labels]
+    start = next((k for k, letter in enumerate(letters) if letter == "A" and letters[k:k + 2] == ["A", "B"]), None)
+    if start is None:
+        return {}
+    options = {}
+    for k in range(start, len(labels)):
+        if letters[k] != "ABCDE"[k - start]:
+            break
+        end = labels[k + 1].start() if k + 1 < len(labels) else len(question)
+        options[letters[k]] = re.sub(r"[\s,;]*(?:or)?\s*$", "", question[labels[k].end():end].split("\n")[0]).strip()
+    if len(options) < 2 or any(not re.search(r"\w", text) or _OPEN_WORD.fullmatch(text) for text in options.values()):
+        return {}  # ("Solve (a) and (b).": labels of parts, not options)
+    return options
+
+
+_POLAR = re.compile(r"(?:^|[.!?:]\s+|\n)\s*(?:is|are|was|were|does|do|did|can|could|will|would|has|have|should|must)\s+([^?.]{3,200})\?",
+                    re.IGNORECASE)
+_VERDICT_WORD = re.compile(r"(?:^|(?<=[\s,;:*(—–-]))(yes|no|true|false)(?=[\s,.;:!*)—–-]|$)|\b(impossible|not\s+possible|cannot|can't|"
+                           r"does\s+not\s+exist|doesn't\s+exist|no\s+such)\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|never|no|isn't|aren't|doesn't|don't|didn't|cannot|can't|won't|fails?\s+to)\s+(?:\w+\s+){0,2}$", re.I)
+
+
+def question_verdict(text, question):
+    """'Yes' or 'No': the verdict the last statement of a response gives to a yes-or-no question ("Is 221 a prime
+    number?"): a verdict word ("so yes, it is prime", "**No.**", "True -- it is odd", "impossible", "no such triangle
+    exists"), else the question's own predicate, negated or not ("so it is not prime", "It converges."); None when the
+    question asks no yes-or-no question, the statement doubts, or it gives no verdict."""
+    polar = _POLAR.search(question or "")
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=\S)", (text or "").strip()[-2000:]) if s.strip()]
+    if polar is None or not sentences or _UNSURE.search(sentences[-1]):
+        return None
+    last = sentences[-1]
+    words = [m for m in _VERDICT_WORD.finditer(last)]
+    if words:
+        kinds = {"Yes" if (m.group(1) or "").lower() in ("yes", "true") else "No" for m in words}
+        return kinds.pop() if len(kinds) == 1 else None
+    asked = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", polar.group(1))} - _STOP_WORDS - {"there", "such"}
+    found = [m for m in re.finditer(r"[A-Za-z]{4,}", last) if any(m.group(0).lower().startswith(w[:max(4, len(w) - 2)])
+                                                                 for w in asked)]
+    kinds = {"No" if _NEGATION.search(last[:m.start()][-40:]) else "Yes" for m in found}
+    return kinds.pop() if len(kinds) == 1 else None

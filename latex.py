@@ -546,6 +546,8 @@ def _plain_char(ch):
         return ","
     if name.endswith("PERCENT SIGN"):
         return "%"
+    if category == "Sc":
+        return "¤"  # a currency sign (€, £, ₹, ¥) is no part of the value, as a dollar sign (answer_value.CURRENCY)
     if category == "Po" and not (wide and "FULL STOP" in name):  # (a full-width full stop is a decimal point: ３．５)
         marks = [mark for word, mark in _PUNCTUATION_NAMES if word in name]
         if marks:

@@ -34,9 +34,9 @@ import sys
 import threading
 import time
 
-from answer_compare import _equiv, gold_is_valid, restates_question, rounded_equal, rounding_asked
+from answer_compare import _equiv, gold_is_valid, option_letter, restates_question, rounded_equal, rounding_asked
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
-from answer_value import CURRENCY, reduce_span
+from answer_value import CURRENCY, question_options, question_verdict, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
 from code_reward import score_code_batch
 from latex import MAX_ANSWER_CHARS, clean
@@ -94,11 +94,18 @@ def _choice_reward_unbounded(response, gold, options, strict=False, think_prefil
 
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
     answer = extract_answer(response, strict=strict, think_prefilled=think_prefilled)
-    if answer is None or (question and restates_question(answer, question, gold)):
-        return 0.0  # no answer, or the expression the question asks to compute, given back unevaluated
-    if _is_equiv_unbounded(answer, gold):
+    if answer is not None and question and restates_question(answer, question, gold):
+        return 0.0  # the expression the question asks to compute, given back unevaluated
+    if answer is not None and _is_equiv_unbounded(answer, gold):
         return 1.0
-    return 1.0 if question and rounded_equal(answer, gold, rounding_asked(question)) else 0.0  # `0.6931` for ln 2, if asked
+    if not question:
+        return 0.0
+    # with the question: a rounding it asks for (`0.6931` for ln 2), the option a value is (`29` is (C)), a yes-or-no verdict
+    if answer is not None and (rounded_equal(answer, gold, rounding_asked(question))
+                               or _is_equiv_unbounded(option_letter(answer, question_options(question)) or "", gold)):
+        return 1.0
+    verdict = question_verdict(final_text(response, think_prefilled), question) if not strict else None  # (strict: no free text)
+    return 1.0 if verdict and _is_equiv_unbounded(verdict, gold) else 0.0
 
 
 # ------------------------------------------------------------------------------------------------------------
