@@ -696,7 +696,7 @@ def _canon_label(side):
 
 
 _DERIVATION = re.compile(r"\\int|\\frac\s*\{\s*d\s*\}\s*\{\s*d\s*[a-z]\s*\}|\\frac\s*\{\s*d\s*[a-z]*\s*\}|\\lim|\\[lc]?dots|"
-                         r"\]\s*_|\\circ|(?<![A-Za-z\\])[A-Za-z]\s*\(\s*[A-Za-z]\s*\([^()]*\)\s*\)")
+                         r"[\]|]\s*_|\\circ|(?<![A-Za-z\\])[A-Za-z]\s*\(\s*[A-Za-z]\s*\([^()]*\)\s*\)")  # (`\ln(1+x)|_0^1`)
 
 
 def _is_derivation(side):
@@ -727,6 +727,13 @@ def _is_working(side):
 _BASE_NUMERAL = r"\(?[0-9A-Fa-f]+\)?_\{?\(?\d+\)?\}?"
 
 
+def _substituted(side):
+    """A computation on numbers after sides with unknowns (`2\\pi r = 2 \\cdot \\pi \\cdot 3`, `a^2 + b^2 = (a+b)^2 - 2ab = 100 -
+    42`): the formulas before it were evaluated at the given values, so they are the quantity asked and its working
+    (`y = 2x + 1 = 7`, where no computation follows, stays an equation)."""
+    return _COMPUTATION.search(side) is not None and _is_working(side)
+
+
 def _chain_value(sides):
     """A chain of three or more sides (`z = 1 + 1 = 2`) stands for its first side if that is a label, and its last:
     the sides between are working."""
@@ -755,8 +762,9 @@ def _relations_equal(p_sides, g_sides):
         # the last side is the value (`c = I(0)`); a side before it is a label, the quantity asked for, or working:
         # a computation without unknowns (`x = 5+5+1 = 7 = 11` is 11, its slips are not graded); a side with an
         # unknown must itself be the answer (`2x + 3 = 7` is an equation, not 7)
-        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s)
-                                                  or _is_derivation(s))]
+        computed = max((k for k, side in enumerate(p_sides) if k and _substituted(side)), default=0)
+        values = [s for k, s in enumerate(p_sides[:-1]) if k >= computed and not (
+            _is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s) or _is_derivation(s))]
         return all(_equiv(v, gold) for v in values + p_sides[-1:])
     if len(p_sides) != len(g_sides):
         return False
@@ -1049,9 +1057,9 @@ def parse_cases(s):
     f(x) = -x if x < 0`), with condition None for "otherwise"; None when s is not one."""
     if not CASE_WORD.search(s) or len(s) > 400:
         return None
-    env = re.fullmatch(r"\s*\\begin\{cases\}(.*)\\end\{cases\}\s*", s, re.DOTALL)
+    env = re.fullmatch(r"\s*(?:[A-Za-z](?:\([a-z]\))?\s*=\s*)?\\begin\{cases\}(.*)\\end\{cases\}\s*", s, re.DOTALL)  # (f(x) = ...)
     if env:
-        rows = [row.split("&") for row in re.split(r"\\\\", env.group(1)) if row.strip()]
+        rows = [[cell.strip().rstrip(",;") for cell in row.split("&")] for row in re.split(r"\\\\", env.group(1)) if row.strip()]
         pairs = [(row[0], re.sub(r"^\s*(?:if|for|when)\s+", "", row[1].strip()) if len(row) == 2 else None) for row in rows]
         if any(len(row) != 2 for row in rows):
             return None

@@ -446,7 +446,8 @@ def _case_answer(sentence):
 
 
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
-_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?"
+_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not|no\s+es|no\s+son|n'est\s+pas|ist\s+nicht|nicht|не|não\s+é|"
+                       r"non\s+è)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?(?:\s*(?:sino|mais|sondern|а|mas|ma)\b)?"
                        r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
                        r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
@@ -987,14 +988,21 @@ def _prepared(sentence):
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
                            or NUMBER_WORDS.search(parts[-1])):
         sentence = parts[-1]
+    confirmed = re.search(r"\s[—–]\s+(?:(?:yes|so|indeed|exactly|that's|that\s+is|i\.e\.)\W+)*([^—–]{1,30})$", sentence, re.I)
+    if confirmed and len(_candidates(confirmed.group(1))) == 1 and not re.search(r"[A-Za-z]{3}", re.sub(
+            r"\$[^$]*\$", "", confirmed.group(1))):
+        sentence = confirmed.group(1)  # "4 on top, 4 below and 4 vertical ones — yes, 12.": the value it confirms
+    if "(" in sentence:  # an aside in parentheses ("0.3 (a computer would print 0.30000000000000004)") is no answer
+        sentence = re.sub(r"\s*\((?!\s*(?:or|not)\b)[^()]*?[A-Za-z]{2,}(?:\s+[^()\s]+){2,}\)", "", sentence)
     sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
     if re.search(r"\b(?:ratio|odds)\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2", "odds of 1 to 4": 1:2
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
+    sentence = re.sub(r"(\b(?:is|are|was|were|be)\s+|:\s+)(\d+)\s+to\s+(\d+)(?=\s*[.!]?\s*$)", r"\1$\2:\3$", sentence)  # "... is 1 to 2"
     if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
         if not _WORD_ARITHMETIC.search(sentence):  # (arithmetic done in words is working, not an answer in words)
             sentence = _spelled_out(sentence)
     else:  # numbers in words after the last copula ("..., so the probability is one half")
-        copula = list(re.finditer(r"\b(?:is|are|was|were|equals?)\b", sentence))
+        copula = list(re.finditer(r"\b(?:is|are|was|were|equals?|gives?|makes?|yields?)\b", sentence))
         tail = sentence[copula[-1].end():] if copula else ""
         if tail and not _candidates(tail) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, tail, re.I):
             sentence = sentence[:copula[-1].end()] + _spelled_out(tail)
