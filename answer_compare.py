@@ -1197,6 +1197,9 @@ def _equiv(p, g):
     if "date(" in p + g:  # latex.clean's canonical date: the same day, also as `3/14` (month first)
         dates = [_date(x) for x in (p, g)]
         return None not in dates and dates[0][:2] == dates[1][:2] and dates[1][2] in (None, dates[0][2])
+    if re.search(r"(?<=\d)j(?![A-Za-z])|(?<![\\A-Za-z])j(?![A-Za-z])", p) and re.search(r"(?<![\\A-Za-z])i(?![A-Za-z])", g) \
+            and not re.search(r"(?<![\\A-Za-z])i(?![A-Za-z])", p):
+        p = re.sub(r"(?<![\\A-Za-z])j(?![A-Za-z])|(?<=\d)j(?![A-Za-z])", "i", p)  # an engineer's j: 3 + 7j = 3 + 7i
     if re.search(r"\\hat\{[ijk]\}|(?<![\\A-Za-z])[ijk](?![A-Za-z])", p + g):
         same = _unit_vectors_equal(p, g)
         if same is not None:

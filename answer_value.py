@@ -473,7 +473,7 @@ def _alternatives(sentence):
 def _without_rejected_values(sentence):
     """A value the sentence rejects ("not 10", "6, not 5") is no answer and no hedge: it is dropped with its "not",
     and so is a leading "No,"/"Not": "not it's not 10 it's 1,000.99" asserts 1,000.99."""
-    kept = _REJECTED.sub(" ", sentence)
+    kept = _REJECTED.sub(lambda m: " is " if re.search(r"(?:sino|mais|sondern|а|mas|ma)\s*$", m.group(0)) else " ", sentence)
     if kept == sentence:
         return sentence
     return re.sub(r"^\s*(?:no|not)\b[,!]?\s*", "", kept, flags=re.I)
@@ -513,7 +513,9 @@ def _asserted(sentence, candidates):
                                                             r"(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
         parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
                     and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
-        return None if parallel else candidates[-1]  # "the length is 8 and the width is 12": two quantities
+        if parallel and not re.search(r"\b(?:gives?|equals?|get|obtain|total)(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
+            return None  # "the length is 8 and the width is 12": two quantities (not "... is 8 h; minus 15 min gives 7 h 45")
+        return candidates[-1]
     subject = sentence[:candidates[0][0]]
     if len(candidates) == 2 and sentence[candidates[0][0]] in "$\\" and re.fullmatch(
             r"\s*(?:(?:so|thus|hence|therefore),?\s+)?(?:the|this|our|a|an)\s+[A-Za-z\s-]{1,40}?\s*", subject, re.I) \
@@ -536,6 +538,9 @@ def _asserted(sentence, candidates):
         if is_asserted:
             asserted.append((position, value))
         previous_end, previous_asserted = position + len(value), is_asserted
+    finals = {re.sub(r"[\s,$¤]|\\text\{[^{}]*\}", "", v.split("=")[-1]) for _, v in asserted}
+    if len(asserted) > 1 and len(finals) == 1 and finals != {""}:
+        return asserted[-1]  # "= $250,000 -- each heir receives a quarter of a million (250000) dollars": one value, twice
     results = [(p, v) for p, v in asserted if _RESULT_WORDS.search(sentence[:p])]
     if len(asserted) > 1 and len(results) == 1:
         return results[0]  # "12 ways for each shelf, giving 144 ways in total": the value the sentence arrives at
@@ -977,7 +982,7 @@ def _prepared(sentence):
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
     sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
     sentence = _words_as_values(_scale_suffixes(sentence))
-    sentence = re.sub(r"(?<![\w.])(\d+)\s+and\s+(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet" (a unit after it)
+    sentence = re.sub(r"(?<![\w.])(\d+)(?:\s+and\s+|-)(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet", "1-1/2 ft" (a unit after)
                       lambda m: f"${m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}$" if unit_word(m.group(4)) else m.group(0), sentence)
     if re.search(r"[\u4e00-\u9fff]", sentence):
         sentence = _chinese_numbers(sentence)
@@ -1184,8 +1189,13 @@ def conclusion_value(text, finished=True):
     check = _CHECK.search(tail)
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
-    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
+                 if s.strip()]
     sentences = [_words_as_values(x) for x in sentences]
+    if finished and len(sentences) > 1 and not _finished(sentences[-1]) and not _candidates(_prepared(sentences[-1])) \
+            and not _TASK.match(sentences[-1]) and re.match(r"\s*(?:therefore|thus|hence|so|in\s+total|in\s+conclusion|finally)\b",
+                                                            sentences[-2], re.I):
+        sentences = sentences[:-1]  # "Therefore, they have 56 legs. This shows how multiplication is a fundamental": commentary
     if finished and sentences and not _finished(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
     parts = _labelled_parts(tail)
@@ -1204,8 +1214,8 @@ def conclusion_value(text, finished=True):
         prepared = _prepared(sentence)
         if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)) and not _NOT_VALUE.search(sentence):
             continue  # "The other root, -9, is rejected.": the answer was stated before
-        if _ASIDE.match(sentence):
-            continue  # "Interestingly, her brother will be 31 ...", "If there were 8 boxes, it would be 56.": not the answer
+        if _ASIDE.match(sentence) or re.fullmatch(r"\s*\([^()]*\)[.!]?\s*", sentence):
+            continue  # "Interestingly, her brother will be 31 ...", "(Banker's rounding would give 2, ...)": not the answer
         missing = re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", prepared, re.I)
         if missing and all(position < missing.start() for position, _ in _candidates(prepared)) and (
                 not _candidates(prepared) or re.search(r"\\lim|\blimits?\b", prepared[:missing.start()], re.I)):
@@ -1244,7 +1254,7 @@ def _labelled_parts(tail):
     items = [line[match.end():] for match, line in labelled[k:]]
     names = [(match.group(1) or match.group(2)).lower() for match, _ in labelled[k:]]
     if len(items) < 2 or names != (["i", "ii", "iii", "iv", "v", "vi", "vii", "viii"] if names[0] == "i" else list("abcdefgh"))[:len(names)]:
-        last = re.sub(r"[.!]\s*$", "", lines[-1]) if lines else ""
+        last = re.split(r"(?<=[.!?])\s+(?=[A-Z])", re.sub(r"[.!]\s*$", "", lines[-1]))[-1] if lines else ""
         items = re.split(r"\s*;\s*", last)
         if len(items) < 2:
             items = re.split(r"\s*,\s*(?=[^\W\d_][^,=:]{0,30}(?::|=(?!=)))", last)

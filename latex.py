@@ -563,6 +563,8 @@ def plain_unicode(text):
     """`text` with the digits, separators and punctuation of any script as ASCII (see above)."""
     if text.isascii():
         return text
+    if "，" in text:  # a full-width comma between digit groups is a thousands separator: １，２５０
+        text = re.sub(r"(?<=\d)，(?=\d{3}(?!\d))", ",", text)
     for ch in set(re.findall(r"[^\x00-\x7f]", text)):
         if ord(ch) not in _PLAIN:
             _PLAIN[ord(ch)] = _plain_char(ch)
@@ -673,6 +675,9 @@ def scaled_numbers(s):
         number = Fraction(match.group(1).replace(",", "")) * _SCALES[match.group(3).lower()]
         return str(number.numerator) if number.denominator == 1 else str(float(number))
     s = _PART_OF_SCALE.sub(_part_of_scale, s) if re.search(r"\b(?:half|quarter|third)", s, re.I) else s
+    if re.search(r"\bgross\b", s, re.I):  # "a gross" is 144 (only with a count: "gross income" is no number)
+        s = re.sub(rf"\b(an?|one|two|three|four|five|\d+)\s+gross\b", lambda m: str(144 * (_SMALL_NUMBERS.get(m.group(1).lower())
+                   or (int(m.group(1)) if m.group(1).isdigit() else 1))), s, flags=re.I)
     return _SCALED.sub(value, s)
 
 
@@ -899,8 +904,7 @@ def clean(s):
     thousands = re.compile(r"(?<![\d,.(\[{])" + GROUPED_DIGITS + r"(?:\.\d+)?(?![\d,)\]}])")
     if thousands.search(s) and "," not in thousands.sub("", s):
         s = thousands.sub(lambda m: m.group(0).replace(",", ""), s)
-    if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):                    # 1 000 000
-        s = s.replace(" ", "")
+    s = re.sub(r"(?<![\d.,] )(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d]| \d|[.,]\d{4})", lambda m: m.group(0).replace(" ", ""), s)  # 13 983 816
     s = scaled_numbers(s)                                                       # 4 million -> 4000000
     s = NUMBER_WORDS.sub(number_words, s)
     s = FRACTION_WORDS.sub(lambda m: f"\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}", s)
