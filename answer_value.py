@@ -97,8 +97,9 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertai
 _PENDING = (r"(?:we|I|you|one)\s+(?:(?:still|also|first|now|then|yet|will|'ll)\s+)*(?:(?:need|needs|have|has|want|ought)\s+to|"
             r"must|should)\b|(?:but\s+)?wait\b|hold\s+on\b|(?:that|this|it)(?:'s|\s+is)\s+not\s+(?:yet\s+)?(?:the|our|my)\s+"
             r"(?:final\s+)?answer|not\s+(?:done|finished)\s+yet|(?:is|are)\s+yet\s+to\b|remains?\s+to\s+be\b")
-_DEFERRED_AFTER = re.compile(r"\s*[,;:]?\s*(?:[(—–]\s*)?(?:(?:so\s+far|for\s+now|at\s+this\s+(?:point|stage))\b|(?:but|however|though|"
-                             r"although|yet|and|then)\b[,\s]*(?:(?:first|now|then|next|still)\b[,\s]*)?(?:" + _PENDING + "))", re.I)
+_DEFERRED_AFTER = re.compile(r"(?:\s+[\w-]+){0,4}?\s*[,;:]?\s*(?:[(—–]\s*)?(?:(?:so\s+far|for\s+now|at\s+this\s+(?:point|stage))\b|"
+                             r"(?:but|however|though|although|yet|and|then)\b[,\s]*(?:(?:first|now|then|next|still)\b[,\s]*)?(?:"
+                             + _PENDING + "))", re.I)  # (also "$x = 5$ as a candidate, but we still need to check it")
 # ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
 # and 6 when n is odd", "5 (assuming n is even; otherwise 6)", "depending on x"). A proviso alone is not a second
 # answer ("\\boxed{112875} if the number of cases decreased linearly", "\\boxed{27}, provided such a sequence exists").
@@ -335,7 +336,7 @@ def _wrap_raw_math(piece):
 
 
 def _wrap_plain(text):
-    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d", text):
+    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d", text):
         return text
     runs, start, end, depth, tokens = [], None, None, 0, list(_RAW_TOKEN.finditer(text))
     for k, token in enumerate(tokens):
@@ -358,8 +359,10 @@ def _wrap_plain(text):
             mathy = bool(nxt) and not text[token.end():token.end() + 1].isspace() and (tok == "," or nxt.isdigit())
         elif tok == CURRENCY:
             mathy = start is not None and nxt.isdigit()  # "25 × 52 = $1,300": a dollar sign inside the formula
-        elif tok == ":" and start is not None:
-            mathy = nxt.isdigit() and text[token.start() - 1:token.start()].isdigit()
+        elif tok == ":" and start is not None:  # a ratio `3:1`, `4 : 25`, `x : y` (spaced alike on both sides; not "ratio: 2")
+            before, after = text[token.start() - 2:token.start()], text[token.end():token.end() + 2]
+            mathy = (before[-1:].isdigit() and after[:1].isdigit()) or (before[:1] not in ("", " ") and before[-1:] == " " ==
+                                                                         after[:1] and re.match(r"[\dA-Za-z(]", after[1:]) is not None)
         else:
             mathy = False
         if mathy:
@@ -375,7 +378,7 @@ def _wrap_plain(text):
         run = text[start:end]
         while run and (run[-1] in ",.;:" or run.count("(") < run.count(")") and run[-1] == ")"):
             run = run[:-1]
-        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d", run) or not re.search(r"[A-Za-z0-9]", run) \
+        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d", run) or not re.search(r"[A-Za-z0-9]", run) \
                 or re.fullmatch(r"[^\W\d_]\s*(?:[<>]=?|=|[≤≥≠])\s*-?\d+(?:\.\d+)?", run) \
                 or run.count("(") != run.count(")") or run.count("{") != run.count("}"):
             continue
@@ -533,6 +536,7 @@ def _asserted(sentence, candidates):
         else:
             is_asserted = _RESULT_WORDS.search(sentence[:position]) is not None or (
                 not _MODIFIER_START.search(re.split(r"\b(?:is|are|was|were|equals?)\b|=", " ".join(lead_in[-3:]))[-1])
+                and not (lead_in and re.fullmatch(r"(?:the|these|those|both|all|its|their|his|her|my|our|your)", lead_in[-1], re.I))
                 and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
                 and not (previous_end and _SUBORDINATE.search(" ".join(lead_in))))
         if is_asserted:
@@ -600,7 +604,7 @@ def _one_candidate(sentence):
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
     percent = re.match(r"\s*(?:\\?%|percent\b|per\s+cent\b)", after)
     after = after[percent.end():] if percent else after
-    before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
+    before = re.split(r"\b(?:is|are|was|were|be|equals?|gives?|makes?|yields?|gets?)\b|=", before)[-1]  # "the inverse is $y = ...$"
     nearby = " ".join(re.split(r"[,;:]", before)[-1].split()[-4:] + re.split(r"[,;:]", after)[0].split()[:2])
     if _MODIFIER_WORDS.search(nearby):
         return None
@@ -998,7 +1002,8 @@ def _prepared(sentence):
             r"\$[^$]*\$", "", confirmed.group(1))):
         sentence = confirmed.group(1)  # "4 on top, 4 below and 4 vertical ones — yes, 12.": the value it confirms
     if "(" in sentence:  # an aside in parentheses ("0.3 (a computer would print 0.30000000000000004)") is no answer
-        sentence = re.sub(r"\s*\((?!\s*(?:or|not)\b)[^()]*?[A-Za-z]{2,}(?:\s+[^()\s]+){2,}\)", "", sentence)
+        sentence = _outside_math(sentence, lambda t: re.sub(r"\s*\((?!\s*(?:or|not)\b)[^()]*\)", lambda m: "" if len(
+            [w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", m.group(0)) if is_english(w)]) >= 3 else m.group(0), t))
     sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
     if re.search(r"\b(?:ratio|odds)\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2", "odds of 1 to 4": 1:2
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
@@ -1045,7 +1050,7 @@ def sentence_value(sentence):
     tail = _equation_tail(sentence) if words_outside_math else None
     if tail:
         return sentence_value(tail)  # "24 h × 60 min × 60 s = 86 400 s", "96 ÷ 4 = 24 dollars each"
-    if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
+    if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*(?:[.,;]|:(?!\d))\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
         steps = _candidates(sentence)
         solved = _solved_for(sentence, steps) if len(steps) > 1 else None
@@ -1189,12 +1194,12 @@ def conclusion_value(text, finished=True):
     check = _CHECK.search(tail)
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
-    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
                  if s.strip()]
     sentences = [_words_as_values(x) for x in sentences]
     if finished and len(sentences) > 1 and not _finished(sentences[-1]) and not _candidates(_prepared(sentences[-1])) \
-            and not _TASK.match(sentences[-1]) and re.match(r"\s*(?:therefore|thus|hence|so|in\s+total|in\s+conclusion|finally)\b",
-                                                            sentences[-2], re.I):
+            and not _TASK.match(sentences[-1]) and re.match(r"\s*(?:therefore|thus|hence|so(?!\s+far)|in\s+total|in\s+conclusion|"
+                                                            r"finally)\b", sentences[-2], re.I):
         sentences = sentences[:-1]  # "Therefore, they have 56 legs. This shows how multiplication is a fundamental": commentary
     if finished and sentences and not _finished(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
