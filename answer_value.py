@@ -1399,12 +1399,10 @@ def question_verdict(text, question):
     if polar is None or not sentences or _UNSURE.search(sentences[-1]):
         return None
     last = sentences[-1]
-    words = [m for m in _VERDICT_WORD.finditer(last)]
-    if words:
-        kinds = {"Yes" if (m.group(1) or "").lower() in ("yes", "true") else "No" for m in words}
-        return kinds.pop() if len(kinds) == 1 else None
-    asked = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", polar.group(1))} - _STOP_WORDS - {"there", "such"}
+    said = {"Yes" if (m.group(1) or "").lower() in ("yes", "true") else "No" for m in _VERDICT_WORD.finditer(last)}
+    asked = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", polar.group(1))[-3:]} - _STOP_WORDS - {"there", "such"}  # (its predicate)
     found = [m for m in re.finditer(r"[A-Za-z]{4,}", last) if any(m.group(0).lower().startswith(w[:max(4, len(w) - 2)])
                                                                  for w in asked)]
-    kinds = {"No" if _NEGATION.search(last[:m.start()][-40:]) else "Yes" for m in found}
-    return kinds.pop() if len(kinds) == 1 else None
+    stated = {"No" if _NEGATION.search(last[:m.start()][-40:]) else "Yes" for m in found}
+    kinds = said or stated
+    return kinds.pop() if len(kinds) == 1 and not (said and stated and said != stated) else None  # ("Yes, it is not prime")
