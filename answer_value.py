@@ -353,7 +353,8 @@ def _wrap_plain(text):
         elif tok == "{":
             depth, mathy = 1, True
         elif tok.isalpha() and re.fullmatch(r"[A-Za-zα-ωΑ-Ω]+", tok):  # (a letter of another script is a word)
-            mathy = (len(tok) <= 2 and tok.lower() not in SHORT_WORDS) or (tok.lower() in ("a", "i") and nxt
+            mathy = (len(tok) <= 2 and tok.lower() not in SHORT_WORDS) or (tok in ("i", "j") and start is not None and re.search(
+                r"[-+*/=\d]\s*$", text[:token.start()])) or (tok.lower() in ("a", "i") and nxt
                                                                              and nxt in "=^_<>+-*/(")
         elif tok in ",." and start is not None:
             mathy = bool(nxt) and not text[token.end():token.end() + 1].isspace() and (tok == "," or nxt.isdigit())
@@ -462,8 +463,8 @@ _RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?
 
 # Another value offered right after the answer: "12 (or 24 if order matters)", "\\boxed{8}, or maybe 9", "0.5 (or
 # equivalently 1/2)": the two are one answer `12 \\text{ or } 24`, which equals a single gold only when both do
-_OR_VALUE = (r"(\s*[,;]?\s*\(?\s*(?:or|alternatively)\s*,?\s+(?:(?:maybe|perhaps|possibly|equivalently|even|else)\s+)?)(" + _VALUE_TEXT
-             + r")(?![\w^/]|\.\d)")
+_OR_VALUE = (r"(\s*[,;]?\s*\(?\s*(?:or|alternatively)\s*,?\s+(?:(?:maybe|perhaps|possibly|equivalently|even)\s+)?)(" + _VALUE_TEXT
+             + r")(?![\w^/]|\.\d)(?=\s*(?:[),.;!]|$|(?:if|when|for|depending|in)\b|[A-Za-z]+\s*[),.;]))")  # (not "or else $J$ would")
 _ALTERNATIVE = re.compile(r"(?<![\w.])(" + _VALUE_TEXT + r")(?![\w^/]|\.\d)" + _OR_VALUE, re.I)
 
 
@@ -774,7 +775,7 @@ def phrase_value(rest, context="", start=0, end=0):
     if display:
         return display
     line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
-    if not after.strip() and _cut_off(line):
+    if context and not after.strip() and _cut_off(line):
         return None  # "The answer is 42 apples per": the response stops mid-sentence
     sentence = _first_sentence(line)
     if context and not _UNSURE.search(sentence) and not _case_answer(sentence) and _case_of_several(context, start, end):
@@ -1107,7 +1108,7 @@ def _equation_tail(sentence):
         return None
     left = re.split(r"[,;:]\s", sentence[equals[-2] + 1 if len(equals) > 1 else 0:equals[-1]])[-1]
     tail = sentence[equals[-1] + 1:]
-    units_dropped = re.sub(r"(?<=\d)\s+[A-Za-z]{1,12}\b|\b[A-Za-z]{2,}\b", " ", left)
+    units_dropped = re.sub(r"(?<=\d)\s+[A-Za-z]{1,12}(?:/[A-Za-z]{1,12})?\b|\b[A-Za-z]{2,}\b", " ", left)  # (45 km/h × 3 h)
     if re.search(r"[A-Za-z$\\]", units_dropped) or len(_candidates(_prepared(tail))) != 1:
         return None
     return tail
@@ -1194,7 +1195,7 @@ def conclusion_value(text, finished=True):
     check = _CHECK.search(tail)
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
-    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
                  if s.strip()]
     sentences = [_words_as_values(x) for x in sentences]
     if finished and len(sentences) > 1 and not _finished(sentences[-1]) and not _candidates(_prepared(sentences[-1])) \
