@@ -97,9 +97,14 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertai
 _PENDING = (r"(?:we|I|you|one)\s+(?:(?:still|also|first|now|then|yet|will|'ll)\s+)*(?:(?:need|needs|have|has|want|ought)\s+to|"
             r"must|should)\b|(?:but\s+)?wait\b|hold\s+on\b|(?:that|this|it)(?:'s|\s+is)\s+not\s+(?:yet\s+)?(?:the|our|my)\s+"
             r"(?:final\s+)?answer|not\s+(?:done|finished)\s+yet|(?:is|are)\s+yet\s+to\b|remains?\s+to\s+be\b")
-_DEFERRED_AFTER = re.compile(r"(?:\s+[\w-]+){0,4}?\s*[,;:]?\s*(?:[(—–]\s*)?(?:(?:so\s+far|for\s+now|at\s+this\s+(?:point|stage))\b|"
+_DEFERRED_AFTER = re.compile(r"(?:\s+[\w-]+){0,4}?\s*(?:[,;:]|\.\.\.|…)?\s*(?:[(—–]\s*)?(?:(?:so\s+far|for\s+now|at\s+this\s+(?:point|stage))\b|"
                              r"(?:but|however|though|although|yet|and|then)\b[,\s]*(?:(?:first|now|then|next|still)\b[,\s]*)?(?:"
-                             + _PENDING + "))", re.I)  # (also "$x = 5$ as a candidate, but we still need to check it")
+                             + _PENDING + r")|which\s+(?:(?:we|I)\s+)?(?:still\s+)?(?:needs?|has|have|must|should)\b|"
+                             # ...or a status the sentence gives it: "x = 36 is only a first estimate", "... an upper bound"
+                             r"(?:is|was)\s+(?:only\s+|just\s+|merely\s+)?(?:an?|our|my)\s+(?:first\s+|rough\s+|initial\s+|preliminary\s+)?"
+                             r"(?:estimate|guess|candidate|approximation|upper\s+bound|lower\s+bound|bound)\b)", re.I)
+# A value given for now: "Total so far: 36", "For now we have 36"
+_PROVISIONAL = re.compile(r"\b(?:so|thus)\s+far\b|\bfor\s+now\b|\bup\s+to\s+now\b|\bat\s+this\s+(?:point|stage)\b", re.I)
 # ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
 # and 6 when n is odd", "5 (assuming n is even; otherwise 6)", "depending on x"). A proviso alone is not a second
 # answer ("\\boxed{112875} if the number of cases decreased linearly", "\\boxed{27}, provided such a sequence exists").
@@ -595,6 +600,12 @@ def _one_candidate(sentence):
     segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
     if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
         after = sentence[segment.end():]
+    provisional = _PROVISIONAL.search(sentence, 0, position)
+    if provisional and not re.search(r"=|;|\b(?:gives?|giving|leaves|leaving|makes?|making|so|then|now)\b", sentence[provisional.end():position]):
+        return None  # "Total so far: 36": a value given for now
+    if re.search(r"\b(?:would|could|might)\s+(?:be|have|get|give|make|cost|take|equal)\s*[$¤]?$", before, re.I) \
+            and re.match(r"\s*(?:[\w-]+\s+){0,3}?if\b", after, re.I):
+        return None  # "The answer would be 12 if the boxes were full": a counterfactual
     if _conditional_after(after) or _qualified(sentence, position, segment.end() if segment else position + len(value)):
         return None  # "5 if n is even", "over 40", "not 40", "12 or more"
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
@@ -782,6 +793,11 @@ def phrase_value(rest, context="", start=0, end=0):
         sentence_start = max(context.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
         return _case_answer(context[sentence_start:].split("\n", 1)[0] if context[sentence_start:start].strip() else
                             context[sentence_start:start] + line)  # an answer by cases (see parse_cases), else none
+    if context and re.search(r"\b(?:would|could|might)\b", context[start:end], re.I):  # "The answer would be 12 if ..."
+        contrast = re.search(r",\s*but\s+", sentence)
+        if contrast is None:
+            return None  # a counterfactual, and no actual value after it
+        sentence = sentence[contrast.end():]  # "..., but since two are empty it's 10."
     value = sentence_value(sentence)
     if value and value.startswith("\\approx ") and _ROUNDING_ASKED.search(context[max(0, start - 200):start].split("\n")[-1]):
         return value[len("\\approx "):]  # "Rounding to the nearest whole number, the answer is approximately 12."
@@ -1046,6 +1062,9 @@ def sentence_value(sentence):
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
+    counterfactual = re.search(r"\b(?:would|could|might)\b[^.;]*?\bif\b[^.;]*?,\s*but\s+", sentence, re.I)
+    if counterfactual and _candidates(sentence[counterfactual.end():]):
+        sentence = sentence[counterfactual.end():]  # "It would be 12 if the boxes were full, but since two are empty it's 10."
     words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa]s|[Ww]e)(?![a-zA-Z])|" + OTHER_SCRIPT_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     tail = _equation_tail(sentence) if words_outside_math else None
@@ -1086,6 +1105,8 @@ def sentence_value(sentence):
     named = re.search(r"[,;]?\s+(?:which|that)\s+is\s+(?:a\s+)?(" + _DAYS + r")\s*[.!]?\s*$", sentence)
     if named:
         return named.group(1)  # "..., which is Monday."
+    if re.search(r"[,;]\s*which\s+(?:(?:we|I)\s+)?(?:still\s+)?(?:needs?|has|have|must|should)\b", sentence, re.I):
+        return None  # "We get 36, which still needs to be halved.": a value the sentence defers
     cut = re.search(r"[,;]?\s+(?:because|since|as(?!\s+an?\s)|which|where)\b", sentence)  # a reason, a relative clause
     # (not "as a decimal": "$\frac23$ as a decimal is about 0.67" states 0.67)
     if cut and _candidates(sentence[:cut.start()]):
@@ -1220,6 +1241,8 @@ def conclusion_value(text, finished=True):
         prepared = _prepared(sentence)
         if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)) and not _NOT_VALUE.search(sentence):
             continue  # "The other root, -9, is rejected.": the answer was stated before
+        if not _candidates(prepared) and _RETRACTION.search(sentence):
+            return None  # "The total is 36. But I double counted the corners.": the value before is taken back
         if _ASIDE.match(sentence) or re.fullmatch(r"\s*\([^()]*\)[.!]?\s*", sentence):
             continue  # "Interestingly, her brother will be 31 ...", "(Banker's rounding would give 2, ...)": not the answer
         missing = re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", prepared, re.I)
@@ -1277,6 +1300,9 @@ def _labelled_parts(tail):
     return ", ".join(f"{chr(ord('a') + k)} = {v}" for k, v in enumerate(values))
 
 
+# A statement that the working went wrong ("But I double counted the corners.", "That's wrong.")
+_RETRACTION = re.compile(r"\b(?:double[- ]?counted|over-?counted|under-?counted|miscounted|miscalculated|(?:a|an|my)\s+(?:mistake|error)|"
+                         r"(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+right)|I\s+forgot|I\s+missed)\b", re.I)
 # A last line that holds only a value, perhaps labelled ("Output: 42", "42", "Total: $48"): finished, though unpunctuated
 _VALUE_LINE = re.compile(r"\s*(?:[A-Za-z][A-Za-z ]{0,20}:\s*)?[$¤]?-?\d[\d,]*(?:\.\d+)?\s*[A-Za-z%]{0,10}\s*")
 # Words that cannot end a sentence (articles, prepositions, conjunctions, pronouns, auxiliaries and modals): a text
