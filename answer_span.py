@@ -348,11 +348,14 @@ def _box_span(text):
 
 
 def _phrase_span(text):
-    """The text after the last answer phrase, or None."""
+    """The text after the last answer phrase that states one (not a counterfactual "the answer would be ...", when an
+    earlier phrase states the answer), or None."""
     matches = _phrases(text)
     if not matches:
         return None
-    return Span("phrase", text[matches[-1].end():], text, matches[-1].start(), matches[-1].end())
+    stated = [m for m in matches if not re.search(r"\b(?:would|could|might)\b", m.group(0), re.I)]
+    chosen = stated[-1] if stated else matches[-1]
+    return Span("phrase", text[chosen.end():], text, chosen.start(), chosen.end())
 
 
 def _inner_span(value):

@@ -1159,6 +1159,9 @@ RESPONSES = [
     ("It can't be 7, so it must be 8.", '7', 0.0),
     ('18 is wrong; the real answer is 20.', '20', 1.0),
     ('18 is wrong; the real answer is 20.', '18', 0.0),
+    ('The answer is 9.\n\nIf we had to write it in words, the answer would be "nine."', '9', 1.0),
+    ('The answer is 9.\n\nIf the trip were one day longer, the answer would be 10.', '9', 1.0),
+    ('The answer is 9.\n\nIf the trip were one day longer, the answer would be 10.', '10', 0.0),
 ]
 
 # (question, response, gold, reward): with the problem's text, an expression the question asks to compute or simplify,
