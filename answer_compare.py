@@ -1,110 +1,38 @@
 """Stage 3 of the grader: are two answer texts (the extracted prediction, the gold) the same mathematical object?
 
-Both are first cleaned (latex.clean); then structure (choices, words, cases, intervals, lists, units, relations,
-matrices) and then values (latex.parse_math, sympy) are compared.
+Entry points: _equiv(p, g) on texts cleaned by latex.clean (reward.is_equiv bounds it), gold_is_valid; with the
+problem's text: restates_question, rounding_asked / rounded_equal, option_letter. Structure is compared first (cases,
+clock times, dates, unit vectors, choices, words, intervals, matrices, lists and tuples, units and percent, relations),
+then values (latex.parse_math builds the sympy tree; nothing is evaluated from text).
 
-- Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
-  is not `1/2^98`). Irrational values are compared to 50 significant digits, never with a loose tolerance.
-- A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
-  `0.\\overline{3}` = `0.(3)` = `0.333...` = `1/3`; only a decimal with 4+ decimals and 4+ significant digits, correctly rounded, stands for
-  a gold with no finite decimal (`2.6667` = `8/3`, `0.3333` = `1/3`, `3.1416` = `\\pi`; not `2.6666`, `12.566`, `0.0001`
-  for `\\frac{1}{12000}`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
-  the same decimal written with a point, and nothing else (`2,5` is not `\\frac52`); a gold is read so only with 2+
-  decimals (`1,22` = `1.22`; a gold `1,2` is the list 1, 2, not `1.2`).
-- A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
-  measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
-  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53);
-  but an exact value that it rounds, when the gold has the digits a prediction would need (4+ decimals, 4+
-  significant digits: `\\sqrt{17}` = `4.123105625617661`, `\\pi` = `3.14159`; not `\\sqrt{3}` = `1.732`).
-- Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
-  without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
-  `0.5\\%` != `0.5`, and `0.5\\%` != `50\\%` (answer_value keeps a percent sign with its value, also after a box); the
-  sign after a chain belongs to its last side (`3/8 = 37.5\\%` is 3/8, and `3/12 = 0.25` is 25%).
-- Units: a trailing unit (`5\\text{ cm}`, `99\\pi \\text{ square inches}`, `12^{\\text{th}} grade`, `9 a.m.`) is dropped
-  when only one side has one; when both sides name known units they must be the same unit (`5 m` != `5 cm`,
-  `9 p.m.` != `9 a.m.`; `22:15` = `10:15 PM`, a time on the 24-hour clock). Other trailing text is not a unit:
-  `3 \\text{ or more}`, `3 \\text{ is not the answer}` fail.
-- Several answers: a bare list `1, 2`, a set `\\{1,2\\}`, `x \\in \\{1,2\\}`, `1 \\text{ and } 2`, `x = 1 \\text{ or } x = 2`,
-  `\\{-4 ; 4\\}` and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an
-  interval whose brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`; with both `;` and `,`, the
-  semicolons separate solutions and the commas their parts (`p=5,q=2; p=7,q=2` = `(5,2),(7,2)`). A prediction with
-  more or fewer answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`,
-  `B`, `5`; an answer listed twice counts once (`1, 2, 2` = `1, 2`), unless the gold repeats one (`1, 1, 2` is a
-  multiset: not `1, 2, 2`).
-- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `x_{\\text{eq}} = ...`,
-  `\\int x^2 dx = ...`, `A \\cap B = \\emptyset`, `AB = 5`, `m+n = 29` for
-  29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
-  relation is its value (`c = I(0)`). The sides before it are a label, the quantity asked for, or working: a
-  computation without unknowns (a tuple of them, numerals in a base `34_5 + 12_5`), whose slips are not graded
-  (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
-  `2x + 3 = 7` is an equation). A gold chain (`z = 1 + 1 = 2`) is its label and last side. An identity or a check
-  between values is their common value: each side must equal the gold (`3 = 3`, `\\sqrt{16} = 4` are 3, 4; `0 = 0` is
-  not 10, `\\sqrt{4} = 2` not 4). Two labels name the same quantity when they differ only by a letter superscript
-  or arguments (`y^s(p) = ...` for `y = ...`; `v(0)` for `v_0`; never `x_1` for `x_2`). A trailing domain
-  exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`); a domain the gold states as an
-  inequality is part of its answer (`x^2 + 2, x \\ge 0` = `x^2 + 2 \\text{ for } x \\ge 0`, not `x^2 + 2`), one only the
-  prediction states is dropped.
-- Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
-  solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
-  \\frac{T}{I} - \\frac{2B}{I}\\omega`, `P = 100 - 0.8X_d` = `X_d = 125 - 1.25P`; never `x(x-1) = 0` vs `x - 1 = 0`);
-  `\\frac{dx}{dt}` is `\\dot{x}`. Arbitrary constants may be renamed when the gold's are named like constants (C, c,
-  K, k, C_1) and the prediction's too (a capital, c, k, m, n): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` =
-  `C_1 e^t + C_2 e^{-t}`, `\\frac{\\pi}{6} + n\\pi` = `\\frac{\\pi}{6} + k\\pi`; `\\frac{hv}{\\lambda}` is not `\\frac{hc}{\\lambda}`.
-- Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
-  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it), and so is an absolute
-  value of one (`|x - 1| < 2` = `(-1, 3)`, `1 \\le |z| \\le 2` = `[-2, -1] \\cup [1, 2]`; `|x| < 3` is not `x < 3`); `x \\ne 2` is
-  `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", "All reals.", `\\mathbb{R}`, `x \\in \\mathbb{R}`, `\\{x \\mid x \\in \\mathbb{R}\\}` are
-  `(-\\infty, \\infty)`.
-- The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
-  itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
-- `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}` (not `1`); two that coincide are that one value (`3 \\pm 0` = 3,
-  `\\pm\\sqrt{0}` = 0). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
-  `\\boxed{1 \\quad 2}` holds) is the list `1, 2`, neither 2 nor 12; so are any values a `\\quad` sets apart
-  (`x=1 \\quad x=4`, `\\tfrac12 \\quad 2`).
-- Approximations: `\\approx 0.35`, "approximately 0.35" equal only a gold that is itself rounded (a decimal or
-  scientific notation: `0.35`, `1.5e3`), never an exact one (`\\approx 3` is not `3`, `\\approx 0.33` not `\\frac13`).
-  An exact value and its rounding (`P = \\frac23 \\approx 0.67`) equal a rounded gold that the rounding equals (`0.67`),
-  and the exact gold (`\\frac23`). A note on the rounding is no part of the value (`12.3 (to 3 s.f.)`, "which rounded
-  to three significant figures gives 1.55 eV" -> 1.55 eV); `4.4e7` in prose is one number.
-- Angles: a value in degrees (`60^\\circ`, "60 degrees") equals the same angle in radians when the other side is
-  written with pi (`\\frac{\\pi}{3}`); `60^\\circ` = `60`, but a bare `60` is not `\\frac{\\pi}{3}`.
-- Ratios: `3:1` = `3 \\colon 1` = `6:2` (numbers in proportion) = `\\frac31` = `3`; order matters (`1:3` != `3:1`).
-- Numerals in a base compare digit by digit: `1011_2` = `(1011)_2` = `1011_{(2)}` = `1011` (the prediction may leave
-  the base out); two bases must agree, and a plain gold whose digits are a numeral in the prediction's base may have
-  left the base out too (`1011_2` = `1011`; not `10110_2`, and `(12)_2` is no numeral).
-- Mixed numbers: `2\\frac12`, `2 \\frac{1}{2}`, `2 1/2` are 5/2, also with a unit (`2\\frac12 \\text{ cups}`).
-- Letters: `e` is Euler's number, `i` the imaginary unit; a run of letters alone is a word compared in order
-  (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
-  A word gold also matches a sentence whose predicate is that word ("the function is even", "g is an odd
-  function" for `\\text{even}`/`\\text{odd}`; "neither even nor odd" is `\\text{neither}`, and "not even" and "neither
-  even nor odd" are not `even`). An option letter given with its value is that value for a value gold (`(B) 45`,
-  `\\text{(C) } 12` = 45, 12). A refusal is one answer however worded ("not enough information" = "cannot be
-  determined"); "infinitely many solutions" = `\\text{infinitely many}`.
-- Answers by cases (`\\begin{cases}`, "5 if n is even, 6 if n is odd", "3 when a > 0 and 4 otherwise", "0 for even n
-  and 1 for odd n"; conditions: parity, sign words, one relation) equal another answer by cases or a formula when both
-  have the same value at every point of a grid over their symbols where the gold has one (integers for a parity
-  symbol), and each of the gold's cases is met: "1 if n is even and -1 if n is odd" = `(-1)^n`, `\\lceil n/2 \\rceil` =
-  "n/2 if n even, (n+1)/2 if n odd", "a if a \\ge b, and b otherwise" = `\\max(a, b)`; the cases swapped, a case left
-  undefined (`x` if x > 0, `-x` if x < 0 for `|x|`), or one case's value alone (`5` for "5 if n is even, else 6") fail.
-  The conditions may lead ("If n is even, the answer is 5; if n is odd, it is 6."); a conclusion of two sentences that
-  each open with "If"/"When" is an answer by cases or none ("If n is even, f(n) = 5. If n is odd, f(n) = 6." is not 6).
-- Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
-- `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
-  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry; a sum, difference or
-  product of written-out matrices and numbers is computed, in the order written (`A + B`, `2A - B`, `A B` != `B A`).
-- Sums and products: `\\sum_{k=1}^{10} k^2` = 385, `\\sum_{k=1}^{n} k` = `\\frac{n(n+1)}{2}` (a polynomial body has a closed
-  form); any other `\\sum` (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares by its structure: factors may commute, the index
-  and bounds may not be renamed.
-- A derivation in a chain is working, not an answer side: an integral, a derivative, a limit, an elided sum, an
-  evaluation bracket or a composition written before the value (`\\int_0^2 x^2 dx = [x^3/3]_0^2 = 8/3`,
-  `g(f(x)) = 2(2x-3) - 3 = 4x - 9`, `1 + 2 + \\cdots + 2^{n-1} = 2^n - 1` are 8/3, 4x - 9, 2^n - 1).
-- Factorials and binomials compare as functions at whole numbers (`(n+1) \\cdot n!` = `(n+1)!`).
-- With the question's text (math_reward's `question`, passed by score_problems): an answer that gives back the
-  expression the question asks to compute or simplify, unevaluated, is not the answer (restates_question):
-  "Compute $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` is not 1/4 (without the question
-  the two compare by value, as `\\cos 36^\\circ` = `\\frac{1+\\sqrt5}{4}` does).
-- A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
-
+Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`, `1/2^99` not
+`1/2^98`); irrationals by a zero test of their difference (30 digits, 1200 bits), never a loose tolerance.
+THE DECIMAL POLICY, one rule wherever a decimal meets an exact value:
+  - a decimal prediction is the number it writes (`0.5` = `1/2`, `0.625` = `5/8`). It stands for an exact gold with no
+    finite decimal (`\\ln 2`, `2/7`) only with a repeat mark (`0.\\overline{285714}`, `0.(285714)`, `0.\\dot{2}8571\\dot{4}`,
+    a combining overline, or a first full period and three digits at least before an ellipsis: `0.285714...`), or when
+    the question asks for a rounding ("to the nearest hundredth", "to 4 decimal places", "to 3 significant figures":
+    rounding_asked) and it is the gold correctly rounded with at least that precision (rounded_equal): `0.6931` is
+    `\\ln 2` only then, `0.2857` is never `2/7`.
+  - a decimal gold is a rounding and its own precision decides: an exact prediction equals it when correctly rounded
+    at the gold's last digit and the gold shows ROUNDED_GOLD_DIGITS significant digits (`\\sqrt3` = `1.732` = `1.73`;
+    `1/3` is not `0.3`; an exact value whose expansion ends is compared exactly: `1/8` is not `0.13`); a decimal
+    prediction must equal it as written (`0.533` is not `0.53`).
+  - "approximately X" and `\\approx X` equal only a rounded (decimal) gold; an exact value stated before its rounding
+    (`x = \\frac13 \\approx 0.33`) is the answer, a computation before it (`3 \\times 4.99 \\approx 15`) is working.
+Percent: X% is X/100, and also the bare X when X >= 1. Units: dropped when one side has none; two known units must
+agree; a compound quantity equals the gold in either unit (`1 h 30 min` = 90 = 1.5). Several answers: lists and sets
+are unordered multisets, tuples ordered (brackets kept: `(0, 9)` is not `[0, 9)`), named parts (`a = 5, b = 11`, "(a) 5
+(b) 11", "mean = 4, median = 3") in the order the gold lists them; a hedge (`3 \\text{ or } 5`) is never one of them.
+Relations: a label is stripped and a chain's value is its last side; a side before it is a label, working (a
+computation on numbers, a quantity in a unit, a derivation, clock arithmetic) or a formula evaluated at given values
+(a later computation on numbers: `2\\pi r = 2 \\cdot \\pi \\cdot 3 = 6\\pi`); else an unknown makes it an equation (`y = 2x + 1 = 7`
+is not 7). Equations compare as equations (proportional, or solved for one symbol); inequalities as sets.
+Forms (details in each function): the empty set, `\\pm`, answers by cases against formulas (a grid of points beside
+each bound: `|x+3|`, `x^2 \\operatorname{sgn} x`), matrices and vectors (a column, a transposed row, a tuple, unit vectors
+`2\\mathbf{j} + \\mathbf{k}`), clock times on either clock (midnight, noon), dates (`March 14` = `3/14`), weekdays
+(`Thu.`), ratios (`3:1` = `6:2` = `3`, "5 to 8"), numerals in a base, words, option letters, an engineer's `j`.
+A gold that cannot be parsed never yields reward 1 (score_batch warns and counts it).
 """
 import itertools
 import operator

@@ -1,46 +1,33 @@
 """Stage 1 of the grader: find the span of a response that states its final answer (a Span for answer_value.py).
 
-final_text: only the text after the last `</think>` / `<|end_of_thought|>` is read, and inside a
-`<|begin_of_solution|>` block only that block; a reasoning block opened and never closed (a response cut off
-mid-thought) has NO final answer, whatever tentative \\boxed{} it contains; an invented next chat turn ("User:",
-"Question:") ends the response. Then, in find_span:
-  - full-width punctuation (`。`, `：`, `，`) is read as ASCII; a made-up next problem that starts after an answer was
-    stated ("Problem: ...", "Q: ...", "### Question 2.", a header line "## Problem 7", after a box, an answer phrase
-    or `####`; or after a plain statement of a value when the made-up problem asks something and has its own
-    "Solution."/"Answer:" line: "x = 4.\n\nProblem 2. Solve ...\nSolution. ..."; not "Example 2: n = 3 gives 9 ...
-    Answer: ...": a base model running on through its few-shot prompt) is cut off:
-    only the first answer is the response's; an instruction of the prompt echoed by the model ("Please ... put your
-    final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
-  - a LAST box that never closes is an answer cut off (no answer), unless a brace was only left out before its
-    closing `$` (`$\\boxed{100$.` is 100); a last EMPTY box is no answer when words come between it and the answer's
-    box ("\\boxed{5}. Wait, ... \\boxed{}"), and is ignored right after it (`\\boxed{5}\\n\\boxed{}` is 5).
-The first kind found wins, and within a kind the LAST occurrence:
-  1. a JSON object's "answer" field (ZeroEval-style; a JSON array is an ordered tuple `[2, -1]` -> `(2, -1)`)
-  2. <answer>...</answer>       (inside a field or a tag, a box or an answer phrase is the span, else all of it)
-  3. \\boxed{...} / \\fbox{...}   boxes joined only by "and"/","/"or" or by part labels ("for part (a) and") are ONE
-                                list answer, so `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
-                                condition or a numbered case between them are no answer ("if ... \\boxed{10}; if not,
-                                \\boxed{5}", "case 1 gives \\boxed{6} and case 2 gives \\boxed{10}", "in the second
-                                case", "for n odd"), and then no free-text conclusion is read either; a percent sign
-                                right after a box is part of its value (`\\boxed{0.5}\\%` is 0.5%); a later "final
-                                answer" phrase with a plain value or one assignment (`Final answer: $x = 3$` after
-                                `\\boxed{y = 5}`) wins over an earlier box
-  4. `#### 18`                  (GSM8K; `#### She sold 72 clips.` is an answer sentence)
-  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:",
-     "Ans:", "Ans." (line start; not `ans = 0`, a line of code), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为",
-     "答:" (line start), "Ответ:", "Die Antwort lautet", "Ergebnis:", "Endergebnis:", "La respuesta es", "La réponse
-     est", "Résultat :", "A resposta é", "La risposta è"
-  The span says whether the response is written in a language whose decimal mark is a comma (decimal_comma_language:
-  Cyrillic letters, an answer noun of such a language, or more German/French/Spanish/Portuguese/Italian words than
-  English ones); answer_value then reads `0,875` as 0.875 and `2.450 €` as 2450 (see number_conventions).
-  A later correction of an explicit answer ("Answer: 15.\\n\\nCorrection: I forgot the 3 chairs, so it is 18.", "Wait,
-  I made a mistake ...", "Oops", "On second thought"): the value the correction states is the answer.
-  6. (default mode only; strict=True stops at 5) a whole response that is one undelimited formula without words
-     (`f^{-1}(x) = \\ln x - 2`, a matrix; never one with words of another script); a verdict the response opens
-     with ("Yes, it is possible. For example ...", "False. ...", "Is it always odd? No: ..."; a Yes/No only when no
-     value follows it or an example does); a
-     response that ends with a markdown table: the number in its last row (`| **Total** | **$48** |`); else the
+Entry points: final_text(response, think_prefilled) and find_span(text, strict); last_boxed (also read by sft.py).
+
+final_text: only the text after the last `</think>` / `<|end_of_thought|>` is read (inside `<|begin_of_solution|>`
+only that block); a reasoning block opened and never closed has NO final answer; an invented next chat turn ("User:",
+`</s>` -- not the close of a struck-out `<s>36</s>`) ends the response. find_span first reads the text as written:
+  - any script's digits, separators and punctuation as ASCII (latex.plain_unicode: the Unicode database);
+  - chat marks (_chat_marks): struck-out text (`~~36~~`, `<del>`, `\\sout{}`, `\\cancel{}`, 3̶6̶) is taken back, a value
+    with a cross mark after it (`36 ❌`) is rejected, other pictographs (✅ 🎉 keycaps) are dropped or end a sentence;
+  - a made-up next problem after a stated answer (a base model running on through its few-shot prompt) is cut off,
+    and an instruction of the prompt echoed by the model ("put your final answer within \\boxed{}") is dropped;
+  - a LAST box that never closes is an answer cut off (no answer; `$\\boxed{100$.` is 100); a last EMPTY box after
+    other words is no answer.
+Then the first kind found wins, and within a kind the LAST occurrence:
+  1. a JSON object's "answer" field (a JSON array is an ordered tuple);
+  2. <answer>...</answer> (inside a field or a tag, a box or an answer phrase is the span, else all of it);
+  3. \\boxed{} / \\fbox{}: boxes joined only by "and", ",", "or" or part labels are ONE list answer (`\\boxed{3} or
+     \\boxed{5}` is a hedge); boxes under conditions or numbered cases are no answer; a percent sign after a box is
+     part of its value; a later "final answer" phrase with a plain value or one assignment wins over the box;
+  4. `#### 18` (GSM8K);
+  5. an answer phrase ("the final answer is", "Answer:", "A:", "Ans.", "**Final Answer:**", a heading "### Final
+     Answer" with the block below it, and the phrases of the languages models switch to: "答案是", "Ответ:", "Die
+     Antwort lautet", "La respuesta es", ...); a counterfactual phrase ("the answer would be ...") leaves an earlier
+     one. A later correction ("Correction: ...", "Wait -- no, ...", "Oops", "scratch that") states the answer.
+  6. (default mode only; strict=True stops at 5) a whole response that is one formula without words; a verdict it
+     opens with ("Yes, it is possible. For example ..."); the last row of a closing markdown table; else the
      conclusion: the whole text, whose last statement answer_value.conclusion_value reads.
+The span says whether the response writes decimal commas (decimal_comma_language: Cyrillic, or more German, French,
+Spanish, Portuguese or Italian words than English ones): answer_value then reads `0,875` as 0.875.
 """
 import re
 import unicodedata

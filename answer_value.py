@@ -1,77 +1,32 @@
 """Stage 2 of the grader: reduce the span a response commits to (answer_span.py) to ONE value, or to no answer.
 
-reduce_span: a math span (a box, a JSON field, a whole-formula response) is its value, unless it holds an answer
-sentence (`\\boxed{\\text{The answer is } 5}`, `<answer>There are 12 outfits.</answer>`); a derivation written as one
-formula is the value it arrives at (`3n = 15 \\Rightarrow n = 5` -> `n = 5`, also after `=>` or `∴`; `2^{100} \\equiv 2
-\\pmod 7`, `3 \\pmod 7` -> 2, 3; `f(x) \\to 3` -> 3). A bare option letter comes with the value the response ties to it
-("26, which matches choice (C)" ... "(C)" -> `(C) 26`: it equals the letter and the value). Numbers are read in the
-response's conventions (number_conventions): digit groups set apart by thin spaces or `\\,`, or by points or spaces
-twice (`1.234.567`), are one number; in a response written in a language whose decimal mark is a comma (the span
-says so), `0,875` is 0.875 and `2.450`, `12 500` are thousands (English `1,250` stays 1250). A box is qualified by
-its own sentence:
-"\\boxed{7}, but I'm not sure", "\\boxed{5} if n is even, else 6" are no answer. Prose spans (the text after an
-answer phrase, a `####` line, a table cell, a conclusion) go through ONE reduction, sentence_value, whatever found
-them; conclusion_value first picks the statement (the last of the last three sentences that states something, not
-a restated question or task "We need to find ...?", not a verification after the answer "Check: ...", not a
-sentence that only rejects a value "The other root, -9, is rejected", not an aside ("Interestingly, ...", "By the
-way, ...") nor a hypothetical ("If there were 8 boxes, it would be 56."); a check mark ✓ ends a sentence; "<a
-limit> does not exist" is DNE.
+Entry points: reduce_span(span); sentence_value / conclusion_value / phrase_value (one reduction for every prose span);
+question_options and question_verdict (readings that need the problem's text); Span; number_conventions.
 
-An answer sentence states ONE value:
-  - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is" (unless two
-    clauses each assert one: "the length is 8 and the width is 12"); else one in bold; else the only one not inside
-    a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64; "The total for 3 shirts is $45" -> 45; "5
-    apples and 3 oranges" -> none), nor in a subordinate clause ("250 minutes left if this month has 30 days" ->
-    250); a purpose clause after a quantity is a modifier too ("It takes Sarah 7 weeks to save $210" -> 7; but "She
-    needs to buy 12 eggs" -> 12), and so is a phrase put before the sentence up to its comma ("Over 12 weeks, Lily
-    saves $840" -> 840; "Starting at 3 degrees and dropping 8, it ends at -5 degrees" -> -5). Among several asserted,
-    the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a participle
-    clause ("John runs 120 miles a week, running 3 days a week" -> 120), unless that clause gives the result ("12 ways
-    for each shelf, giving 144 ways in total" -> 144), or an appositive names the result ("from 2 million to 3.5
-    million, an increase of 1.5 million" -> 1.5 million; "a decrease of 50/200 = 25%"). A conclusion that states several quantities gives the one a
-    restated question asks for ("How many apples does Jerry have? ... Tom has 12 apples and Jerry has 8 apples." ->
-    8), else its last clause's ("the two numbers are 7 and 11; the larger is 11" -> 11).
-  - values listed after a copula are one list answer ("the first five terms are 1, 4, 9, 16, 25", "the numbers are
-    5, 10, and 20"); assignments of different letters are one tuple ("x = 4, y = -1", "x = 4 and y = -1"), and
-    alternatives for one letter one set ("x = 2 + \\sqrt{3} or x = 2 - \\sqrt{3}", "$x = 3$ and $x = 5$"), also in separate
-    math segments ("$x = 2$ and $y = -1$"); but equations in one letter ending in that letter solved for are a
-    derivation, whose value is its last step ("So 6w + 6 = 36, w = 5", "$9x = 11$, $x = \\frac{11}{9}$"), and a formula
-    in letters the sentence gives is its result ("With $r = 5$, the area is $\\pi r^2 = 25\\pi$" -> 25π; `y = 2x + 1 = 7`
-    alone stays an equation). An exact value with its rounding after it is both ("$\\sqrt{27}$, about 5.196" is
-    `\\sqrt{27} \\approx 5.196`); a rounding the sentence says was asked for ("Rounding to the nearest whole number,
-    the answer is about 12") is the answer, not a hedge.
-  - A `$` before a number is a dollar sign, not math, when no `$` closes it on its line or words come before the next
-    `$` ("$210 at $30"). Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi`, `10:30 am`, `10!` are single values; a unit
-    word after the number stays with it ("60 degrees"), also written against it (`12kg`, `1,000.99m²`), and so does
-    a percent sign ("0.5%", "0.5 percent" are 0.5%, never 50%). LaTeX written in prose without delimiters is one
-    formula ("Hence f^{-1}(x) = \\frac{x+5}{3}.", "2√5 units", "the ratio is 3:1"; a ratio "1 to 2" is 1:2); Unicode
-    mathematics joins numbers (`3×10⁶` is 3 \\times 10^{6}, `−7` is -7, `x² + 1`, `∛27`, `2½`, `180° − 65° = 115°`, a
-    repeating `0.666...` or `0.(6)`); a scale word or letter multiplies ("4 million dollars" -> 4000000, "2.5 billion",
-    "$3.2k", "3.2k dollars", "$2.5M"; not a bare "300K"; Chinese 万/亿 and numerals: 三千 -> 3000); "2 and 3/4 feet",
-    "two and a half hours" are mixed numbers (not "the values are 3 and 1/2"); words stand for values: "negative five" / "minus 2" -> -5 / -2 (not "x minus 2"),
-    "7 o'clock" -> 7:00, "infinity", "negative infinity", "infinitely many", "the empty set", "1 in 4" / "5 out of
-    36" / "one-in-six" where the sentence speaks of a probability or chance; a variable bounded in words is an
-    inequality ("x is greater than 3", "k must be at least 2", "p lies strictly between 0 and 1", "every real number
-    except x = 2"); numbers spelled out count when none is in digits, or after the last copula ("the probability is
-    one half"), but arithmetic done in words is working, not an answer ("ten plus five, which equals fifteen"); ordinals of a place ("fifth place" -> 5); "not enough information" / "cannot be determined" is the
-    refusal answer. A colon before the last value asserts it; a leading "Since/Because ..., " clause is a reason; a
-    sentence with no value that names the reals or the empty set is that set.
-  - a qualifier counts only when it is ATTACHED to the chosen value, read from the sentence's structure, never from a
-    keyword anywhere in it: a bound, an approximation or a denial right before the value ("over 40", "at least 5",
-    "more than 12", "not 40", "cannot be 7", "didn't spend $40"), or right after it ("12 or more", "5 at most",
-    "40 or so", "5+", "12, give or take"), makes it no answer (also in other languages: environ, etwa, примерно, 约). The same words qualifying another phrase leave the answer alone: "The
-    number of stickers not on the wall is 35", "Maria spends $36 on snacks over 3 weeks", "Omar ran 3 more laps than
-    Priya", "6 cm shorter from 8:00 pm to midnight", "the largest prime less than 50 is 47", "Either way, the class
-    raises $240". Value-changing words must touch the value in its clause ("negative 5", "half of 10", "5 squared";
-    not "40 square feet"). "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see answer_compare).
-  - a value the sentence rejects is no answer and no hedge: "12, not 15" is 12, "not 40 but 45" is 45, "The answer
-    is not 5." is nothing; a sentence that ends "which is B" / ", i.e. B" restates its value as B ("250 cm, which is
-    2.5 m" is 2.5 m; "which is 9 numbers" is 9; "which is Monday"; "which is 2 more than Tom" is no restatement).
-  - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
-    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0", "If n is even the
-    answer is 5; if n is odd it is 6", "If a > 0, the answer is 3. Otherwise it is 4.") or offers another value
-    ("\\boxed{8} (though it could be 9)") is no answer; a proviso alone is not another case ("\\boxed{27}, provided such
-    a sequence exists").
+Math spans (a box, a JSON field, a whole-formula response) are their value, unless they hold an answer sentence; a
+derivation written as one formula is the value it arrives at (`3n = 15 \\Rightarrow n = 5`, `2^{100} \\equiv 2 \\pmod 7`).
+A box is qualified by its own sentence: a doubt, another case, a deferral, another value offered ("\\boxed{12} (or 24
+if order matters)" is `12 \\text{ or } 24`, which equals a single gold only when both do).
+Prose is first read in the conventions it is written in: digit groups (`1.234.567`, `32 768`, thin spaces; decimal
+commas in a decimal-comma language), scale words and letters ("4 million", "3 lakh", "two dozen", "a quarter
+million", "12k", "$2.5M"), numbers in words, Chinese numerals, Unicode mathematics, repeat marks (`0.285714...`),
+times ("7:15 A.M.", "7 in the evening", "19h05", "noon"), a weekday that ends a statement, compound quantities ("1 h 30
+min"), positions below zero ("7 degrees below zero" is -7), tuples, unions and complex numbers written in prose.
+An answer sentence states ONE value (sentence_value): the one after a final `=`, a copula, a colon or an arrow; else
+the only one not inside a modifier phrase ("for 16 glasses"), a subordinate or purpose clause, a phrase put before the
+sentence, or a reference to a given quantity ("the 7 spiders"); a result ("giving 144 ways"), a sum of money, a value
+stated twice; values listed after a copula are one list; assignments of different letters one tuple, of one letter
+one set; a derivation in one letter its last step; the value after the last `=` of a computation in words and units
+("5 shelves x 4 rows x 6 books = 120 books"). Not an answer: a value its writer doubts, bounds ("over 40"), rejects
+("not 40", "no es 54"), makes one case of several, gives for now ("so far"), defers ("36, but we still have to remove
+...", "which still needs to be halved", "only a first estimate"), puts in a counterfactual ("would be 12 if ..."), an
+aside (in parentheses, "Interestingly, ..."), or an arithmetic the text stops before finishing ("Remaining = 27 - 4").
+Qualifiers are read from the phrase they are attached to, never from a keyword anywhere in the sentence.
+conclusion_value reads free text: the last of its last three statements that states something (not a restated task,
+a verification after the answer, an aside, a pending step "Now we must ..."); a last statement taken back after it
+("But I double counted") leaves no answer; one cut off mid-sentence is none (a statement ends with its punctuation, or
+unpunctuated with a value and at most two words after it), unless it is commentary after a conclusion ("Therefore,
+..."); labelled parts ("(a) 9 / (b) 2", "Mean: 4; Median: 3") are the ordered parts `a = 9, b = 2`.
 """
 import re
 from fractions import Fraction

@@ -1,10 +1,14 @@
 r"""The text of one value -> canonical LaTeX -> sympy (used by the grader's stages 2 and 3; see reward.py).
 
+`plain_unicode(text)`: the digits, separators and punctuation of any script as ASCII, read through the Unicode database
+(Arabic-Indic, Persian, Devanagari, Bengali, full-width digits; ٫ ٬ ٪; 。 ， ： ؟ ।; currency signs as `¤`).
 `clean(text)`: the canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs,
-thousands separators, currency signs ($, €, £) and ordinals gone; percent signs as `%`; Unicode mathematics (`½`,
-`π`, `×`, superscript exponents `10⁶`, subscript indices `x₁`) as LaTeX, a Unicode root over the whole number after
-it (`√27` is \sqrt{27}, never \sqrt{2}·7; `∛27`); repeating decimals as fractions (`0.(3)`, `0.333...`, `1.2666\ldots`;
-`1.5...` stays 1.5); numbers in words and with a scale word ("two hundred", "4 million") as numerals.
+digit groups (`1,234`, the Indian `12,34,567`, `13 983 816`), currency signs and ordinals gone; percent signs as `%`;
+Unicode mathematics (`½`, `π`, Greek letters by name, `×`, `≈`, `ᵀ`, superscripts `10⁶`, subscripts `x₁`, plain `sin`,
+`log`) as LaTeX, a Unicode root over the whole number after it (`√27` is \sqrt{27}); repeat marks as fractions
+(`0.(3)`, `0.\overline{3}`, `0.\dot{3}`, `0.333...`; a decimal trailing off without a period shown is `0.2857\ldots`);
+numbers in words and with scale words ("two hundred", "4 million", "3 lakh", "two dozen", "a quarter million") as
+numerals; whole answers written as a weekday, a date, a ratio in words or labelled parts in one canonical form.
 `split_unit(text)`: a value and its trailing unit words ('5 cm' -> ('5', 'cm')).
 `parse_math(text)`: a small recursive-descent parser that builds the sympy tree itself. Untrusted model text is
 never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). It takes the cleaned text of one value and
