@@ -16,7 +16,9 @@ format_reward, gold_is_valid, and the command line (`python reward.py --response
 
 Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded: stage 1
 skips the free-text fallbacks); eval.py uses the default mode (`--strict_answers 0`). score_problems passes each
-problem's text, so an expression the question asks to compute, given back unevaluated, is not paid.
+problem's text: an expression the question asks to compute, given back unevaluated, is not paid; a decimal for an
+exact gold is paid when the question asks for that rounding; a value is the option it equals; a yes-or-no question's
+verdict is read from the last statement (answer_compare.rounded_equal, option_letter; answer_value.question_verdict).
 
 Safety: untrusted text is never evaluated. latex.py's parser builds the sympy tree itself (no `eval`, `sympify` or
 `parse_expr`, which run Python), and refuses numbers too large to compute (power towers, huge factorials,
@@ -148,7 +150,8 @@ def is_equiv(pred, gold, timeout_s=DEFAULT_TIMEOUT_S):
 def math_reward(response, gold, strict=False, think_prefilled=False, timeout_s=DEFAULT_TIMEOUT_S, question=None):
     """1.0 if the answer extracted from `response` equals `gold`, else 0.0 (also when the check runs past
     timeout_s). strict / think_prefilled: see extract_answer. question: the problem's text, when known: an answer
-    that gives back the expression it asks to compute or simplify is not paid (answer_compare.restates_question)."""
+    that gives back the expression it asks to compute or simplify is not paid (answer_compare.restates_question); a
+    rounding, the options and a yes-or-no verdict it asks for are read (see the module docstring)."""
     return _bounded(_math_reward_unbounded, (response, gold, strict, think_prefilled, question), timeout_s) or 0.0
 
 
