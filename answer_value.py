@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DENOMINATORS, compound_units, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
+from latex import (DENOMINATORS, DIGIT_MARKS, compound_units, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
                    repeating_decimals, is_english, number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word,
                    unwrap_commands)
 
@@ -679,8 +679,8 @@ def _reduce_span(span):
 
 
 # Thousands separators and decimal marks. Every language: digit groups of three set apart by spaces (`32 768`, `1 234
-# 567`; not in a run of numbers set apart by spaces: `1 2 100`), or by points twice or more (`1.234.567`: no number has
-# two decimal points). In a response
+# 567`; not in a run of numbers set apart by spaces: `1 2 100`), apostrophes or underscores (`1'234'567`, `1_000`), or by
+# points twice or more (`1.234.567`: no number has two decimal points). In a response
 # written in a language whose decimal mark is a comma (Russian, German, French, Spanish, Portuguese, Italian; see
 # answer_span.decimal_comma_language), a comma between digits is the decimal mark and a point or a space between
 # groups of three a thousands separator: `0,875` is 0.875, `1.562,50` is 1562.5, `2.210 €` is 2210, `12 500` is 12500
@@ -694,6 +694,7 @@ _LOCAL_DECIMAL = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d]|[.,]\d)")
 def number_conventions(text, decimal_comma=False):
     """Numbers written with another language's separators as plain numbers (see above)."""
     text = _GROUPED_POINTS.sub(lambda m: m.group(0).replace(".", ""), text)
+    text = DIGIT_MARKS.sub(lambda m: re.sub(r"['’_]", "", m.group(0)), text)  # 1'234'567 (Swiss), 1_000_000
     text = _GROUPED_SPACES.sub(lambda m: re.sub(r"[^\d]", "", m.group(0)), text)
     text = _scale_suffixes(text)  # "12k", "$2.5M"
     if decimal_comma:

@@ -819,6 +819,7 @@ def _labelled_parts(s):
 # A number whose digits are grouped by commas, by the grammar of the two conventions: groups of three (1,234,567), or
 # the Indian system's groups of two before the last three (12,34,567 is 1234567; lakh and crore)
 GROUPED_DIGITS = r"(?!0)(?:\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3})"
+DIGIT_MARKS = re.compile(r"(?<![\d.,'’_])\d{1,3}(?:['’_]\d{3})+(?![\d'’_])")  # groups set apart by apostrophes (Swiss) or _
 
 
 def _greek_command(match):
@@ -904,6 +905,7 @@ def clean(s):
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"(?:\s*(?:\\\\|[.,;]))+$", "", s).strip()                     # trailing punctuation / row breaks
     s = re.sub(ROUNDING_NOTE.pattern + r"$", "", s, flags=re.I).strip() or s           # 12.3 (to 3 s.f.)
+    s = DIGIT_MARKS.sub(lambda m: re.sub(r"['’_]", "", m.group(0)), s)            # 1'234'567, 1_000_000
     # thousands separators: 1,000 and 1,234,567.5, the Indian 3,45,210 -- not `1, 000` or `1,2` (lists), nor in a list
     thousands = re.compile(r"(?<![\d,.(\[{])" + GROUPED_DIGITS + r"(?:\.\d+)?(?![\d,)\]}])")
     if thousands.search(s) and "," not in thousands.sub("", s):
