@@ -1048,7 +1048,8 @@ def _cases_equal(p, g):
     sides = []
     for cases, text in ((pc, p), (gc, g)):
         if cases is None:
-            cases = parse_math(text)
+            sides_of = _split_top(text, ["="])
+            cases = parse_math(sides_of[-1] if len(sides_of) == 2 and _is_label(sides_of[0]) else text)  # (f(x) = |x+3|)
             if cases is None:
                 return False
         sides.append(cases)

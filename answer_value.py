@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DENOMINATORS, DIGIT_MARKS, compound_units, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
+from latex import (DATE_WORDS, DENOMINATORS, DIGIT_MARKS, compound_units, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
                    repeating_decimals, is_english, number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word,
                    unwrap_commands)
 
@@ -296,7 +296,8 @@ def _wrap_raw_math(piece):
 
 
 def _wrap_plain(text):
-    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d", text):
+    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d|(?<![A-Za-z])[A-Za-z](?![A-Za-z])\s*[-+*/]|[-+*/]\s*\d*[A-Za-z]"
+                     r"(?![A-Za-z])", text):
         return text
     runs, start, end, depth, tokens = [], None, None, 0, list(_RAW_TOKEN.finditer(text))
     for k, token in enumerate(tokens):
@@ -339,7 +340,8 @@ def _wrap_plain(text):
         run = text[start:end]
         while run and (run[-1] in ",.;:" or run.count("(") < run.count(")") and run[-1] == ")"):
             run = run[:-1]
-        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d", run) or not re.search(r"[A-Za-z0-9]", run) \
+        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d|(?<![A-Za-z])[A-Za-z](?![A-Za-z])\s*[-+*/]|[-+*/]\s*\d*[A-Za-z]"
+                         r"(?![A-Za-z])", run) or not re.search(r"[A-Za-z0-9]", run) \
                 or re.fullmatch(r"[^\W\d_]\s*(?:[<>]=?|=|[≤≥≠])\s*-?\d+(?:\.\d+)?", run) \
                 or run.count("(") != run.count(")") or run.count("{") != run.count("}"):
             continue
@@ -854,6 +856,9 @@ def _clock_words(sentence):
     """Times as `H:MM am`: "7:15 A.M." and "7:15AM" -> `7:15 am`, "7 in the evening" -> `7 pm`; "noon" and "midnight"
     (in a sentence with no number in digits) -> `12:00 pm`, `12:00 am`."""
     sentence = re.sub(r"(?<![\w:.])(\d{1,2})h(\d{2})\b", r"\1:\2", sentence)  # 19h05
+    sentence = re.sub(r"(?<![\w:.])(\d{1,2})\.(\d{2})(?=\s*[apAP]\.?\s?[mM]\b)", r"\1:\2", sentence)  # 7.15 p.m.
+    if re.search(r"\b[A-Z][a-z]{2,8}\.?\s+\d|\d\s+[A-Z][a-z]{2,8}\b", sentence):  # "March 14", "14 March 2025": a date
+        sentence = DATE_WORDS.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)
     sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)\s*([ap])\.?\s?m\b\.?(?=\W|$)",
                       lambda m: f"${m.group(1)} \\text{{ {m.group(2).lower()}m}}$", sentence, flags=re.I)
     sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)(?:\s*o'?clock)?\s+in\s+the\s+(morning|afternoon|evening)\b",
@@ -1232,6 +1237,8 @@ def _labelled_parts(tail):
     ((a), (b), ... or (i), (ii), ...), or one last line of two or more items "name: value" / "name = value" set apart
     by `;` or `,`; `a = v1, b = v2` (answer_compare reads it as the ordered tuple), else None."""
     lines = [line for line in tail.strip().split("\n") if line.strip()][-8:]
+    if lines and len(_PART_LABEL.findall(lines[-1])) > 1:  # "Part (a): 5. Part (b): 11." on one line: its sentences
+        lines = lines[:-1] + re.split(r"(?<=[.;])\s+(?=(?:[*_]{1,2})?(?:part\s*)?\(?(?:[a-h]|i{1,3}|iv|vi{0,3})\))", lines[-1], flags=re.I)
     labelled = [(_PART_LABEL.match(line), line) for line in lines]
     k = len(labelled)
     while k > 0 and labelled[k - 1][0]:

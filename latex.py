@@ -764,6 +764,12 @@ _MONTHS = "january february march april may june july august september october n
 _MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 
 
+# A date written with its month in words, in prose: "March 14", "Mar. 14th, 2025", "14 March 2025" (capitalized)
+DATE_WORDS = re.compile(r"\b(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?"
+                        r"(?:,?\s+\d{4})?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)"
+                        r"[a-z]*\.?(?:,?\s+\d{4})?)\b")
+
+
 def _month(word):
     """The month a word names (its first three letters, the rest of the name if longer: `Sept`, `Mar.`), else None."""
     word = word.lower().rstrip(".")
