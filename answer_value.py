@@ -1297,6 +1297,9 @@ def _finished(sentence):
     if re.search(r"(?:[.!?$)\]}。]|\\\])$", sentence) or re.fullmatch(r"\s*[*_]+[^*_]+[*_]+\s*", sentence) \
             or _VALUE_LINE.fullmatch(sentence):
         return True
+    if re.match(r"\s*(?:therefore|thus|hence|so|in\s+total|altogether|finally)\b", sentence, re.I) and re.search(r"\d", sentence) \
+            and not _cut_off(sentence):
+        return True  # "Therefore, Janet makes $18 every day at the farmers' market": a conclusion, unpunctuated
     label = re.match(r"\s*[^\W\d_][^:\n]{0,30}:\s*", sentence)  # "Result: 3 + 7j", "Solutions: x = 3, x = -2": one value
     rest = sentence[label.end():] if label else sentence
     candidates = _candidates(rest)

@@ -1215,6 +1215,13 @@ RESPONSES = [
     ('The answer is ~~41~~ **42** (fixed a typo).', '42', 1.0),
     ('The answer is ~~41~~ **42** (fixed a typo).', '41', 0.0),
     ('So f(x) = |x + 3|.', '\\begin{cases} x+3 & x \\ge -3 \\\\ -x-3 & x < -3 \\end{cases}', 1.0),
+    # round 8: Plan-and-Solve style endings (steps of working, an unpunctuated conclusion; cut off mid-sentence is none)
+    ("Step 1: Eggs left = 16 - 3 - 4 = 9\nStep 2: Money = 9 x $2 = $18\nTherefore, Janet makes $18 every day at the farmers' market", '18', 1.0),
+    ('Step 5: Percentage enrolled in hip-hop = 12/20 x 100% = 60%', '60', 1.0),
+    ('Calculation:\nStep 1: Number of students in contemporary dance = 20 x 20% = 4\nStep 2: Remaining students = 20 - 4 = 16', '16', 1.0),
+    ('Calculation:\nStep 1: Number of students in contemporary dance = 20 x 20% = 4\nStep 2: Remaining students = 20 - 4 = 16', '4', 0.0),
+    ('Therefore, the total number of apples she has left is 36 and the', '36', 0.0),
+    ('So the total cost of the trip for the family of four is', '0', 0.0),
 ]
 
 # (question, response, gold, reward): with the problem's text, an expression the question asks to compute or simplify,
