@@ -34,9 +34,9 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DATE_WORDS, DENOMINATORS, DIGIT_MARKS, compound_units, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
-                   repeating_decimals, is_english, number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word,
-                   unwrap_commands)
+from latex import (DATE_WORDS, DENOMINATORS, DIGIT_MARKS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE,
+                   clean, compound_units, is_english, number_words, repeating_decimals, scaled_numbers, split_unit, superscripts,
+                   unit_key, unit_vector_hats, unit_word, unwrap_commands)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -779,6 +779,7 @@ def _unicode_in_prose(sentence):
     sentence = re.sub(r"(?<![A-Za-z][A-Za-z])(?<=[A-Za-z])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+(?=\s*[-+=<>*/−·×),≤≥≠])", lambda m: superscripts(m.group(0)),
                       sentence)  # x² + 2x + 1, x³ = 27 (a letter's power in a formula; not "12 m².")
     sentence = re.sub(r"(?<![\w])[−–](?=\s*\d)", "-", sentence)
+    sentence = unit_vector_hats(sentence)  # 2î + ĵ
     sentence = re.sub(r"(?:(?<=\d)|(?<=[A-Za-z]{2})) [xX] (?=[$¤]?\d)", " × ", sentence)  # "5 shelves x 4 rows": a times sign
     sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
@@ -996,6 +997,7 @@ def _prepared(sentence):
             sentence = sentence[:copula[-1].end()] + _spelled_out(tail)
     if re.search(r"\b(?:probability|chances?|odds|likel(?:y|ihood))\b", sentence, re.I):  # "1 in 4", "5 out of 36"
         sentence = _CHANCE.sub(lambda m: f"$\\frac{{{_number_text(m.group(1))}}}{{{_number_text(m.group(2))}}}$", sentence)
+    sentence = re.sub(r"(\b(?:is|are|was|were|be)\s+|:\s+)(\d+)\s+to\s+(\d+)(?=\s*[.!]?\s*$)", r"\1$\2:\3$", sentence)  # "five to eight"
     reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
     if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])
                    or _set_words(sentence[reason.end():])):

@@ -626,7 +626,7 @@ NUMBER_WORDS = re.compile(rf"\b(?:an?\s+(?=(?:{_SCALE_WORD})\b))?(?:{NUMBER_WORD
                           re.IGNORECASE)
 _PARTS = {"half": Fraction(1, 2), "quarter": Fraction(1, 4), "third": Fraction(1, 3), "quarters": Fraction(1, 4),
           "thirds": Fraction(1, 3)}
-_PART_OF_SCALE = re.compile(rf"\b(?:(\d+|{'|'.join(_SMALL_NUMBERS)})\s+and\s+)?(?:(an?|one|two|three)\s+)?(half|quarters?|thirds?)"
+_PART_OF_SCALE = re.compile(rf"\b(?:(\d+|{'|'.join(_SMALL_NUMBERS)})\s+and\s+)?(?:(an?|one|two|three)[\s-]+)?(half|quarters?|thirds?)"
                             rf"\s+(?:of\s+)?(?:an?\s+)?({_SCALE_WORD})\b", re.IGNORECASE)
 
 
@@ -828,6 +828,14 @@ GROUPED_DIGITS = r"(?!0)(?:\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3})"
 DIGIT_MARKS = re.compile(r"(?<![\d.,'’_])\d{1,3}(?:['’_]\d{3})+(?![\d'’_])")  # groups set apart by apostrophes (Swiss) or _
 
 
+def unit_vector_hats(s):
+    """The unit vectors written with a circumflex (î, ĵ, k̂: a letter and U+0302 once decomposed) as `\\hat{i}`, where
+    the letter stands alone (not in a word: "île")."""
+    if not re.search("[îĵ\u0302]", s):
+        return s
+    return re.sub("(?<![^\\W\\d_])([ijk])\u0302(?![^\\W\\d_])", r"\\hat{\1}", unicodedata.normalize("NFD", s))
+
+
 def _greek_command(match):
     """A Greek letter as its LaTeX command, from its Unicode name (GREEK SMALL LETTER THETA -> \\theta)."""
     name = unicodedata.name(match.group(0), "").split()
@@ -893,10 +901,11 @@ def clean(s):
                r"(-\\infty, \\infty)", s)                                        # \{x \mid x \in \mathbb{R}\}
     s = re.sub(r"\\operatorname\s*\{\s*(sgn|sign|max|min)\s*\}|\\(sign)(?![a-z])", lambda m: "\\sgn" if "sign" in m.group(0)
                else "\\" + m.group(1), s)                                             # \operatorname{sgn} -> \sgn
+    s = unit_vector_hats(s)                                                      # 2î + ĵ, k̂
     if re.search(r"\\(?:mathbf|boldsymbol|bm|vec|hat)|\\[ij]math", s):   # 2\mathbf{j} + \mathbf{k}: unit vectors
         s = re.sub(r"\\(?:mathbf|boldsymbol|bm|vec|hat)\s*\{?\s*\\?([ijk])(?:math)?\s*\}?|\\([ij])math", r"\\hat{\1\2}", s)
     s = unwrap_commands(s)
-    s = re.sub(r"(?<![\\A-Za-z])(?:sgn|sign)(?=\s*\()", r"\\sgn", s)          # sgn(x), \text{sgn}(x)
+    s = re.sub(r"(?<![\\A-Za-z])(?:sgn|sign)(?=\s*\(|\s+[a-z](?![A-Za-z]))", r"\\sgn ", s)  # sgn(x), \text{sgn}(x), sgn x
     s = re.sub(r"(\d)\s*\^\s*\{?\s*(?:st|nd|rd|th)\s*\}?", r"\1", s)           # 12^{th} -> 12
     s = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", s)                             # 12th -> 12
     s = _written_forms(s)

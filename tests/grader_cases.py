@@ -1222,6 +1222,22 @@ RESPONSES = [
     ('Calculation:\nStep 1: Number of students in contemporary dance = 20 x 20% = 4\nStep 2: Remaining students = 20 - 4 = 16', '4', 0.0),
     ('Therefore, the total number of apples she has left is 36 and the', '36', 0.0),
     ('So the total cost of the trip for the family of four is', '0', 0.0),
+    # round 8: unit vectors with a circumflex, sgn without brackets, a ratio in number words, Persian and Arabic separators
+    ('The prize is three-quarters of a million dollars.', '750000', 1.0),
+    ('The vector is 2î + ĵ.', '(2, 1)', 1.0),
+    ('The vector is 2î + ĵ.', '(1, 2)', 0.0),
+    ('\\boxed{2î - k̂}', '(2, 0, -1)', 1.0),
+    ('Il y a une île.', '1', 0.0),
+    ('f(x) = x² sgn x', 'x|x|', 1.0),
+    ('The ratio is five to eight.', '5:8', 1.0),
+    ('The ratio is five to eight.', '8:5', 0.0),
+    ('پاسخ: ۱۲٫۵', '12.5', 1.0),
+    ('The answer is ١٢٬٥٠٠.', '12500', 1.0),
+    ('The answer is (2, 0, −1)ᵀ.', '\\begin{pmatrix} 2 \\\\ 0 \\\\ -1 \\end{pmatrix}', 1.0),
+    ('It ends at 4 PM.', '16:00', 1.0),
+    ('It ends at 4 PM.', '4:00 AM', 0.0),
+    ('The answer is 1.5k.', '1500', 1.0),
+    ('The answer is 10 crore.', '100000000', 1.0),
 ]
 
 # (question, response, gold, reward): with the problem's text, an expression the question asks to compute or simplify,
