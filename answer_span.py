@@ -33,7 +33,8 @@ import re
 import unicodedata
 
 from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span
-from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, plain_unicode, split_unit
+from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
+from numerals import decimal_comma_text, plain_unicode
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
 
@@ -309,6 +310,8 @@ def _bare_formula(text):
                   flags=re.DOTALL) if "\\begin" in text else text
     if "\n" in text or len(text) > 300 or not re.search(r"[A-Za-z0-9]", text):
         return False
+    if re.match(r"\s*[$¤]?-?\d[\d,.]*\s+\(", text):
+        return False  # "60 (15 × 4).": a value and the working after it, prose (a product is written `60(15 \times 4)`)
     if len(text) <= 200 and parse_math(split_unit(clean(text) or "")[0]) is not None:
         return True
     if any(len(group.split()) > 3 for group in _TEXT_GROUP.findall(text)):
@@ -358,34 +361,9 @@ def find_span(text, strict=False):
     See the module docstring for the order. strict=True: only explicit answers (JSON field, <answer>, box, ####,
     answer phrase), no free-text fallback. The span says whether the response writes decimal commas."""
     span = _find_span(text, strict)
-    return span._replace(decimal_comma=True) if span is not None and decimal_comma_language(text) else span
+    return span._replace(decimal_comma=True) if span is not None and decimal_comma_text(text) else span
 
 
-# Words of the languages whose decimal mark is a comma (German, French, Spanish, Portuguese, Italian), none of them English
-_COMMA_LANGUAGE_WORDS = re.compile(
-    r"\b(?:der|das|ist|und|nicht|wir|sind|wird|mit|für|beträgt|lautet|ergebnis|endergebnis|antwort|gesuchte|somit|daher|"
-    r"lösung|insgesamt|ergibt|gleich|"
-    r"les|est|et|des|une|donc|nous|sont|avec|pour|réponse|résultat|il|el|los|las|es|una|por|respuesta|entonces|"
-    r"uma|então|resposta|são|di|che|è|risposta|quindi|sono)\b", re.IGNORECASE)
-_SEPARATED_DIGITS = re.compile(r"\d,\d|\d[. \u2009\u202f\u00a0]\d{3}(?!\d)")
-_COMMA_ANSWER_NOUN = re.compile(r"\b(?:antwort|(?:end)?ergebnis|réponse|résultat|respuesta|resposta|risposta)\b", re.I)
-_ENGLISH_WORDS = re.compile(r"\b(?:the|and|is|of|so|we|to|are|that|this|with|for|it|then)\b", re.IGNORECASE)
-
-
-def decimal_comma_language(text):
-    """The response (its last 3,000 characters) is written in a language whose decimal mark is a comma: Cyrillic
-    letters, or more words of German, French, Spanish, Portuguese or Italian (or with their accented letters) than
-    of English (two at least; one where no English word is)."""
-    tail = text[-3000:]
-    if not _SEPARATED_DIGITS.search(tail):
-        return False  # (no number that the convention would read differently: nothing to decide)
-    if len(re.findall(r"[\u0400-\u04ff]", tail)) >= 3 or _COMMA_ANSWER_NOUN.search(tail):
-        return True
-    foreign = _COMMA_LANGUAGE_WORDS.findall(tail) + re.findall(r"\w*[àâçéèêëîïôûùüÿœæäößñõã]\w*", tail, re.I)
-    english = len(_ENGLISH_WORDS.findall(tail))
-    if len({w.lower() for w in foreign}) < (2 if english else 1):
-        return False
-    return len(foreign) > english
 
 
 def _find_span(text, strict=False):

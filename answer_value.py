@@ -34,9 +34,10 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DATE_WORDS, DENOMINATORS, DIGIT_MARKS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE,
-                   clean, compound_units, is_english, number_words, repeating_decimals, scaled_numbers, split_unit, superscripts,
-                   unit_key, unit_vector_hats, unit_word, unwrap_commands)
+from latex import (DATE_WORDS, MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, compound_units, is_english, split_unit, superscripts, unit_key,
+                   unit_vector_hats, unit_word, unwrap_commands)
+from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, cjk_numbers, number_conventions, number_words,
+                      repeating_decimals, scaled_numbers)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -652,7 +653,7 @@ def _reduce_span(span):
     they hold an answer sentence; prose spans go through sentence_value; a qualifier of the span in its sentence
     (a doubt, a condition, another case) makes it no answer."""
     if span.decimal_comma or span.kind in ("phrase", "line", "conclusion"):
-        span = span._replace(text=number_conventions(span.text, span.decimal_comma))
+        span = span._replace(text=_scale_suffixes(number_conventions(span.text, span.decimal_comma)))  # ("12k", "$2.5M")
     if span.kind in ("phrase", "line", "conclusion"):  # "0.285714...", "0.\overline{3}" in prose: one value each
         span = span._replace(text=_outside_math(span.text, lambda t: repeating_decimals(t, "$")))
     if span.kind == "field" and len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", span.text))
@@ -680,29 +681,6 @@ def _reduce_span(span):
     return conclusion_value(span.text)
 
 
-# Thousands separators and decimal marks. Every language: digit groups of three set apart by spaces (`32 768`, `1 234
-# 567`; not in a run of numbers set apart by spaces: `1 2 100`), apostrophes or underscores (`1'234'567`, `1_000`), or by
-# points twice or more (`1.234.567`: no number has two decimal points). In a response
-# written in a language whose decimal mark is a comma (Russian, German, French, Spanish, Portuguese, Italian; see
-# answer_span.decimal_comma_language), a comma between digits is the decimal mark and a point or a space between
-# groups of three a thousands separator: `0,875` is 0.875, `1.562,50` is 1562.5, `2.210 €` is 2210, `12 500` is 12500
-# (English `1,250` stays a thousand; `2, 3` and `1,2,3` stay lists).
-_GROUPED_POINTS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d.]|,\d)")
-_GROUPED_SPACES = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[\u2009\u202f\u00a0]|\\[,;:! ]|\{,\})\d{3})+(?![\d])|(?<![\d.,])(?<!\d )\d{1,3}(?: \d{3})+(?![\d]|[.,]\d| \d)")
-_LOCAL_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:[. \u2009\u202f\u00a0]\d{3})+(?:,\d+)?(?![\d]|[.,]\d)")
-_LOCAL_DECIMAL = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d]|[.,]\d)")
-
-
-def number_conventions(text, decimal_comma=False):
-    """Numbers written with another language's separators as plain numbers (see above)."""
-    text = _GROUPED_POINTS.sub(lambda m: m.group(0).replace(".", ""), text)
-    text = DIGIT_MARKS.sub(lambda m: re.sub(r"['’_]", "", m.group(0)), text)  # 1'234'567 (Swiss), 1_000_000
-    text = _GROUPED_SPACES.sub(lambda m: re.sub(r"[^\d]", "", m.group(0)), text)
-    text = _scale_suffixes(text)  # "12k", "$2.5M"
-    if decimal_comma:
-        text = _LOCAL_GROUPED.sub(lambda m: re.sub(r"[.\s]", "", m.group(0)).replace(",", "."), text)
-        text = _LOCAL_DECIMAL.sub(r"\1.\2", text)
-    return text
 
 
 # An option letter that ends a clause: "option B", "choice (C)", "(D)"
@@ -783,15 +761,12 @@ def _unicode_in_prose(sentence):
     sentence = re.sub(r"(?:(?<=\d)|(?<=[A-Za-z]{2})) [xX] (?=[$¤]?\d)", " × ", sentence)  # "5 shelves x 4 rows": a times sign
     sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
-    sentence = re.sub(r"(\d*)\s?([½⅓⅔¼¾⅛⅜⅝⅞⅕])", lambda m: m.group(1) + _VULGAR[m.group(2)], sentence)  # 2½, ½
     sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
     if re.search(r"=>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
         sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
     return sentence
 
 
-_VULGAR = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}", "¾": "\\frac{3}{4}",
-           "⅛": "\\frac{1}{8}", "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}", "⅕": "\\frac{1}{5}"}
 _ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
 
 
@@ -910,44 +885,6 @@ def _scale_suffixes(sentence):
     return _SCALE_SUFFIX.sub(value, sentence) if re.search(r"\d(?:k|K|M|bn|mn|B)\b", sentence) else sentence
 
 
-_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10**4, "亿": 10**8}
-
-
-def _cn_value(run):
-    """一千二百 -> 1200, 三千 -> 3000, 十五 -> 15, 两万 -> 20000; None for a run that is no number (二三)."""
-    total, section, digit = 0, 0, None
-    for ch in run:
-        if ch in ("零", "〇"):
-            digit = None
-        elif ch in _CN_DIGITS:
-            if digit is not None:
-                return None
-            digit = _CN_DIGITS[ch]
-        elif _CN_UNITS[ch] < 10**4:
-            section += (1 if digit is None else digit) * _CN_UNITS[ch]
-            digit = None
-        else:
-            total = (total + section + (digit or 0)) * _CN_UNITS[ch]
-            section, digit = 0, None
-    return total + section + (digit or 0)
-
-
-def _chinese_numbers(sentence):
-    """Chinese numbers as digits: a scale after digits (`1.2 万` -> 12000) and, in a sentence with no number in digits,
-    numerals (`学生有三千人` -> 学生有3000人; not the 一 of words such as 一共, 一起, 第一)."""
-    sentence = re.sub(r"(\d+(?:\.\d+)?)\s*(万|亿)", lambda m: str(Fraction(m.group(1)) * _CN_UNITS[m.group(2)]).split("/")[0]
-                      if (Fraction(m.group(1)) * _CN_UNITS[m.group(2)]).denominator == 1 else m.group(0), sentence)
-    if re.search(r"\d", sentence):
-        return sentence
-    def value(match):
-        run = match.group(0)
-        if run == "一" and re.match(r"[共起样定下般些直切旦同个]", sentence[match.end():match.end() + 1]) \
-                or re.search(r"[第统唯同万千]$", sentence[:match.start()]) or run in ("万", "亿", "千万"):
-            return run
-        number = _cn_value(run)
-        return run if number is None else str(number)
-    return re.sub(r"[零〇一二两三四五六七八九十百千万亿]+", value, sentence)
 
 
 # Numbers in words joined by arithmetic words: "two hundred forty thousand dollars plus twenty-four thousand dollars plus
@@ -968,7 +905,7 @@ def _prepared(sentence):
     sentence = re.sub(r"(?<![\w.])(\d+)(?:\s+and\s+|-)(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet", "1-1/2 ft" (a unit after)
                       lambda m: f"${m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}$" if unit_word(m.group(4)) else m.group(0), sentence)
     if re.search(r"[\u4e00-\u9fff]", sentence):
-        sentence = _chinese_numbers(sentence)
+        sentence = cjk_numbers(sentence)
     sentence = _ROUNDED_AFTER.sub(lambda m: f"${m.group(1).strip('$')} \\approx {m.group(2).strip('$')}$", sentence)
     sentence = _alternatives(sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
@@ -981,8 +918,7 @@ def _prepared(sentence):
             r"\$[^$]*\$", "", confirmed.group(1))):
         sentence = confirmed.group(1)  # "4 on top, 4 below and 4 vertical ones — yes, 12.": the value it confirms
     if "(" in sentence:  # an aside in parentheses ("0.3 (a computer would print 0.30000000000000004)") is no answer
-        sentence = _outside_math(sentence, lambda t: re.sub(r"\s*\((?!\s*(?:or|not)\b)[^()]*\)", lambda m: "" if len(
-            [w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", m.group(0)) if is_english(w)]) >= 3 else m.group(0), t))
+        sentence = _outside_math(sentence, _without_asides)
     sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
     if re.search(r"\b(?:ratio|odds)\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2", "odds of 1 to 4": 1:2
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
@@ -1005,10 +941,31 @@ def _prepared(sentence):
     return sentence
 
 
+def _without_asides(text):
+    """Parentheses that set an aside apart from the statement: three English words or more ("0.3 (a computer would
+    print 0.30000000000000004)"), or, after a value and its unit words, working or words without a letter of a formula
+    ("150 minutes (2 h = 120 min, 0.5 h = 30 min)", "60 (15 × 4)", "12,00,000 रुपये (12 लाख)"; not "3 (2x + 1)", and not
+    "(or 24 ...)", "(not 40 ...)": another value offered or rejected)."""
+    def aside(match):
+        inner = match.group(0)
+        if re.match(r"\s*\(\s*(?:or|not)\b", inner):
+            return inner
+        if len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", inner) if is_english(w)]) >= 3:
+            return ""
+        after_value = re.search(r"\d[%¤]?(?:\s*[^\s\d()=+*/^<>,.;:]+){0,3}\s*$", text[:match.start()])
+        formula = re.sub(r"(?<=\d)\s*([A-Za-z]+)\b", lambda u: " " if unit_key(u.group(1)) else u.group(0), inner)
+        if after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula):
+            return ""
+        return inner
+    return re.sub(r"\s*\([^()]*\)", aside, text)
+
+
 def sentence_value(sentence):
     """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
     sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
+    if "(" in sentence:
+        sentence = _outside_math(sentence, _without_asides)  # "60 (15 × 4).": the working after a value
     if not sentence or _UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
     if _REFUSAL.search(sentence):
@@ -1307,8 +1264,9 @@ def _finished(sentence):
     candidates = _candidates(rest)
     if len(candidates) == 1 and not rest[:candidates[0][0]].strip() and not rest[candidates[0][0] + len(candidates[0][1]):].strip():
         return True
-    tail = re.search(r"(?:\d|[%)\]}|!°π∞\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f])(?:\s+[^\W\d_]+){0,2}$", sentence)
-    return tail is not None and not _OPEN_WORD.fullmatch((re.findall(r"[^\W\d_]+", tail.group(0)) or [""])[-1])
+    tail = re.search(r"(?:\d|[%)\]}|!°π∞¤\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f])(?:\s*¤)?((?:\s+[^\s\d=+*/^(\[{,<>-]+){0,2})$",
+                     sentence)  # (a word of any script: its letters and combining marks, `ตารางหน่วย`, `रुपये`)
+    return tail is not None and not _OPEN_WORD.fullmatch((tail.group(1).split() or [""])[-1].rstrip(".").lower())
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
 # boxes, it would be 56.")

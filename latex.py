@@ -30,10 +30,12 @@ Guards (each refuses with ParseError, so the text does not parse; every step sta
 import math
 import re
 import unicodedata
-from fractions import Fraction
 from functools import lru_cache
 
 import sympy
+
+from numerals import (DENOMINATORS, DIGIT_MARKS, FRACTION_WORDS, GROUPED_DIGITS, NUMBER_WORDS, number_words, plain_unicode,
+                      repeating_decimals, scaled_numbers)
 
 MAX_INT_DIGITS = 400         # integer literals longer than this are refused
 MAX_RESULT_BITS = 20_000     # refuse to compute b**e (and n!) past ~6000 decimal digits
@@ -525,54 +527,6 @@ def braced(text, start, limit=MAX_ANSWER_CHARS + 2):
 
 
 
-# Characters of any script read through the Unicode database (never a table per script): a decimal digit (category
-# Nd: Arabic-Indic ٤٢, Persian ۴۲, Devanagari ४२, full-width ４２, bold 𝟒𝟐) is its ASCII digit; a decimal or thousands
-# separator (Arabic ٫ ٬) and a percent sign (٪) are `.`, `,` and `%`; punctuation that ends a sentence or a clause
-# (。 ۔ । ， 、 ： ； ？ ！) is its ASCII mark and a space; other full-width forms (＝ ＋ （ ．) are their ASCII form;
-# format characters (direction marks, zero-width joiners) and emoji variation selectors are dropped; narrow spaces
-# (figure, punctuation, hair) are thin spaces, which set digit groups apart (see answer_value.number_conventions).
-_PUNCTUATION_NAMES = (("QUESTION MARK", "? "), ("EXCLAMATION MARK", "! "), ("SEMICOLON", "; "), ("COLON", ": "),
-                      ("COMMA", ", "), ("FULL STOP", ". "), ("DANDA", ". "))
-_PLAIN = {}
-
-
-def _plain_char(ch):
-    """What one non-ASCII character reads as (see above); the character itself when it stays."""
-    category, name = unicodedata.category(ch), unicodedata.name(ch, "")
-    wide = unicodedata.decomposition(ch).startswith(("<wide>", "<narrow>"))
-    if category == "Nd":
-        return str(unicodedata.decimal(ch))
-    if category == "Cf" or "VARIATION SELECTOR" in name:
-        return ""
-    if "DECIMAL SEPARATOR" in name:
-        return "."
-    if "THOUSANDS SEPARATOR" in name:
-        return ","
-    if name.endswith("PERCENT SIGN"):
-        return "%"
-    if category == "Sc":
-        return "¤"  # a currency sign (€, £, ₹, ¥) is no part of the value, as a dollar sign (answer_value.CURRENCY)
-    if category == "Po" and not (wide and "FULL STOP" in name):  # (a full-width full stop is a decimal point: ３．５)
-        marks = [mark for word, mark in _PUNCTUATION_NAMES if word in name]
-        if marks:
-            return marks[0]
-    if wide:
-        return unicodedata.normalize("NFKC", ch)
-    if category == "Zs" and ch not in "\u00a0\u202f\u2009":
-        return "\u2009" if re.search(r"FIGURE|PUNCTUATION|HAIR|THIN|SIX-PER-EM", name) else " "
-    return ch
-
-
-def plain_unicode(text):
-    """`text` with the digits, separators and punctuation of any script as ASCII (see above)."""
-    if text.isascii():
-        return text
-    if "，" in text:  # a full-width comma between digit groups is a thousands separator: １，２５０
-        text = re.sub(r"(?<=\d)，(?=\d{3}(?!\d))", ",", text)
-    for ch in set(re.findall(r"[^\x00-\x7f]", text)):
-        if ord(ch) not in _PLAIN:
-            _PLAIN[ord(ch)] = _plain_char(ch)
-    return text.translate(_PLAIN)
 
 
 ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:ly)?|rounded|accurate)\s+to|to|(?<=\()\s*)\s*(?:the\s+nearest\s+\w+|"
@@ -580,8 +534,7 @@ ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:l
                             r"decimal\s+(?:places?|digits?)|dp|sf)(?![A-Za-z]))\s*\)?", re.IGNORECASE)
 
 
-_UNICODE = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}",
-            "¾": "\\frac{3}{4}", "−": "-", "–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
+_UNICODE = {"–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
             "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ", "¤": " ",
             "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset ",
             "€": " ", "£": " ", "¥": " ", "\\pounds": " ", "\\euro": " ", "\\texteuro": " ", "≈": "\\approx ", "≃": "\\approx ",
@@ -604,85 +557,8 @@ def unwrap_commands(s):
     return re.sub(_TEXT_CMDS + r"(?![a-zA-Z])\s*", " ", s)  # \text X without braces
 
 
-def _repeating_decimal(match):
-    """0.1\\overline{6} -> \\frac{1}{6}: the exact value of a repeating decimal."""
-    whole, fixed, period = match.group(1) or "0", match.group(2), match.group(3)
-    value = Fraction(int(whole)) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0) \
-        + Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
-    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
-_SMALL_NUMBERS = {w: k for k, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * k for k, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
-# Scale words multiply what comes before them: "two dozen" 24, "3 lakh" 300000 (lakh 10^5 and crore 10^7: the Indian
-# system), "a million", "a quarter million" 250000, "half a dozen" 6, "two and a half billion"
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12,
-           "lakh": 10**5, "lakhs": 10**5, "crore": 10**7, "crores": 10**7}
-_SCALE_WORD = "|".join(sorted(_SCALES, key=len, reverse=True))
-NUMBER_WORD = "|".join(sorted(list(_SMALL_NUMBERS) + list(_TENS) + list(_SCALES), key=len, reverse=True))
-NUMBER_WORDS = re.compile(rf"\b(?:an?\s+(?=(?:{_SCALE_WORD})\b))?(?:{NUMBER_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{NUMBER_WORD}))*\b",
-                          re.IGNORECASE)
-_PARTS = {"half": Fraction(1, 2), "quarter": Fraction(1, 4), "third": Fraction(1, 3), "quarters": Fraction(1, 4),
-          "thirds": Fraction(1, 3)}
-_PART_OF_SCALE = re.compile(rf"\b(?:(\d+|{'|'.join(_SMALL_NUMBERS)})\s+and\s+)?(?:(an?|one|two|three)[\s-]+)?(half|quarters?|thirds?)"
-                            rf"\s+(?:of\s+)?(?:an?\s+)?({_SCALE_WORD})\b", re.IGNORECASE)
-
-
-def number_words(match):
-    """'two hundred ninety-four' -> '294' (answers written in words); an ungrammatical run ('five five') is left
-    as it is, and so fails to compare."""
-    total, current, last = 0, 0, None
-    for word in re.split(r"[\s-]+", match.group(0).lower()):
-        if word == "and":
-            continue
-        if word in ("a", "an"):  # "a million", "a dozen"
-            word = "one"
-        kind = "small" if word in _SMALL_NUMBERS else "tens" if word in _TENS else word
-        if (kind == "small" and last in ("small",)) or (kind == "tens" and last in ("small", "tens")) \
-                or (kind == "small" and last == "tens" and _SMALL_NUMBERS[word] >= 10) \
-                or (kind == "hundred" and last not in ("small", None)):
-            return match.group(0)
-        if kind == "small":
-            current += _SMALL_NUMBERS[word]
-        elif kind == "tens":
-            current += _TENS[word]
-        elif kind == "hundred":
-            current = max(current, 1) * 100
-        else:
-            total, current = total + max(current, 1) * _SCALES[word], 0
-        last = kind
-    return str(total + current)
-
-
-def _part_of_scale(match):
-    """"a quarter million" -> 250000, "half a dozen" -> 6, "two and a half million" -> 2500000; a part that is no whole
-    number ("a third of a million") stays as written."""
-    whole, count, part, scale = match.groups()
-    whole = Fraction(_SMALL_NUMBERS[whole.lower()] if whole.lower() in _SMALL_NUMBERS else int(whole)) if whole else 0
-    count = {"two": 2, "three": 3}.get((count or "").lower(), 1)
-    if part.lower() == "half" and count != 1:
-        return match.group(0)
-    number = (whole + count * _PARTS[part.lower()]) * _SCALES[scale.lower()]
-    return str(number.numerator) if number.denominator == 1 else match.group(0)
-
-
-_SCALED = re.compile(rf"(?<![\w.,])(\d{{1,3}}(?:,\d{{3}})*(?:\.\d+)?|\d+(?:\.\d+)?)\s*(\\text\s*\{{\s*)?({_SCALE_WORD})\b(?(2)\s*\}})",
-                     re.IGNORECASE)
-
-
-def scaled_numbers(s):
-    """Numbers with a scale word: "4 million" -> 4000000, "2.5 billion" -> 2500000000, "3 lakh" -> 300000, "2 dozen" -> 24
-    (exact; a fraction of a unit stays a decimal: "1.25 thousand" -> 1250); "a quarter million" -> 250000."""
-    def value(match):
-        number = Fraction(match.group(1).replace(",", "")) * _SCALES[match.group(3).lower()]
-        return str(number.numerator) if number.denominator == 1 else str(float(number))
-    s = _PART_OF_SCALE.sub(_part_of_scale, s) if re.search(r"\b(?:half|quarter|third)", s, re.I) else s
-    if re.search(r"\bgross\b", s, re.I):  # "a gross" is 144 (only with a count: "gross income" is no number)
-        s = re.sub(rf"\b(an?|one|two|three|four|five|\d+)\s+gross\b", lambda m: str(144 * (_SMALL_NUMBERS.get(m.group(1).lower())
-                   or (int(m.group(1)) if m.group(1).isdigit() else 1))), s, flags=re.I)
-    return _SCALED.sub(value, s)
 
 
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
@@ -704,43 +580,6 @@ def _unicode_roots(s):
     return re.sub(r"[₀₁₂₃₄₅₆₇₈₉]+", lambda m: "_{" + m.group(0).translate(_SUBSCRIPTS) + "}", s)
 
 
-def repeating_decimals(s, wrap=""):
-    """Repeating decimals as exact fractions, put between `wrap` marks (`$` in prose): a period marked by `\\overline{}`
-    (`0.\\overline{285714}`), by dots (`0.\\dot{3}`, `0.\\dot{2}8571\\dot{4}`), by combining overlines (`0.2̅8̅5̅7̅1̅4̅`),
-    in parentheses (`0.(3)`), or repeated before an ellipsis (`0.333...`, `1.2666\\ldots`). A decimal that trails off
-    into an ellipsis without a period shown twice is a truncated expansion, `0.285714\\ldots` (answer_compare)."""
-    if "\\overline" in s:
-        s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\s*\\overline\s*\{(\d+)\}", lambda m: wrap + _repeating_decimal(m) + wrap, s)
-    if "\\dot" in s:
-        s = re.sub(r"(?<![\d.])(\d*)\.(\d*?)\\dot\s*\{?(\d)\}?(?:(\d*)\\dot\s*\{?(\d)\}?)?",
-                   lambda m: wrap + _repeating_decimal(re.match(r"(.*)\|(.*)\|(.*)", f"{m.group(1)}|{m.group(2)}|"
-                                                                 f"{m.group(3)}{(m.group(4) or '') + m.group(5) if m.group(5) else ''}"))
-                   + wrap, s)
-    if "\u0305" in s or "\u0304" in s:
-        s = re.sub(r"(?<![\d.])(\d*)\.(\d*?)((?:\d[\u0304\u0305])+)", lambda m: wrap + _repeating_decimal(re.match(
-            r"(.*)\|(.*)\|(.*)", f"{m.group(1)}|{m.group(2)}|{re.sub(r'[^0-9]', '', m.group(3))}")) + wrap, s)
-    if "(" in s:
-        s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\((\d+)\)(?![\d(])", lambda m: wrap + _repeating_decimal(m) + wrap, s)
-    if not re.search(r"\d\s*(?:\\[lc]?dots|\.\.\.|…)", s):
-        return s
-    return re.sub(r"(?<![\d.])(\d*)\.(\d+)\s*(?:\\[lc]?dots(?![a-z])|\.\.\.|…)", lambda m: wrap + _ellipsis_decimal(m) + wrap, s)
-
-
-def _ellipsis_decimal(match):
-    """`0.333...` -> 1/3: the shortest period that the decimals end with at least twice (three times for one digit),
-    else the truncated expansion `0.285714\\ldots`."""
-    whole, decimals = match.group(1), match.group(2)
-    for size in range(1, 7):
-        period = decimals[-size:]
-        repeats = 3 if size == 1 else 2
-        if len(decimals) >= size * repeats and decimals.endswith(period * repeats):
-            fixed = decimals[:-size * repeats]
-            while fixed.endswith(period):
-                fixed = fixed[:-size]
-            while fixed and fixed[-1] == period[-1]:  # 0.1666: fixed 1, period 6 (rotate the period into place)
-                fixed, period = fixed[:-1], period[-1] + period[:-1]
-            return _repeating_decimal(re.match(r"(.*)\|(.*)\|(.*)", f"{whole}|{fixed}|{period}"))
-    return f"{whole}.{decimals}\\ldots"
 
 
 def superscripts(s):
@@ -748,10 +587,6 @@ def superscripts(s):
     return re.sub(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
 
 
-DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4,
-                 "fourths": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7,
-                 "eighth": 8, "eighths": 8, "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}
-FRACTION_WORDS = re.compile(r"\b(?:(\d+)|an?)\s+(" + "|".join(DENOMINATORS) + r")\b", re.IGNORECASE)
 
 
 # Answers written in words or marks with one canonical form each (the whole answer only): a weekday or its abbreviation
@@ -822,10 +657,6 @@ def _labelled_parts(s):
     return ", ".join(f"{chr(ord('a') + k)} = {v}" for k, v in enumerate(values))
 
 
-# A number whose digits are grouped by commas, by the grammar of the two conventions: groups of three (1,234,567), or
-# the Indian system's groups of two before the last three (12,34,567 is 1234567; lakh and crore)
-GROUPED_DIGITS = r"(?!0)(?:\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3})"
-DIGIT_MARKS = re.compile(r"(?<![\d.,'’_])\d{1,3}(?:['’_]\d{3})+(?![\d'’_])")  # groups set apart by apostrophes (Swiss) or _
 
 
 def unit_vector_hats(s):
