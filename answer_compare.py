@@ -1252,6 +1252,15 @@ def _item_equal(p, g):
 
 
 
+def equivalent(pred, gold):
+    """_equiv on raw answer texts (cleaned here); False when either does not clean or the check raises."""
+    try:
+        p, g = clean(pred), clean(gold)
+        return p is not None and g is not None and bool(_equiv(p, g))
+    except Exception:  # noqa: BLE001 -- sympy raises many kinds: unsure means not equal
+        return False
+
+
 @lru_cache(maxsize=4096)
 def gold_is_valid(gold):
     """Can this gold answer be graded at all? Not when it is empty, longer than MAX_ANSWER_CHARS, has unbalanced

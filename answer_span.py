@@ -32,7 +32,8 @@ Spanish, Portuguese or Italian words than English ones): answer_value then reads
 import re
 import unicodedata
 
-from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span
+from answer_compare import equivalent
+from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
 from numerals import decimal_comma_text, plain_unicode
 
@@ -117,6 +118,138 @@ def _chat_marks(text):
     if of["symbol"]:
         text = re.sub(rf"(?<=[\w*$)])[ \t]*[{of['symbol']}]+[ \t]*(?=[A-Z])", ". ", text)  # "42 ✅ Let me check"
         text = re.sub(rf"[ \t]*[{of['symbol']}]+", "", text)
+    return text
+
+
+# Markup that is no part of what a text states: tags (`<details>`, `<summary>`, `<b>`, `<final>`: their content stays;
+# not <think>, <answer> and the struck-out <s>, which delimit), spoiler marks (`>!42!<`, `||x = -4||`), calculator
+# annotations (`<<20+5=25>>`), end-of-proof marks (∎ \blacksquare \Box \qed, Q.E.D.), equation numbers and labels
+# (\tag{2}, \label{eq:1}, \nonumber), equation environments (equation, align, gather: display math, `&=` is `=`), LaTeX
+# escaped twice in prose (`\\(x = 1\\)`), misspelt boxes (`\box{18}`, `\Boxed{42}`).
+_TAG_PAIR = re.compile(r"<(?!(?:think|answer|s|del|strike)\b)([A-Za-z][\w-]*)((?:\s+[\w-]+(?:=(?:\"[^\"]*\"|'[^']*'|[^\s>]+))?)*)\s*>"
+                       r"(.*?)</\1\s*>", re.DOTALL)
+_INLINE_TAGS = {"b", "i", "u", "em", "strong", "span", "code", "tt", "mark", "font", "small", "big"}
+_ENVIRONMENT = re.compile(r"\\begin\{(equation|align|gather|multline|eqnarray|flalign)(\*?)\}(.*?)\\end\{\1\2\}", re.DOTALL)
+
+
+def _display_rows(match):
+    """An equation environment as display math, a row each (`&` dropped; a row that goes on with `&= ...` joins the one
+    above); environments nested in it (matrices, cases) are kept as written."""
+    nested = []
+    body = re.sub(r"\\begin\{([a-zA-Z*]+)\}.*?\\end\{\1\}", lambda m: nested.append(m.group(0)) or f"\x00{len(nested) - 1}\x00",
+                  match.group(3), flags=re.DOTALL)
+    body = re.sub(r"\\\\\s*(?=&?\s*=)", " ", body).replace("&", "")
+    rows = "\\]\n\\[".join(body.split("\\\\"))
+    return "\\[" + re.sub(r"\x00(\d+)\x00", lambda m: nested[int(m.group(1))], rows) + "\\]"
+
+
+def _markup(text):
+    """The text without markup (see above)."""
+    if "<" in text:
+        for _ in range(6):  # (nested tags: innermost pairs first)
+            changed = _TAG_PAIR.sub(lambda m: m.group(3) if m.group(1).lower() in _INLINE_TAGS else "\n" + m.group(3) + "\n"
+                                    if m.group(1).lower() not in ("sup", "sub") else ("^{" if m.group(1).lower() == "sup" else "_{")
+                                    + m.group(3) + "}", text)
+            if changed == text:
+                break
+            text = changed
+        text = re.sub(r"<br\s*/?>|<hr\s*/?>", "\n", text)
+        text = re.sub(r"<<[^<>\n]{0,200}>>", "", text)  # GSM8K's calculator annotations
+    if ">!" in text:
+        text = re.sub(r">!(.{1,300}?)!<", r"\1", text)
+    if "||" in text:
+        text = re.sub(r"(?:(?<=^)|(?<=[\s:]))\|\|([^|\n$]{1,200})\|\|(?=\s*$|\s*[.!])", r"\1", text, flags=re.MULTILINE)
+    if "\\" in text:
+        text = re.sub(r"\\(?:tag\*?|label)\s*\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}|\\(?:nonumber|notag)(?![a-zA-Z])", " ", text)
+        text = _ENVIRONMENT.sub(_display_rows, text)
+        text = re.sub(r"\\(?:blacksquare|square|Box|qed|QED)(?![a-zA-Z])|\\hfill(?![a-zA-Z])", " ", text)
+        text = re.sub(r"\\\\\((.{1,300}?)\\\\\)", lambda m: "\\(" + m.group(1).replace("\\\\", "\\") + "\\)", text)
+        text = re.sub(r"\\(?:box|Boxed|BOXED)\s*(?=\{)", r"\\boxed", text)
+    if "∎" in text or "Q.E.D" in text:
+        text = re.sub(r"∎|\bQ\.E\.D\.?", " ", text)
+    return re.sub(r"(?<!\$)\$\s+\$(?!\$)", " ", text) if "$" in text else text  # (an empty `$ $` left by a removed mark)
+
+
+# Where a response turns to its reader after its conclusion (a sign-off: "I hope this helps! Let me know if ...", "Want
+# to try a similar one? Solve 2x + 3 = 13 (answer: x = 5).", "Feel free to send more ...", "(Tip: ...)"): what follows
+# is no part of its answer
+_SIGNOFF = re.compile(r"(?:^|\n|(?<=[.!?])[ \t]+)[ \t]*[(*_]*(?:(?:tip|hint|p\.?s\.?)\s*:|(?:i\s+)?hope\s+(?:this|that|it)\s+helps|"
+                      r"let\s+me\s+know\b|feel\s+free\b|thanks?\s+(?:for|again)\b|thank\s+you\b|(?:i'?m|i\s+am)\s+happy\s+to\s+help|"
+                      r"happy\s+\w+ing\b|good\s+luck\b|(?:do\s+you\s+)?want\s+to\s+try\b|would\s+you\s+like\b|if\s+you'?d\s+like\b|"
+                      r"if\s+you\s+want\b|does\s+(?:that|this)\s+make\s+sense\b|try\s+(?:it|this|plugging|another|a\s+similar)\b)",
+                      re.IGNORECASE)
+
+
+def _without_signoff(text):
+    """The text up to a sign-off (above) that follows a statement with a value, in its last 800 characters."""
+    start = max(0, len(text) - 800)
+    for match in _SIGNOFF.finditer(text, start):
+        if re.search(r"\d", text[:match.start()]) and not _BOX.search(text, match.end()):
+            return text[:match.start()]
+    return text
+
+
+def _later_statement(text, box):
+    """A statement after the last box whose value differs from the box's: the response's last word, a Span of it (the
+    box was a step: "$r = \\boxed{5}$, hence the area is $25\\pi$", "Sum = \\boxed{60} / Fifth = 60 - 48 = 12"; or the
+    closing sentence contradicts it: "\\boxed{7} such integers. / In total, 8 numbers ..."); None when the box stands (no
+    later value, the same value, a verification, or more than one value)."""
+    rest = text[box.end:box.end + 2000]
+    if not re.search(r"\d", rest) or box.start < len(text) - 6000:
+        return None
+    going_on = re.match(r"[\s$)\]\\]*[,;]\s*(?:and\s+)?(?:so|hence|therefore|thus|then|giving|which\s+gives)\b", rest, re.I)
+    if going_on:
+        statement = rest[going_on.start():].lstrip(" \t$)],;\\")
+    else:
+        end = re.search(r"[.!?](?=\s|$)|\n", rest)
+        statement = rest[end.end():] if end else ""
+    statement = statement.strip()
+    if not statement or not re.search(r"\d", statement) or len(statement) > 300 or len(re.findall(r"[.!?](?:\s|$)", statement)) > 2 \
+            or not (going_on or _CONCLUDES.search(statement)):
+        return None  # (a longer text after the box is a discussion, not a last word)
+    later = _find_span(statement)
+    value, boxed = reduce_span(later) if later else None, reduce_span(box)
+    if value is None or boxed is None or re.search(r"\\text\s*\{\s*or\s*\}|,", value):
+        return None
+    plain = parse_math(split_unit(clean(value.split("=")[-1]) or "")[0])
+    if (plain is None or plain.free_symbols) and not re.fullmatch(r"\\text\{[^{}]*\}", value):
+        return None  # ("So, for all n ..., $3^n$ is a factor": a remark in letters, not a value)
+    value = re.sub(r"^\\approx\s*", "", value)  # ("approximately 22 more euros" restates \boxed{22})
+    return None if any(equivalent(v, boxed) or equivalent(boxed, v) for v in (value, value.split("=")[-1])) else later
+
+
+def _alternative_after(text, span):
+    """The sentence after the one that states the answer offers another value ("Alternatively 16.", "Or maybe 9.")."""
+    if not span.end:
+        return False
+    end = re.search(r"[.!?](?=\s|$)|\n", text[span.end:span.end + 400])
+    following = text[span.end + end.end():span.end + 600].lstrip() if end else ""
+    offered = re.match(r"[*_]*(?:alternatively|or(?:\s+(?:maybe|perhaps|possibly|else))?)\b[,:]?\s*(?:(?:it|the\s+answer)(?:'s|\s+is|"
+                       r"\s+(?:could|might)\s+be)\s+)?([$¤]?-?\d[^.!?\n]{0,60}|\$[^$\n]{1,60}\$)", following, re.I)  # (a value first)
+    if offered is None or not re.search(r"\d", offered.group(1)):
+        return False
+    stated, other = reduce_span(span), sentence_value(offered.group(1))
+    return bool(stated and other and not equivalent(other, stated))
+
+
+# A statement that concludes: a sentence opening with a conclusion word ("So ...", "In total, ..."), or a labelled line
+# that computes its value ("Perimeter: 6 + 8 + 10 = 24", "Fifth = 60 - 48 = 12")
+_CONCLUDES = re.compile(r"(?:^|\n|(?<=[.!?])\s)\s*(?:\d+[.)]\s*)?[*_]*(?:(?:so|hence|therefore|thus|in\s+total|altogether|finally|"
+                        r"in\s+conclusion|that'?s|that\s+is)\b|[A-Za-z][\w '-]{0,30}[*_]*\s*[:=][^\n=]*\d\s*[-+×*/÷·]\s*[\d(][^\n]*=)",
+                        re.IGNORECASE)
+
+
+def _without_loop_tail(text):
+    """A response caught in a loop, cut off while repeating one statement (`\\boxed{7}` ... `\\boxed{7}` `\\boxed{`, "The answer
+    is 12." three times and more, then "The answer is"): the unfinished copy is dropped. A loop of different statements
+    ("... is 6. ... is 12. ... is 6.") is left as it is."""
+    tail = text[-3000:].rstrip()
+    units = [u for u in re.split(r"\n\s*|(?<=[.!?])\s+", tail) if u.strip()]
+    if len(units) < 4 or not units[-1].strip() or units[-1].strip() == units[-2].strip():
+        return text
+    last, unit = units[-1].strip(), units[-2].strip()
+    if unit.startswith(last) and all(u.strip() == unit for u in units[-4:-1]):
+        return text.rstrip()[:len(text.rstrip()) - len(last)].rstrip()
     return text
 
 
@@ -366,15 +499,31 @@ def find_span(text, strict=False):
 
 
 
+def _unclosed_box(text, start):
+    """(content, end) of a box whose last brace was left out before the closing `$` on its line (`$\\boxed{100$`,
+    `$\\boxed{\\frac{2}{3}$`: the content's own braces balance), else None."""
+    depth = 0
+    for pos in range(start, min(len(text), start + 300)):
+        ch = text[pos]
+        depth += (ch == "{") - (ch == "}")
+        if ch == "\n" or depth < 1 and pos > start:
+            return None
+        if ch == "$":
+            content = text[start + 1:pos].strip()
+            return (content, pos + 1) if depth == 1 and content and text[pos - 1] != "\\" else None
+    return None
+
+
 def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
-    text = _drop_echoed_instructions(_without_next_problem(_chat_marks(plain_unicode(text))))
+    text = _drop_echoed_instructions(_without_next_problem(_without_signoff(_without_loop_tail(_markup(_chat_marks(
+        plain_unicode(text)))))))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
-        typo = re.match(r"\\boxed\{([^{}$\n]{1,40})\$", text[last_box:])
-        if typo:  # `$\boxed{100$.`: a brace left out before the closing `$`, not an answer cut off
-            return Span("box", typo.group(1), text, last_box, last_box + typo.end())
+        typo = _unclosed_box(text, last_box + len("\\boxed"))
+        if typo:  # `$\boxed{\frac{2}{3}$.`: a brace left out before the closing `$`, not an answer cut off
+            return Span("box", typo[0], text, last_box, typo[1])
         return None  # the last box never closes: the answer was cut off while being written
     boxes = _boxes(text)
     if boxes and not boxes[-1][2] and text.count('"answer"') == 0:
@@ -398,7 +547,9 @@ def _find_span(text, strict=False):
         corrected = _CORRECTION.search(text, explicit.end) if explicit.end else None
         if corrected and conclusion_value(text[corrected.start():]) is not None:
             return Span("conclusion", text[corrected.start():])  # the later correction is the answer
-        return explicit
+        if _alternative_after(text, explicit):
+            return None  # "Answer: 12 (confidence 60%). Alternatively 16 (40%).": a hedge between two values
+        return (_later_statement(text, explicit) if explicit.kind == "box" and not strict else None) or explicit
     if strict:
         return None
     bare = text.strip()

@@ -157,8 +157,8 @@ _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|w
 LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
 
 
-_FRONTED = re.compile(r"^\s*(?:(?:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$]{1,40}?"
-                      r"|[A-Z][a-z]+ing\b[^,;]{1,120}?),\s*(?=[A-Za-z])")  # "Over 12 weeks, ...", "Starting at 3 degrees ..., "
+_FRONTED = re.compile(r"^\s*(?:(?i:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$(\[]{1,40}?"
+                      r"|[A-Z][a-z]+ing\b[^,;(\[]{1,120}?),\s*(?=[A-Za-z\d¤])")  # "Over 12 weeks, ...", "Starting at 3 degrees ..., "
 
 
 def _without_fronted_modifier(sentence):
@@ -457,7 +457,8 @@ def _word_predicate(sentence):
 # Words that put the number after them in a modifier of the sentence, not in its assertion ("for 16 glasses",
 # "by selling 9 eggs", "after 3 days", "out of 5")
 _MODIFIER_START = re.compile(r"\b(?:for|by|in|(?<!total )(?<!sum )of|per|after|before|from|with|without|at|on|over|within|among|"
-                             r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
+                             r"into|across|through|during|since|until|via|using|than|like|including|between|below|above|under|beyond|except|besides|"
+                             r"toward|towards|against|near|past|upon|onto|along|around|throughout)\b", re.IGNORECASE)
 _PURPOSE = re.compile(r"(?<!\bneeds\s)(?<!\bneed\s)(?<!\bhas\s)(?<!\bhave\s)(?<!\bhad\s)(?<!\bwants\s)(?<!\bwant\s)"
                       r"(?<!\bought\s)(?<!\bable\s)(?<!\bgoing\s)\bto\s+(?!be\b)[a-z]{2,}\b", re.IGNORECASE)  # "7 weeks to save $210": after a quantity
 
@@ -512,6 +513,9 @@ def _asserted(sentence, candidates):
     results = [(p, v) for p, v in asserted if _RESULT_WORDS.search(sentence[:p])]
     if len(asserted) > 1 and len(results) == 1:
         return results[0]  # "12 ways for each shelf, giving 144 ways in total": the value the sentence arrives at
+    predicates = [(p, v) for p, v in asserted if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:p].rstrip())]
+    if len(asserted) > 1 and len(predicates) == 1 and all(p < predicates[0][0] for p, _ in asserted if (p, _) != predicates[0]):
+        return predicates[0]  # "So 20 is 0.25 percent of 80": the subject, then the value the copula states
     if len(asserted) > 1:  # "Janet sells 16 - 3 - 4 = 9 eggs a day, making $18": the one sum of money
         money = [(p, v) for p, v in asserted if sentence[p - 1:p] == CURRENCY
                  or re.match(r"\s*(?:dollars?|cents?)\b", sentence[p + len(v):], re.I)]
@@ -557,7 +561,7 @@ def _one_candidate(sentence):
     value = re.sub(r"^\s*=\s*", "", value)  # "P(at least one six) $= 1 - 25/36 = 11/36$": a chain after a label in words
     segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
     if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
-        after = sentence[segment.end():]
+        after = sentence[segment.end():].lstrip("*_")
     provisional = _PROVISIONAL.search(sentence, 0, position)
     if provisional and not re.search(r"=|;|\b(?:gives?|giving|leaves|leaving|makes?|making|so|then|now)\b", sentence[provisional.end():position]):
         return None  # "Total so far: 36": a value given for now
@@ -722,6 +726,7 @@ def phrase_value(rest, context="", start=0, end=0):
     if display:
         return display
     line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
+    line = re.split(r"\s\|\s+(?=[*_]*[^\W\d_][\w ]{0,30}[*_]*\s*:)", line)[0]  # "7 | **Confidence:** 8/10": the next field
     if context and not after.strip() and _cut_off(line):
         return None  # "The answer is 42 apples per": the response stops mid-sentence
     sentence = _first_sentence(line)
@@ -1135,7 +1140,8 @@ def conclusion_value(text, finished=True):
         tail = re.sub(r"```[\w+-]*[ \t]*\n\s*([$¤]?-?\d[\d,]*(?:\.\d+)?)\s*\n[ \t]*```", r"\1", tail)
     check = _CHECK.search(tail)
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
-        tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
+        later = _CONCLUDING_LINE.search(tail, check.end())  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the
+        tail = tail[:check.start()] + ("\n" + tail[later.start():] if later else "")  # answer is no answer (a conclusion after it is)
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
                  if s.strip()]
     sentences = [_words_as_values(x) for x in sentences]
@@ -1273,8 +1279,13 @@ _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 _ASIDE = re.compile(r"\s*(?:(?:interestingly|incidentally|by\s+the\s+way|as\s+a\s+side\s+note|as\s+an\s+aside|fun\s+fact|"
                     r"for\s+comparison|side\s+note|btw)\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)
 # A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
-_CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
+_CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\d+[.)]\s+)?(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
                     r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:check|verify))\b", re.I)
+# A line that concludes (after a verification: "5. Therefore, she has 12 apples left.", "The number of students who play
+# both is 4.")
+_CONCLUDING_LINE = re.compile(r"\n[ \t]*(?:\d+[.)][ \t]+)?(?:\*\*)?(?:(?:therefore|thus|hence|so|in\s+total|finally|in\s+conclusion)\b|"
+                              r"(?:the\s+)?(?:final\s+)?answer\b|the\s+[^\n=]{3,80}?\s+(?:is|are|was|were)\s+[$¤]?-?\d[^\n]*$)",
+                              re.IGNORECASE | re.MULTILINE)
 _STOP_WORDS = set("""the and that this with from have has had for are was were what which how many much does did find
 their there they them into than then each other when where will would should could your its also some more most
 asked determine compute calculate value number total""".split())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reward import extract_answer, format_reward, gold_is_valid, is_equiv, math_reward, score_batch
+from reward import extract_answer, format_reward, gold_is_valid, is_equiv, last_boxed, math_reward, score_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -133,7 +133,7 @@ def test_every_solution_matches_its_own_answer(name):
 
 def _last_of_several(solution, gold):
     """The solution boxes several answers and the gold is only its last box."""
-    last_box = extract_answer(solution[solution.rfind("\\boxed"):])
+    last_box = last_boxed(solution[solution.rfind("\\boxed"):])
     return extract_answer(solution) != last_box and is_equiv(last_box, gold)
 
 
