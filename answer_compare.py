@@ -43,6 +43,8 @@ from functools import lru_cache
 
 import sympy
 
+from answer_forms import congruence, factorization, families_equal, set_intervals, up_to_constant, without_remainder
+from numerals import roman_value
 from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit
 
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
@@ -110,7 +112,9 @@ def _exprs_equal(p, g):
         return False  # an unevaluated sum (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares only by its structure
     if not p.free_symbols and not g.free_symbols:
         return _numbers_equal(p, g)
-    return any(_same_function(q, g) for q in _renamed_constants(p, g))
+    if any(_same_function(q, g) for q in _renamed_constants(p, g)):
+        return True
+    return bool(up_to_constant(p, g))  # antiderivatives: `-\frac14 \cos 2x + C` and `\frac12 \sin^2 x + C` differ by a constant
 
 
 def _same_function(p, g):
@@ -366,11 +370,11 @@ def _shape(s):
     parts = [x for p in parts for x in _expand_pm(p)]           # 1 \pm \sqrt 2 -> two answers
     if len(parts) > 1:
         sides = [_split_top(p, ["="]) for p in parts]
-        if all(len(x) == 2 and _is_label(x[0]) for x in sides):
+        if all(len(x) >= 2 and _is_label(x[0]) for x in sides):   # (x = 2\cos(\pi/3) = 1: a labelled chain, its last side)
             labels = [_canon_label(x[0]) for x in sides]
             if len(set(labels)) == 1:
-                return _Shape("list", [x[1] for x in sides])         # x = 1 or x = 2: the solutions
-            return _Shape("assign", [x[1] for x in sides], labels=labels)
+                return _Shape("list", [x[-1] for x in sides])        # x = 1 or x = 2: the solutions
+            return _Shape("assign", [x[-1] for x in sides], labels=labels)
         return _Shape("list", parts)
     sides = _split_top(s, ["="])
     if len(sides) == 2 and _is_label(sides[0]) and _shape(sides[1]).kind != "single":
@@ -433,6 +437,8 @@ def _shapes_equal(p, g):
         return p.kind in ("assign", "tuple", "list") and _match_ordered(p.items, g.items)
     if g.kind in ("list", "set"):
         if p.kind == "assign" and g.kind == "list" and len(set(p.labels)) == len(p.labels):
+            if len({re.sub(r"_\{?\d+\}?$", "", x) for x in p.labels}) == 1 and all(re.search(r"_\{?\d+\}?$", x) for x in p.labels):
+                return _match_unordered(p.items, g.items)  # \lambda_1 = 3, \lambda_2 = 1: one quantity's values, numbered
             return _match_ordered(p.items, g.items)  # named parts in the order the gold lists them: (a) 32, (b) 25 = 32, 25
         if p.kind == "single":
             return len(g.items) == 1 and _equiv(p.items[0], g.items[0])
@@ -670,6 +676,32 @@ def _chain_value(sides):
     return [sides[0], sides[-1]] if _is_label(sides[0]) else sides[-1:]
 
 
+def _bound_variable(p_sides, gold):
+    """`f(t) = t^2 + 5` against a gold formula in one other letter (`x^2 + 5`): the formula with its variable renamed
+    to the gold's (a function's variable is a bound name), else None."""
+    label = re.fullmatch(r"\s*[A-Za-z](?:_\{?\w+\}?)?(?:\^\{?-1\}?)?\s*\(\s*([a-z])\s*\)\s*", p_sides[0])
+    value, target = parse_math(p_sides[1]), parse_math(gold)
+    if label is None or value is None or target is None or len(target.free_symbols) != 1:
+        return None
+    (letter,) = target.free_symbols
+    if value.free_symbols != {sympy.Symbol(label.group(1))} or letter.name == label.group(1) or len(letter.name) != 1:
+        return None
+    return re.sub(rf"(?<![A-Za-z\\]){label.group(1)}(?![A-Za-z])", letter.name, p_sides[1])
+
+
+def _roman_equal(p, g):
+    """Roman numerals (numerals.roman_value, two letters at least: `C` alone is an option letter): a gold so written
+    asks for the numeral, the last side of the prediction's chain (`90 = 100 - 10 = XC`); a number gold equals the
+    numeral's value (`XLIII` is 43). None when neither side is one."""
+    gold = roman_value(g) if len(g.strip()) > 1 else None
+    if gold is not None:
+        last = _split_top(p, ["="])[-1].strip()
+        return len(last) > 1 and roman_value(last) == gold
+    if re.fullmatch(r"\d+", g.strip()) and len(p.strip()) > 1 and roman_value(p) is not None:
+        return roman_value(p) == int(g)
+    return None
+
+
 def _relations_equal(p_sides, g_sides):
     """At least one side has '='. Labels are stripped; the prediction's value is its last side (see below)."""
     g_sides = _chain_value(g_sides)
@@ -679,6 +711,9 @@ def _relations_equal(p_sides, g_sides):
         gold = g_sides[-1]
         if len(p_sides) == 1:
             return _equiv(p_sides[0], gold)
+        renamed = _bound_variable(p_sides, gold) if len(p_sides) == 2 and len(g_sides) == 1 else None
+        if renamed is not None:
+            return _equiv(renamed, gold)  # `f(t) = t^2 + 5` for `x^2 + 5`: the function, whatever its variable is called
         if len(g_sides) == 2 and len(p_sides) == 2 and _is_label(p_sides[0]):
             if _canon_label(p_sides[0]) != _canon_label(g_sides[0]):  # x = 3 is not y = 3; but `P = 100 - 0.8X_d`
                 return _equations_equal(p_sides, g_sides)              # is `X_d = 125 - 1.25P` solved for P
@@ -1090,10 +1125,34 @@ def _valid_numeral(digits, base):
         return False
 
 
+def _forms_equal(p, g):
+    """The forms of answer_forms.py: congruence classes, prime factorizations, solution families; None when the gold is
+    of none of them (or the prediction is a residue and the gold an integer: compared as written)."""
+    gc = congruence(g)
+    if gc is not None:
+        pc = congruence(p)
+        return pc is not None and pc[1] == gc[1] and (pc[0] - gc[0]) % gc[1] == 0
+    pc = congruence(p)
+    if pc is not None and re.fullmatch(r"-?\d+", g.strip()):
+        return pc[0] == int(g)  # `2^{100} \equiv 2 \pmod 7` (cleaned to `2 \pmod{7}`) for the remainder 2
+    gf = factorization(g)
+    if gf:  # `2^3 \cdot 3^2 \cdot 5` asks for the factorization: `360 = 2 \times 2 \times 2 \times 3 \times 3 \times 5`
+        return factorization(_split_top(p, ["="])[-1]) == gf
+    if "\\pi" in g and re.search(r"(?<![A-Za-z\\])[kmnj](?![A-Za-z])", g):
+        return families_equal(p, g)
+    return None
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
         return True
+    forms = _forms_equal(p, g)
+    if forms is not None:
+        return forms
+    if without_remainder(p) != p and without_remainder(g) == g:  # `e^x = 1 + x + \frac{x^2}{2} + O(x^3)`: the series, cut at
+        p = _split_top(without_remainder(p), ["="])[-1]           # its remainder (the sides before it name the function)
+    p, g = set_intervals(p) or p, set_intervals(g) or g          # `\{x : |x| \ge 3\}`, `R \setminus [-1, 3]`: intervals
     if CASE_WORD.search(p) or CASE_WORD.search(g):
         by_cases = _cases_equal(p, g)  # "5 if n is even, 6 if n is odd", \begin{cases}, against cases or a formula
         if by_cases is not None:
@@ -1133,6 +1192,9 @@ def _equiv(p, g):
         same = _unit_vectors_equal(p, g)
         if same is not None:
             return same
+    roman = _roman_equal(p, g)
+    if roman is not None:
+        return roman
     if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
         predicate = COPULA.sub("", p, count=1)
         return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))
@@ -1221,9 +1283,9 @@ def _item_equal(p, g):
         parts = ratio[1] if len(ratio[0]) == 1 else ratio[0]
         return len(parts) == 2 and _equiv(number, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
     p_sides, g_sides = _split_top(p, ["="]), _split_top(g, ["="])
-    if "\\approx" in p and _MEASUREMENT.fullmatch(g) and re.search(r"\\approx\s*[^=<>]+$", p) \
-            and _equiv(_split_top(p, ["=", "\\approx"])[-1], g):
-        return True  # P = \frac23 \approx 0.67 for a gold rounded to 0.67: the rounding asked for is stated
+    if "\\approx" in p and _MEASUREMENT.fullmatch(g) and re.search(r"\\approx\s*[^=<>]+$", p):
+        return _equiv(_split_top(p, ["=", "\\approx"])[-1], g)  # P = \frac23 \approx 0.67 for a gold rounded to 0.67: the
+        # response's own rounding is what it states (`e^3 \approx 20.0` is not 20.1, though e^3 rounds to 20.1)
     if "\\approx" in p:  # x = 1/3 \approx 0.33: the approximation is a remark when an exact value is given
         exact = [_split_top(side, ["\\approx"])[0] for side in p_sides]
         exact = [x for x in exact if x]
@@ -1296,8 +1358,8 @@ _PLACE_WORDS = {"tenth": 1, "hundredth": 2, "thousandth": 3, "ten-thousandth": 4
                 "whole number": 0, "integer": 0, "unit": 0, "one": 0, "dollar": 0, "cent": 2, "percent": 0,
                 "degree": 0, "ten": -1, "hundred": -2, "thousand": -3}
 _COUNT_WORDS = {w: k for k, w in enumerate("zero one two three four five six seven eight nine ten".split())}
-_ROUNDING = re.compile(r"\bnearest\s+(ten[- ]thousandth|tenth|hundredth|thousandth|whole\s+number|integer|unit|one|dollar|"
-                       r"cent|percent|degree|ten|hundred|thousand)s?\b|\bnearest\s+(0\.0*1)\b"
+_ROUNDING = re.compile(r"\b(?:nearest|closest)\s+(ten[- ]thousandth|tenth|hundredth|thousandth|whole\s+number|integer|unit|one|dollar|"
+                       r"cent|percent|degree|ten|hundred|thousand)s?\b|\bnearest\s+(0\.0*1)\b|\b(integer|whole\s+number)\s+(?:nearest|closest)\s+to\b"
                        r"|\b(\d+|" + "|".join(_COUNT_WORDS) + r")\s+(?:(decimal\s+(?:places?|digits?)|d\.\s?p\.?|dp)|"
                        r"(significant\s+(?:figures?|digits?)|sig\.?\s*figs?|s\.\s?f\.?|sf))(?![A-Za-z])", re.IGNORECASE)
 
@@ -1309,12 +1371,12 @@ def rounding_asked(question):
     match = _ROUNDING.search(question or "")
     if match is None:
         return None
-    if match.group(1):
-        return "places", _PLACE_WORDS[" ".join(match.group(1).lower().replace("-", " ").split())]
+    if match.group(1) or match.group(3):  # ("the integer nearest to 1000/7")
+        return "places", _PLACE_WORDS[" ".join((match.group(1) or match.group(3)).lower().replace("-", " ").split())]
     if match.group(2):
         return "places", len(match.group(2)) - 2
-    count = int(match.group(3)) if match.group(3).isdigit() else _COUNT_WORDS[match.group(3).lower()]
-    return ("places" if match.group(4) else "figures"), count
+    count = int(match.group(4)) if match.group(4).isdigit() else _COUNT_WORDS[match.group(4).lower()]
+    return ("places" if match.group(5) else "figures"), count
 
 
 def rounded_equal(pred, gold, rounding):
@@ -1325,6 +1387,7 @@ def rounded_equal(pred, gold, rounding):
         p, g = clean(pred), clean(gold)
         if p is None or g is None or rounding is None:
             return False
+        p = _split_top(p, ["\\approx"])[-1] if "\\approx" in p[1:] else p  # `1000/7 \approx 142.86 \approx 143`: its last rounding
         p = re.sub(r"^(?:[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\approx)\s*|\\approx\s*|(?:approximately|about|roughly)\s+)", "", p)
         p = re.sub(r"\s*\\[lc]?dots$", "", p)
         (pv, pu), (gv, gu) = split_unit(p), split_unit(g)

@@ -36,8 +36,8 @@ from typing import NamedTuple
 from answer_compare import COPULA, CASE_WORD, parse_cases
 from latex import (DATE_WORDS, MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, compound_units, is_english, split_unit, superscripts, unit_key,
                    unit_vector_hats, unit_word, unwrap_commands)
-from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, cjk_numbers, number_conventions, number_words,
-                      repeating_decimals, scaled_numbers)
+from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, base_numerals, cjk_numbers, degrees_minutes_seconds,
+                      number_conventions, number_words, repeating_decimals, roman_value, scaled_numbers)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -800,6 +800,9 @@ def _words_as_values(sentence):
     sentence = re.sub(sign + r"(" + NUMBER_WORDS.pattern + r")", lambda m: "-" + number_words(re.match(r"(?s).*", m.group(1))),
                       sentence, flags=re.I)
     sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
+    if re.search(r"(?<![A-Za-z])[IVXLCDM]{2,}(?![A-Za-z])", sentence):  # a Roman numeral (numerals.roman_value) is a value: MCMXCIV
+        sentence = _outside_math(sentence, lambda t: re.sub(r"(?<![A-Za-z$\\])[IVXLCDM]{2,}(?![A-Za-z$])", lambda m: f"$\\mathrm{{{m.group(0)}}}$"
+                                                            if roman_value(m.group(0)) else m.group(0), t))
     sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
                       lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
     sentence = _outside_math(sentence, _clock_words)
@@ -905,6 +908,7 @@ def _prepared(sentence):
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+    sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
     sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
     sentence = _words_as_values(_scale_suffixes(sentence))
     sentence = re.sub(r"(?<![\w.])(\d+)(?:\s+and\s+|-)(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet", "1-1/2 ft" (a unit after)
@@ -969,6 +973,7 @@ def sentence_value(sentence):
     """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
     sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
+    sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
     if "(" in sentence:
         sentence = _outside_math(sentence, _without_asides)  # "60 (15 × 4).": the working after a value
     if not sentence or _UNSURE.search(sentence) or _conditional(sentence):
@@ -1090,19 +1095,23 @@ _REFUSAL = re.compile(r"\b(?:not\s+enough\s+information|insufficient\s+(?:inform
 
 def _last_step(value):
     """The value a derivation written as one formula arrives at: after its last implication (`3n = 15 \\Rightarrow
-    n = 5` -> `n = 5`), and the residue of a congruence (`2^{100} \\equiv 2 \\pmod 7` -> 2)."""
+    n = 5` -> `n = 5`), and the residue of a congruence with its modulus (`2^{100} \\equiv 2 \\pmod 7` -> `2 \\pmod{7}`: it equals
+    the gold 2 and the class `x \\equiv 9 \\pmod 7`, answer_forms.congruence)."""
     inline = re.fullmatch(r"\$([^$]+)\$", value.strip())
     value = inline.group(1) if inline else value
     value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])|⇒|⟹|∴|==?>", value)[-1].strip()
-    arrow = re.split(r"\\to(?![a-z])|\\rightarrow(?![a-z])|→", value)
+    arrow = re.split(r"\\to(?![a-z])|\\rightarrow(?![a-z])|→|(?<![<-])->(?!>)", value)
     if len(arrow) == 2 and not re.fullmatch(r"\s*[A-Za-z]\s*", arrow[0]) and "\\lim" not in arrow[0] and arrow[1].strip():
         value = arrow[1].strip()  # `\frac{3x^2+1}{x^2-5} \to 3` (as x -> oo): the value it tends to
-    residue = re.fullmatch(r"\s*(-?\d+)\s*(?:\\pmod\s*\{?\s*\d+\s*\}?|\(\s*\\?(?:bmod|mod)\s*\d+\s*\))\s*", value)
+    residue = re.fullmatch(r"\s*(-?\d+)\s*(?:\\pmod\s*\{?\s*(\d+)\s*\}?|\(\s*\\?(?:bmod|mod)\s*(\d+)\s*\))\s*", value)
     if residue:
-        return residue.group(1)  # `3 \pmod 7`: the residue 3
-    congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}$]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\$?\s*\.?", value,
+        return f"{residue.group(1)} \\pmod{{{residue.group(2) or residue.group(3)}}}"  # `3 (mod 7)`: the residue and its modulus
+    congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*([^{}$]+)\}?|\(\s*\\?(?:bmod|mod)\s*([^()]+)\))\s*\$?\s*\.?", value,
                               re.DOTALL)
-    return congruence.group(1).strip() if congruence else value
+    if congruence is None:
+        return value
+    last, modulus = congruence.group(1).split("=")[-1].strip(), (congruence.group(2) or congruence.group(3)).strip()
+    return f"{last} \\pmod{{{modulus}}}" if re.fullmatch(r"-?\d+", last) and modulus.isdigit() else congruence.group(1).strip()
 
 
 def _leading_value(sentence):

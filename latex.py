@@ -34,8 +34,8 @@ from functools import lru_cache
 
 import sympy
 
-from numerals import (DENOMINATORS, DIGIT_MARKS, FRACTION_WORDS, GROUPED_DIGITS, NUMBER_WORDS, number_words, plain_unicode,
-                      repeating_decimals, scaled_numbers)
+from numerals import (DENOMINATORS, DIGIT_MARKS, FRACTION_WORDS, GROUPED_DIGITS, NUMBER_WORDS, base_numerals, degrees_minutes_seconds,
+                      number_words, plain_unicode, repeating_decimals, scaled_numbers)
 
 MAX_INT_DIGITS = 400         # integer literals longer than this are refused
 MAX_RESULT_BITS = 20_000     # refuse to compute b**e (and n!) past ~6000 decimal digits
@@ -539,7 +539,7 @@ _UNICODE = {"–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\
             "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset ",
             "€": " ", "£": " ", "¥": " ", "\\pounds": " ", "\\euro": " ", "\\texteuro": " ", "≈": "\\approx ", "≃": "\\approx ",
             "⋅": "\\cdot ", "∗": "*", "→": "\\to ", "⇒": "\\Rightarrow ", "ℝ": "\\mathbb{R}", "∠": "\\angle ", "ᵀ": "^T",
-            "∣": "|", "″": "''"}
+            "∣": "|", "″": "''", "∖": "\\setminus ", "↦": "\\mapsto "}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
              r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
 
@@ -677,6 +677,37 @@ def _greek_command(match):
     return f"\\{word} " if word.lower() in _GREEK or word.lower() in ("omicron", "pi") else match.group(0)
 
 
+# An answer written as code or as a computer algebra system prints it: `**` is a power, a module's prefix names the same
+# function (`math.log(5)` is \ln 5, `np.sqrt`), `lambda x: (x + 1)**2` and `x ↦ ...` are the formula, a nested list
+# (`[[1, 2], [3, 4]]`, `Matrix([[...]])`, numpy's `array([[-2. , 1. ], ...])`) is a matrix, its rows in order;
+# `_{7}C_{2}`, `{}^{12}P_{2}` and `7C2` are counts (\binom{7}{2}, 12!/10!).
+_NESTED_LIST = re.compile(r"(?:(?:sympy\.|sp\.|np\.|numpy\.)?(?:Matrix|array)\s*\(\s*)?\[\s*(\[[^\[\]]*\](?:\s*,\s*\[[^\[\]]*\])*)\s*,?\s*\]\s*\)?")
+
+
+def _matrix_rows(match):
+    rows = [[re.sub(r"(?<=\d)\.(?!\d)", "", cell.strip()) for cell in row.split(",")] for row in re.findall(r"\[([^\[\]]*)\]", match.group(1))]
+    if not rows or any(len(row) != len(rows[0]) or not all(row) for row in rows):
+        return match.group(0)
+    return "\\begin{pmatrix} " + " \\\\ ".join(" & ".join(row) for row in rows) + " \\end{pmatrix}"
+
+
+def _code_forms(s):
+    """An answer written as code (see above) as LaTeX."""
+    s = re.sub(r"\b(?:math|cmath|np|numpy|sympy|sp)\.(log10|log2|log|ln|sqrt|exp|sin|cos|tan|pi|e)\b",
+               lambda m: {"log10": "\\log_{10}", "log2": "\\log_{2}", "log": "\\ln", "pi": "\\pi", "e": "e"}.get(m.group(1), m.group(1)), s)
+    s = re.sub(r"^\s*(?:[A-Za-z_]\w*\s*=\s*)?lambda\s+[A-Za-z_]\w*\s*:\s*", "", s)
+    s = re.sub(r"(?<=[\w)\]])\s*\*\*\s*(?=[\w(.-])", "^", s)  # (a power between operands; `**5**` is bold)
+    s = re.sub(r"^\s*(?:[A-Za-z](?:\^\s*\{?-1\}?)?(?:\([a-z]\))?\s*:\s*)?[a-z]\s*\\mapsto\s*", "", s)  # f^{-1}: x \mapsto (x + 1)/3
+    s = _NESTED_LIST.sub(_matrix_rows, s) if "[[" in re.sub(r"\s", "", s) else s
+    s = re.sub(r"(?:\{\}\s*)?[_^]\s*\{?\s*(\d{1,3})\s*\}?\s*([CP])\s*_\s*\{?\s*(\d{1,3})\s*\}?|(?<![\w\\])(\d{1,3})([CP])(\d{1,3})(?![\w])",
+               lambda m: _count(m.group(1) or m.group(4), m.group(2) or m.group(5), m.group(3) or m.group(6)), s)
+    return s
+
+
+def _count(n, kind, k):
+    return f"\\binom{{{n}}}{{{k}}}" if kind == "C" else f"\\frac{{{n}!}}{{({n}-{k})!}}"
+
+
 @lru_cache(maxsize=8192)
 def clean(s):
     """Canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs, thousands
@@ -687,10 +718,14 @@ def clean(s):
     if not s or len(s) > MAX_ANSWER_CHARS:
         return None
     s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
+    s = base_numerals(degrees_minutes_seconds(s))                               # 22°30′ -> 22.5°; 0xFF -> FF_{16}
     s = _unicode_roots(s)                                                       # √27, ∛27, 0.(3), x₁
     for old, new in _UNICODE.items():
         s = s.replace(old, new)
     s = superscripts(s)
+    s = _code_forms(s) if re.search(r"\*\*|\[\s*\[|lambda|\b(?:math|np|numpy|sympy|sp|cmath)\.|\d\s*\}?\s*[CP]|\\mapsto", s) else s
+    if "\\" in s:  # `ℝ \ [-1, 3]`: a backslash between the reals and a set is a set minus, not a LaTeX space
+        s = re.sub(r"(\\mathbb\{R\})\s*\\(?=\s*[\[(\\{])(?![\[(])", r"\1 \\setminus ", s)
     if re.search(r"[\u0370-\u03ff]", s):  # Greek letters by their Unicode names: θ -> \theta, Δ -> \Delta
         s = re.sub(r"[\u0370-\u03ff]", _greek_command, s)
     s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",

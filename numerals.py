@@ -9,6 +9,7 @@ Entry points (each takes text and returns text, numbers rewritten as ASCII numer
     writes decimal commas, `0,875` and `1.562,50`; decimal_comma_text(text) decides that from the whole text.
   cjk_numbers(text): Chinese and Japanese numerals by their positional grammar (`三千五百`, `二十四`, `三分之二`, `三点五`).
   roman_value(word): the value of a Roman numeral written by the strict grammar (`MCMXCIV` 1994), else None.
+  degrees_minutes_seconds(text) (`22°30′` -> `22.5°`); base_numerals(text) (`0xFF`, `1000 (base 2)` -> `FF_{16}`, `1000_{2}`).
   number_words / NUMBER_WORDS, scaled_numbers, FRACTION_WORDS / DENOMINATORS: numbers in English words and scale
     words ("two hundred ninety-four", "4 million", "3 lakh", "two dozen", "a quarter million").
   repeating_decimals(text): repeat marks as exact fractions (`0.\\overline{3}`, `0.(3)`, `0.\\dot{3}`, `0.333...`).
@@ -405,3 +406,49 @@ def roman_value(word):
         return None
     values = [_ROMAN_VALUES[ch] for ch in word.upper()]
     return sum(-v if k + 1 < len(values) and v < values[k + 1] else v for k, v in enumerate(values))
+
+
+_DMS = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(°|\^\s*\{?\s*\\circ\s*\}?)\s*(\d+(?:\.\d+)?)\s*(?:'|′)(?!')(?:\s*(\d+(?:\.\d+)?)\s*(?:''|″|\"))?")
+
+
+def degrees_minutes_seconds(text):
+    """An angle in degrees, minutes and seconds as degrees: `22°30′` -> `22.5°`, `12^\\circ 45'` -> `12.75^\\circ`,
+    `10°20'` -> `\\frac{31}{3}°` (a minute is 1/60 of a degree, a second 1/3600)."""
+    def degrees(match):
+        value = Fraction(match.group(1)) + Fraction(match.group(3)) / 60 + Fraction(match.group(4) or 0) / 3600
+        written = _terminating(value) or f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+        return written + match.group(2)
+    return _DMS.sub(degrees, text) if ("'" in text or "′" in text) else text
+
+
+def _terminating(value):
+    """The decimal text of a fraction whose expansion ends (12.75), else None."""
+    q = value.denominator
+    for prime in (2, 5):
+        while q % prime == 0:
+            q //= prime
+    if q != 1:
+        return None
+    text = f"{float(value):.12f}".rstrip("0").rstrip(".")
+    return text if Fraction(text) == value else None
+
+
+_BASE_WRITTEN = re.compile(r"(?<![\w.])(?:0([xXbBoO])([0-9A-Fa-f]+)\b|([0-9A-Za-z]+)\s*(?:\(\s*base[\s-]*(\d{1,2})\s*\)|\s+in\s+base[\s-]*(\d{1,2})\b"
+                           r"|_\{?\(?\s*base[\s-]*(\d{1,2})\s*\)?\}?))")
+
+
+def base_numerals(text, wrap=""):
+    """Numerals marked with their base as `digits_{base}` (between `wrap` marks, `$` in prose): the prefixes of programming languages (`0xFF` -> `FF_{16}`,
+    `0b1010` -> `1010_{2}`, `0o17` -> `17_{8}`) and the base in words (`1000 (base 2)`, `1000 in base 2`)."""
+    def marked(match):
+        if match.group(1):
+            base = {"x": 16, "b": 2, "o": 8}[match.group(1).lower()]
+            digits = match.group(2)
+        else:
+            digits, base = match.group(3), int(match.group(4) or match.group(5) or match.group(6))
+        try:
+            int(digits, base)
+        except ValueError:
+            return match.group(0)
+        return f"{wrap}{digits}_{{{base}}}{wrap}"
+    return _BASE_WRITTEN.sub(marked, text) if re.search(r"\b0[xXbBoO][0-9A-Fa-f]|base", text) else text
