@@ -1,7 +1,7 @@
 """Stage 3 of the grader: are two answer texts (the extracted prediction, the gold) the same mathematical object?
 
-Entry points: _equiv(p, g) on texts cleaned by latex.clean (reward.is_equiv bounds it), gold_is_valid; with the
-problem's text: restates_question, rounding_asked / rounded_equal, option_letter. Structure is compared first (cases,
+Entry points: equivalent(pred, gold) (reward.is_equiv bounds it; _equiv on texts cleaned by latex.clean), gold_is_valid;
+split_top, canon, rounds_to, significant_digits for answer_question.py. Structure is compared first (cases,
 clock times, dates, unit vectors, choices, words, intervals, matrices, lists and tuples, units and percent, relations),
 then values (latex.parse_math builds the sympy tree; nothing is evaluated from text).
 
@@ -12,7 +12,7 @@ THE DECIMAL POLICY, one rule wherever a decimal meets an exact value:
     finite decimal (`\\ln 2`, `2/7`) only with a repeat mark (`0.\\overline{285714}`, `0.(285714)`, `0.\\dot{2}8571\\dot{4}`,
     a combining overline, or a first full period and three digits at least before an ellipsis: `0.285714...`), or when
     the question asks for a rounding ("to the nearest hundredth", "to 4 decimal places", "to 3 significant figures":
-    rounding_asked) and it is the gold correctly rounded with at least that precision (rounded_equal): `0.6931` is
+    answer_question.rounding_asked) and it is the gold correctly rounded with at least that precision (rounded_equal): `0.6931` is
     `\\ln 2` only then, `0.2857` is never `2/7`.
   - a decimal gold is a rounding and its own precision decides: an exact prediction equals it when correctly rounded
     at the gold's last digit and the gold shows ROUNDED_GOLD_DIGITS significant digits (`\\sqrt3` = `1.732` = `1.73`;
@@ -139,7 +139,7 @@ def _same_function(p, g):
     return False
 
 
-def _rounds_to(decimal_text, exact, places=None, asked=False):
+def rounds_to(decimal_text, exact, places=None, asked=False):
     """Is the decimal `decimal_text` the exact number `exact` correctly rounded: at `places` decimals (negative: tens,
     hundreds), or by default at its own last digit (an integer's own precision is its last nonzero digit: 1200 is
     rounded to hundreds)? Unless a rounding was asked for, never for an exact value whose decimal expansion ends (its
@@ -166,7 +166,7 @@ def _terminates(exact):
     return q == 1
 
 
-def _significant_digits(decimal_text):
+def significant_digits(decimal_text):
     digits = re.sub(r"[^\d]", "", decimal_text).lstrip("0")
     return len(digits) if "." in decimal_text else len(digits.rstrip("0"))
 
@@ -208,8 +208,8 @@ def _values_equal(p, g):
     if pp is None or gp is None:
         return False
     try:
-        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p and _significant_digits(g) >= ROUNDED_GOLD_DIGITS \
-                and _rounds_to(g, pp):
+        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p and significant_digits(g) >= ROUNDED_GOLD_DIGITS \
+                and rounds_to(g, pp):
             return True  # \sqrt{17} for a gold 4.123, \frac{8}{3} for 2.6667: the gold's own precision decides
         return _exprs_equal(pp, gp)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
@@ -268,7 +268,7 @@ def _as_text(expr):
 # ------------------------------------------------------------------------------------------------------------
 # Structure: lists, tuples, sets, intervals, relations, matrices
 # ------------------------------------------------------------------------------------------------------------
-def _split_top(s, separators):
+def split_top(s, separators):
     """Split at separators that are not inside (), [], {}; returns stripped parts."""
     parts, depth, start, i = [], 0, 0, 0
     while i < len(s):
@@ -360,29 +360,29 @@ def _shape(s):
     if inner is None and re.fullmatch(r"\{[^{}]*[,;][^{}]*\}", s):
         inner = s[1:-1]                                               # {1, 2, 3} written without backslashes, {-4 ; 4}
     if inner is not None and "|" not in inner and ":" not in inner:
-        return _Shape("set", _split_top(inner, [",", ";"]) if inner.strip() else [])
+        return _Shape("set", split_top(inner, [",", ";"]) if inner.strip() else [])
     if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
         return _Shape("list", s.split())  # `1 \quad 2` (cleaned to `1 2`): two values side by side, a list
-    groups = _split_top(s, [";"])
-    if len(groups) > 1 and all(len(_split_top(x, [","])) > 1 for x in groups):
+    groups = split_top(s, [";"])
+    if len(groups) > 1 and all(len(split_top(x, [","])) > 1 for x in groups):
         return _Shape("list", groups)  # `p=5,q=2; p=7,q=2`: semicolons separate solutions, commas their parts
-    parts = [p for p in _split_top(s, [",", ";", "and", "or", "\\quad"]) if p]
+    parts = [p for p in split_top(s, [",", ";", "and", "or", "\\quad"]) if p]
     parts = [x for p in parts for x in _expand_pm(p)]           # 1 \pm \sqrt 2 -> two answers
     if len(parts) > 1:
-        sides = [_split_top(p, ["="]) for p in parts]
+        sides = [split_top(p, ["="]) for p in parts]
         if all(len(x) >= 2 and _is_label(x[0]) for x in sides):   # (x = 2\cos(\pi/3) = 1: a labelled chain, its last side)
             labels = [_canon_label(x[0]) for x in sides]
             if len(set(labels)) == 1:
                 return _Shape("list", [x[-1] for x in sides])        # x = 1 or x = 2: the solutions
             return _Shape("assign", [x[-1] for x in sides], labels=labels)
         return _Shape("list", parts)
-    sides = _split_top(s, ["="])
+    sides = split_top(s, ["="])
     if len(sides) == 2 and _is_label(sides[0]) and _shape(sides[1]).kind != "single":
         return _shape(sides[1])                                          # (x, y) = (2, 3) -> (2, 3)
     for open_, close in (("(", ")"), ("[", "]"), ("(", "]"), ("[", ")")):
         inner = _enclosed(s, open_, close)
         if inner is not None:
-            items = _split_top(inner, [","]) if "," in inner else _split_top(inner, [";"])
+            items = split_top(inner, [","]) if "," in inner else split_top(inner, [";"])
             if len(items) > 1:
                 return _Shape("tuple", items, open_ + close)
     return _Shape("single", [s])
@@ -400,7 +400,7 @@ def _distinct(items):
     """The items with repeats dropped (`(3,17,3,7)` listed twice is one solution)."""
     kept = []
     for item in items:
-        if not any(_canon(item) == _canon(k) or _equiv(item, k) for k in kept):
+        if not any(canon(item) == canon(k) or _equiv(item, k) for k in kept):
             kept.append(item)
     return kept
 
@@ -469,8 +469,8 @@ def _as_interval(s):
         return "-\\infty", "\\infty", False, False
     for open_, close in (("(", ")"), ("[", "]"), ("(", "]"), ("[", ")")):
         inner = _enclosed(s, open_, close)
-        if inner is not None and len(_split_top(inner, [","])) == 2:
-            lo, hi = _split_top(inner, [","])
+        if inner is not None and len(split_top(inner, [","])) == 2:
+            lo, hi = split_top(inner, [","])
             return lo, hi, open_ == "[", close == "]"
     single = _enclosed(s, "\\{", "\\}")
     if single is not None and "," not in single:                  # {-1} in {-1} \cup [0, 7)
@@ -563,7 +563,7 @@ def _abs_intervals(s):
 
 def _intervals_equal(p, g):
     """Unions of intervals (order-free) with matching brackets; None when either side is not one."""
-    ps, gs = _split_top(p, ["\\cup", "or"]), _split_top(g, ["\\cup", "or"])
+    ps, gs = split_top(p, ["\\cup", "or"]), split_top(g, ["\\cup", "or"])
     pi, gi = ([i for x in xs for i in (_abs_intervals(x) or [_as_interval(x)])] for xs in (ps, gs))
     if None in pi or None in gi:
         return None
@@ -695,7 +695,7 @@ def _roman_equal(p, g):
     numeral's value (`XLIII` is 43). None when neither side is one."""
     gold = roman_value(g) if len(g.strip()) > 1 else None
     if gold is not None:
-        last = _split_top(p, ["="])[-1].strip()
+        last = split_top(p, ["="])[-1].strip()
         return len(last) > 1 and roman_value(last) == gold
     if re.fullmatch(r"\d+", g.strip()) and len(p.strip()) > 1 and roman_value(p) is not None:
         return roman_value(p) == int(g)
@@ -720,7 +720,7 @@ def _relations_equal(p_sides, g_sides):
             return _equiv(p_sides[1], gold)
         if len(g_sides) == 2 and len(p_sides) == 2 and not _is_label(p_sides[0]):
             return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
-        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({_canon(x) for x in p_sides}) == 1:
+        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({canon(x) for x in p_sides}) == 1:
             return all(_equiv(x, gold) for x in p_sides)              # 3 = 3, \sqrt{16} = 4: each side is the value
         # the last side is the value (`c = I(0)`); a side before it is a label, the quantity asked for, or working:
         # a computation without unknowns (`x = 5+5+1 = 7 = 11` is 11, its slips are not graded); a side with an
@@ -864,7 +864,7 @@ def _date(s):
 _UNIT_VECTOR = re.compile(r"\\hat\{([ijk])\}|(?<![\\A-Za-z])([ijk])(?![A-Za-z])")
 
 
-def _vector_entries(s):
+def vector_entries(s):
     """The entries of a written-out vector: a tuple, a one-row or one-column matrix (texts), else None."""
     matrix = _matrix(s)
     if matrix is not None and matrix[0] not in ("vmatrix", "Vmatrix"):
@@ -879,8 +879,8 @@ def _unit_vectors_equal(p, g):
     has no other letter) against a tuple or a one-column or one-row matrix: the same entries. None when neither side
     is such a pair."""
     for combination, other in ((p, g), (g, p)):
-        entries = _vector_entries(other)
-        if entries is None or len(entries) not in (2, 3) or not _UNIT_VECTOR.search(combination) or _vector_entries(combination):
+        entries = vector_entries(other)
+        if entries is None or len(entries) not in (2, 3) or not _UNIT_VECTOR.search(combination) or vector_entries(combination):
             continue
         if "\\hat" not in combination and re.search(r"(?<![\\A-Za-z])(?![ijk](?![A-Za-z]))[A-Za-z]", combination):
             return None  # plain letters other than i, j, k: not a vector
@@ -906,7 +906,7 @@ _CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?")
 _OPTION_VALUE = re.compile(r"(?:\(\s*[A-E]\s*\)|[A-E]\s*[.:)])\s*(?!or\b|and\b)([^()A-Za-z].*)")  # `(B) 45`, `C. 12`
 
 
-def _canon(s):
+def canon(s):
     s = re.sub(r"(?<=\d)\s+(?=\d)", " ", s)   # `1 2` (from `1 \quad 2`) stays two numbers, never 12
     s = re.sub(r"(?<!\d)\s+|\s+(?!\d)", "", s)
     return re.sub(r"([_^])\{(\w)\}", r"\1\2", s)
@@ -1051,7 +1051,7 @@ def parse_cases(s):
             pairs.append((case.group(1), case.group(2)))
     out = []
     for value, condition in pairs:
-        value = _split_top(value.strip(), ["="])[-1].strip()
+        value = split_top(value.strip(), ["="])[-1].strip()
         parsed = parse_math(value)
         test = None if condition.strip().lower() in ("otherwise", "else") else _condition(condition)
         if parsed is None or (test is None and condition.strip().lower() not in ("otherwise", "else")):
@@ -1083,7 +1083,7 @@ def _cases_equal(p, g):
     sides = []
     for cases, text in ((pc, p), (gc, g)):
         if cases is None:
-            sides_of = _split_top(text, ["="])
+            sides_of = split_top(text, ["="])
             cases = parse_math(sides_of[-1] if len(sides_of) == 2 and _is_label(sides_of[0]) else text)  # (f(x) = |x+3|)
             if cases is None:
                 return False
@@ -1137,7 +1137,7 @@ def _forms_equal(p, g):
         return pc[0] == int(g)  # `2^{100} \equiv 2 \pmod 7` (cleaned to `2 \pmod{7}`) for the remainder 2
     gf = factorization(g)
     if gf:  # `2^3 \cdot 3^2 \cdot 5` asks for the factorization: `360 = 2 \times 2 \times 2 \times 3 \times 3 \times 5`
-        return factorization(_split_top(p, ["="])[-1]) == gf
+        return factorization(split_top(p, ["="])[-1]) == gf
     if "\\pi" in g and re.search(r"(?<![A-Za-z\\])[kmnj](?![A-Za-z])", g):
         return families_equal(p, g)
     return None
@@ -1145,13 +1145,13 @@ def _forms_equal(p, g):
 
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
-    if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
+    if p == g or canon(p) == canon(g) or _decimal_comma_equal(p, g):
         return True
     forms = _forms_equal(p, g)
     if forms is not None:
         return forms
     if without_remainder(p) != p and without_remainder(g) == g:  # `e^x = 1 + x + \frac{x^2}{2} + O(x^3)`: the series, cut at
-        p = _split_top(without_remainder(p), ["="])[-1]           # its remainder (the sides before it name the function)
+        p = split_top(without_remainder(p), ["="])[-1]           # its remainder (the sides before it name the function)
     p, g = set_intervals(p) or p, set_intervals(g) or g          # `\{x : |x| \ge 3\}`, `R \setminus [-1, 3]`: intervals
     if CASE_WORD.search(p) or CASE_WORD.search(g):
         by_cases = _cases_equal(p, g)  # "5 if n is even, 6 if n is odd", \begin{cases}, against cases or a formula
@@ -1163,7 +1163,7 @@ def _equiv(p, g):
     if p_domain:  # one only the prediction states restricts nothing the gold asked for
         p = p_value
     if "\\emptyset" in (p, g):
-        sides = _split_top(p, ["="])  # `A \cap B = \emptyset`: a set named by an operation on named sets
+        sides = split_top(p, ["="])  # `A \cap B = \emptyset`: a set named by an operation on named sets
         if g == "\\emptyset" and len(sides) > 1 and sides[-1].strip() == g and all(
                 re.fullmatch(r"\s*[A-Z](?:_\w)?(?:\s*(?:\\cap|\\cup|\\setminus|\\backslash|\\times)\s*[A-Z](?:_\w)?)*\s*", x)
                 for x in sides[:-1]):
@@ -1205,8 +1205,8 @@ def _equiv(p, g):
             return same
         if _interval_like(g) and "=" not in g:
             return False
-    labelled = _split_top(p, ["="])
-    if len(labelled) > 1 and (_matrix(labelled[-1]) or _vector_entries(labelled[-1]) and _vector_entries(g)) and all(
+    labelled = split_top(p, ["="])
+    if len(labelled) > 1 and (_matrix(labelled[-1]) or vector_entries(labelled[-1]) and vector_entries(g)) and all(
             _is_label(x) or _is_working(x) or _is_derivation(x) or _ONE_MATRIX.search(x)
             or re.fullmatch(r"[-+*()\s\\cdot]*(?:[A-Z](?:_\w)?'*(?:\s*(?:[-+*]|\\cdot)?\s*[A-Z(](?:_\w)?'*|\^\s*\{?T\}?|[(),\d\s])*)", x)
             for x in labelled[:-1]):
@@ -1215,7 +1215,7 @@ def _equiv(p, g):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)
     if p_shape.kind == "single" and g_shape.kind == "tuple":  # `(\frac{0+6}{2}, \frac{4-2}{2}) = (3, 1)`: working, then the tuple
-        sides = _split_top(p, ["="])
+        sides = split_top(p, ["="])
         if len(sides) > 1 and all(_is_label(x) or _is_working(x) or _is_derivation(x) for x in sides[:-1]):
             p, p_shape = sides[-1], _shape(sides[-1])
     if g_shape.kind == "single" and re.search(r"\\(?:pm|mp)", p) and not re.search(r"\\(?:pm|mp)", g):
@@ -1255,8 +1255,8 @@ def _item_equal(p, g):
     if compound is not None:
         return compound
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
-    if pu == "%" and len(_split_top(p, ["="])) > 1 and "=" not in g:
-        return _relations_equal(_split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
+    if pu == "%" and len(split_top(p, ["="])) > 1 and "=" not in g:
+        return _relations_equal(split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
     clock = _clock_minutes(pv, pu), _clock_minutes(gv, gu)
     if None not in clock:
         return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock), midnight = 12:00 AM
@@ -1270,7 +1270,7 @@ def _item_equal(p, g):
         return False
     if (pu or gu) and _equiv(pv, gv):
         return True
-    ratio = [_split_top(x, [":"]) for x in (p, g)]
+    ratio = [split_top(x, [":"]) for x in (p, g)]
     if (len(ratio[1]) > 1 or len(ratio[0]) > 1) and "=" not in p + g:  # ratios and times: ordered parts (3:1 is not 1:3)
         if len(ratio[0]) == len(ratio[1]):
             if all(_equiv(a, b) for a, b in zip(*ratio)):
@@ -1282,27 +1282,27 @@ def _item_equal(p, g):
         number = p if len(ratio[0]) == 1 else g   # a:b against the number a/b: 3:1 = \frac{3}{1} = 3
         parts = ratio[1] if len(ratio[0]) == 1 else ratio[0]
         return len(parts) == 2 and _equiv(number, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
-    p_sides, g_sides = _split_top(p, ["="]), _split_top(g, ["="])
+    p_sides, g_sides = split_top(p, ["="]), split_top(g, ["="])
     if "\\approx" in p and _MEASUREMENT.fullmatch(g) and re.search(r"\\approx\s*[^=<>]+$", p):
-        return _equiv(_split_top(p, ["=", "\\approx"])[-1], g)  # P = \frac23 \approx 0.67 for a gold rounded to 0.67: the
+        return _equiv(split_top(p, ["=", "\\approx"])[-1], g)  # P = \frac23 \approx 0.67 for a gold rounded to 0.67: the
         # response's own rounding is what it states (`e^3 \approx 20.0` is not 20.1, though e^3 rounds to 20.1)
     if "\\approx" in p:  # x = 1/3 \approx 0.33: the approximation is a remark when an exact value is given
-        exact = [_split_top(side, ["\\approx"])[0] for side in p_sides]
+        exact = [split_top(side, ["\\approx"])[0] for side in p_sides]
         exact = [x for x in exact if x]
         symbol_named = re.fullmatch(r"\\?[A-Za-z]+(?:_\{?\w+\}?)?", exact[-1]) and exact[-1] != "\\pi" or (
             exact[-1] == "\\pi" and "\\pi" not in g)  # `\pi \approx 3 \times 10^{-3}` where \pi names a parallax
         if symbol_named:
-            p_sides = _split_top(p, ["=", "\\approx"])[-1:]
+            p_sides = split_top(p, ["=", "\\approx"])[-1:]
         elif _COMPUTATION.search(exact[-1]):  # `3 \times 4.99 \approx 15`, `\pi \cdot 6^2 \approx 113.1`: a computation and
-            return _equiv("\\approx " + _split_top(p, ["=", "\\approx"])[-1], g)  # its rounding, the answer stated
+            return _equiv("\\approx " + split_top(p, ["=", "\\approx"])[-1], g)  # its rounding, the answer stated
         elif any(not _is_label(x) for x in exact):
             p_sides = exact
         else:
-            p_sides = _split_top(p, ["=", "\\approx"])
+            p_sides = split_top(p, ["=", "\\approx"])
     if len(p_sides) > 1 or len(g_sides) > 1:
         return _relations_equal(p_sides, g_sides)
     p = p_sides[0]
-    numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", _canon(x)) for x in (p, g)]
+    numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", canon(x)) for x in (p, g)]
     if numerals[1] and numerals[1].group(2) or numerals[0] and numerals[0].group(2) and numerals[1]:
         # a numeral in another base compares digit by digit: 1011_2 = (1011)_2 = 1011_{(2)}; the prediction may leave
         # the base out, and two bases must agree; a plain gold whose digits are a base-b numeral may have left the
@@ -1329,93 +1329,3 @@ def gold_is_valid(gold):
     brackets or no letter or digit. (Golds that are not formulas, like `52_8` or `3:1`, still compare.)"""
     g = clean(gold)
     return g is not None and bool(re.search(r"[A-Za-z0-9]", g)) and balanced(g)
-
-
-# ---- an answer that gives the question back --------------------------------------------------------------------
-_COMPUTE = re.compile(r"\b(?:compute|evaluate|simplify|calculate|find\s+the\s+(?:exact\s+)?value|what\s+is\s+the\s+(?:exact\s+)?value|"
-                      r"express\s+.{0,40}\s+in\s+(?:simplest|lowest|closed)|write\s+.{0,40}\s+in\s+(?:simplest|lowest|closed))\b",
-                      re.IGNORECASE)
-_QUESTION_MATH = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
-
-
-def restates_question(pred, question, gold):
-    """The answer is the expression the question asks to compute, given back unevaluated: the question asks to
-    compute, evaluate or simplify, and the prediction (an expression with an operation or a function, not a single
-    number or name) is one of the question's formulas, written differently from the gold ("Compute
-    $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` for the gold 1/4; "Simplify
-    $(x+1)^2 - x^2$." answered `(x+1)^2 - x^2`). Its value equals the gold, but it is not the answer asked for."""
-    if not question or not _COMPUTE.search(question):
-        return False
-    p, g = clean(pred), clean(gold)
-    if p is None or g is None or _canon(p) == _canon(g) or not re.search(r"[-+*/^!]|\\[a-zA-Z]+", p):
-        return False
-    formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
-    return any(f is not None and (_canon(f) == _canon(p) or _canon(f.split("=")[0]) == _canon(p)) for f in formulas)
-
-
-# ---- a rounding the question asks for --------------------------------------------------------------------------
-_PLACE_WORDS = {"tenth": 1, "hundredth": 2, "thousandth": 3, "ten-thousandth": 4, "ten thousandth": 4,
-                "whole number": 0, "integer": 0, "unit": 0, "one": 0, "dollar": 0, "cent": 2, "percent": 0,
-                "degree": 0, "ten": -1, "hundred": -2, "thousand": -3}
-_COUNT_WORDS = {w: k for k, w in enumerate("zero one two three four five six seven eight nine ten".split())}
-_ROUNDING = re.compile(r"\b(?:nearest|closest)\s+(ten[- ]thousandth|tenth|hundredth|thousandth|whole\s+number|integer|unit|one|dollar|"
-                       r"cent|percent|degree|ten|hundred|thousand)s?\b|\bnearest\s+(0\.0*1)\b|\b(integer|whole\s+number)\s+(?:nearest|closest)\s+to\b"
-                       r"|\b(\d+|" + "|".join(_COUNT_WORDS) + r")\s+(?:(decimal\s+(?:places?|digits?)|d\.\s?p\.?|dp)|"
-                       r"(significant\s+(?:figures?|digits?)|sig\.?\s*figs?|s\.\s?f\.?|sf))(?![A-Za-z])", re.IGNORECASE)
-
-
-def rounding_asked(question):
-    """The rounding a problem's text asks for: ("places", n) for "to the nearest hundredth" (2), "to 4 decimal
-    places", "to the nearest whole number" (0), "nearest hundred" (-2); ("figures", n) for "to 3 significant figures";
-    None when it asks for none."""
-    match = _ROUNDING.search(question or "")
-    if match is None:
-        return None
-    if match.group(1) or match.group(3):  # ("the integer nearest to 1000/7")
-        return "places", _PLACE_WORDS[" ".join((match.group(1) or match.group(3)).lower().replace("-", " ").split())]
-    if match.group(2):
-        return "places", len(match.group(2)) - 2
-    count = int(match.group(4)) if match.group(4).isdigit() else _COUNT_WORDS[match.group(4).lower()]
-    return ("places" if match.group(5) else "figures"), count
-
-
-def rounded_equal(pred, gold, rounding):
-    """The decimal policy's one exception for an exact gold: when the question asks for a rounding (rounding_asked),
-    a decimal prediction (`0.6931`, `\\approx 0.69`, `x = 0.69`, `0.69 m`) that is the gold correctly rounded, with at
-    least the precision asked, is its answer. Never raises; False when unsure."""
-    try:
-        p, g = clean(pred), clean(gold)
-        if p is None or g is None or rounding is None:
-            return False
-        p = _split_top(p, ["\\approx"])[-1] if "\\approx" in p[1:] else p  # `1000/7 \approx 142.86 \approx 143`: its last rounding
-        p = re.sub(r"^(?:[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\approx)\s*|\\approx\s*|(?:approximately|about|roughly)\s+)", "", p)
-        p = re.sub(r"\s*\\[lc]?dots$", "", p)
-        (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
-        if pu != gu and pu is not None and gu is not None or "%" in (pu, gu) and pu != gu:
-            return False
-        decimal, exact = re.fullmatch(r"[-+]?\d+(?:\.\d+)?", pv.strip()), parse_math(gv)
-        if decimal is None or exact is None or exact.free_symbols or re.fullmatch(r"[-+]?\d*\.\d+", gv.strip()):
-            return False  # (a decimal gold is compared by its own precision: _values_equal)
-        kind, asked = rounding
-        shown = len(pv.split(".")[1]) if "." in pv else 0
-        if kind == "places" and shown < asked or kind == "figures" and _significant_digits(pv) < asked:
-            return False
-        return _rounds_to(pv, exact, places=None if kind == "figures" or asked >= 0 else asked, asked=True)
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
-        return False
-
-
-def option_letter(answer, options):
-    """The option letter an answer commits to, given the question's options ({letter: text}, answer_value.
-    question_options): its own label (`c) 360°` is C), or the one option whose text its value equals (`29` is `(C) 29`
-    when (C) is 29); None otherwise. Never raises."""
-    try:
-        label = re.match(r"\s*\(?([A-Ea-e])\)\s*(.*)", answer or "", re.DOTALL)
-        if label and label.group(1).upper() in options:
-            rest = clean(label.group(2))
-            return label.group(1).upper() if not rest or _equiv(rest, clean(options[label.group(1).upper()]) or "") else None
-        value = clean(answer or "")
-        matches = [letter for letter, text in options.items() if value and clean(text) and _equiv(value, clean(text))]
-        return f"({matches[0]}) {answer}" if len(matches) == 1 else None
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
-        return None

@@ -1,7 +1,7 @@
 """Stage 2 of the grader: reduce the span a response commits to (answer_span.py) to ONE value, or to no answer.
 
 Entry points: reduce_span(span); sentence_value / conclusion_value / phrase_value (one reduction for every prose span);
-question_options and question_verdict (readings that need the problem's text); Span; number_conventions.
+Span; candidates and prepared (a sentence's values, for answer_question.py).
 
 Math spans (a box, a JSON field, a whole-formula response) are their value, unless they hold an answer sentence; a
 derivation written as one formula is the value it arrives at (`3n = 15 \\Rightarrow n = 5`, `2^{100} \\equiv 2 \\pmod 7`).
@@ -43,7 +43,7 @@ _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if
 
 
 # An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
-_UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
+UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
                      r"(?:might|could|may)\s+(?:also\s+|instead\s+|well\s+|even\s+)?be\s+[$(\\]*-?\d+|"
                      r"if\s+I'?m\s+not\s+mistaken)\b",
@@ -401,7 +401,7 @@ def _set_words(sentence):
 def _case_answer(sentence):
     """The answer by cases a sentence states ("The value is 1 if n is even and -1 if n is odd", "..., i.e. 2 for
     positive k and -2 for negative k"), else None."""
-    if not CASE_WORD.search(sentence) or _UNSURE.search(sentence) or len(sentence) > 400:
+    if not CASE_WORD.search(sentence) or UNSURE.search(sentence) or len(sentence) > 400:
         return None
     starts = [0] + [m.end() for m in re.finditer(r"\b(?:is|equals|are|be|gives|i\.e\.,?|namely)\s+|:\s+", sentence)]
     for start in starts:
@@ -670,7 +670,7 @@ def _reduce_span(span):
             text = phrase_value(unwrap_commands(text)) or _choice_with_value(text) or text  # `\boxed{\text{The answer is } 5}`
         if span.kind == "box" and span.context:
             rest = _first_sentence(span.context[span.end:span.end + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
-            if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(span.context, span.start, span.end):
+            if UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(span.context, span.start, span.end):
                 return None  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even, else 6": no answer
             other = re.match(_OR_VALUE, rest, re.I)
             if other:  # "\boxed{12} (or 24 if order matters)"
@@ -730,7 +730,7 @@ def phrase_value(rest, context="", start=0, end=0):
     if context and not after.strip() and _cut_off(line):
         return None  # "The answer is 42 apples per": the response stops mid-sentence
     sentence = _first_sentence(line)
-    if context and not _UNSURE.search(sentence) and not _case_answer(sentence) and _case_of_several(context, start, end):
+    if context and not UNSURE.search(sentence) and not _case_answer(sentence) and _case_of_several(context, start, end):
         sentence_start = max(context.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
         return _case_answer(context[sentence_start:].split("\n", 1)[0] if context[sentence_start:start].strip() else
                             context[sentence_start:start] + line)  # an answer by cases (see parse_cases), else none
@@ -814,15 +814,36 @@ def _words_as_values(sentence):
     sentence = re.sub(r"(?<![\w.-])(\d+(?:\.\d+)?)((?:\s*[^\W\d_]+){0,2}?)\s+below\s+(?:zero|sea\s+level|freezing|ground)\b", r"-\1\2",
                       sentence, flags=re.I)  # "7 degrees below zero" -> -7 degrees: a position under the zero of its scale
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
-    sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
-                      lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", sentence, flags=re.I)
-    sentence = re.sub(r"(?<!\{)\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
-                      sentence, flags=re.I)
+    sentence = _outside_math(sentence, _set_values) if re.search(r"[∞∅ℝ{]|infinit|empty|solution|real", sentence, re.I) else sentence
     sentence = _BETWEEN_WORDS.sub(lambda m: f"${m.group(2)} < {m.group(1)} < {m.group(3)}$", sentence)
     sentence = _BOUND_WORDS.sub(lambda m: f"${m.group(1)} {_bound_sign(m.group(2))} {m.group(3)}$", sentence)
-    sentence = re.sub(r"\b(?:all|every)\s+real\s+numbers?\s+(?:except|other\s+than|but)\s+\$?\s*([a-z])\s*=\s*(-?\d+(?:\.\d+)?)\s*\$?",
-                      r"$\1 \\ne \2$", sentence, flags=re.I)
-    return re.sub(r"\b(?:is|be|equals?)\s+the\s+empty\s+set\b", r"is $\\emptyset$", sentence, flags=re.I)
+    return sentence
+
+
+# Sets and infinity in prose as the values they are: the empty set (∅, `{ }`, "the empty set", "there are no solutions",
+# "the equation has no solution"), the reals ("x ∈ ℝ"; "all real x except x = 2 and x = -2" is R \ {2, -2}), infinitely
+# many ("∞ many"), infinity (∞, +∞, "negative infinity")
+_EXCEPT = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?\s+|values?\s+)?(?:[a-z]\s+)?(?:except|other\s+than|but)\s+(?:for\s+)?"
+                     r"((?:\s*(?:,|and|or|[a-z]\s*=|±|\\pm|-?\d+(?:\.\d+)?))+)", re.I)
+
+
+def _set_values(text):
+    text = re.sub(r"(?:(?<=\s)|^)\+?\s*∞\s+many\b", "infinitely many", text)
+    text = re.sub(r"(?<![\w\\])([+-])?\s*∞", lambda m: "$-\\infty$" if m.group(1) == "-" else "$\\infty$", text)
+    text = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
+                  lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", text, flags=re.I)
+    text = re.sub(r"(?<!\{)\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
+                  text, flags=re.I)
+    text = re.sub(r"(?:\b(?:the\s+)?empty\s+set\b|∅)(?:\s*\{\s*\}|\s*∅)?|(?<=set\s)\{\s*\}", r"$\\emptyset$", text, flags=re.I)
+    text = re.sub(r"\b(?:there\s+(?:is|are|exists?)|(?:it|(?:the\s+)?(?:equation|system|inequality)(?:\s+\w+)?)\s+has)\s+no\s+(?:real\s+)?"
+                  r"solutions?\b", r"the solution set is $\\emptyset$", text, flags=re.I)
+    text = re.sub(r"(?<![\w$\\])([a-z])\s*∈\s*ℝ", r"$\1 \\in \\mathbb{R}$", text)
+    excepted = _EXCEPT.search(text)
+    if excepted:  # "all real x except x = 2 and x = -2": the reals without those points
+        values = re.findall(r"(±|\\pm)?\s*(-?\d+(?:\.\d+)?)", excepted.group(1))
+        points = [v for sign, number in values for v in ([number, f"-{number}"] if sign else [number])]
+        text = text[:excepted.start()] + f"$\\mathbb{{R}} \\setminus \\{{{', '.join(points)}\\}}$" + text[excepted.end():]
+    return text
 
 
 # A weekday that ends a sentence after a colon, an arrow or a copula is its value ("6 days after Wednesday: Tue", "→ **Fri**",
@@ -918,7 +939,7 @@ def _prepared(sentence):
     sentence = _ROUNDED_AFTER.sub(lambda m: f"${m.group(1).strip('$')} \\approx {m.group(2).strip('$')}$", sentence)
     sentence = _alternatives(sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
-    parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
+    parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus|which\s+means(?:\s+that)?)\s+", sentence)
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
                            or NUMBER_WORDS.search(parts[-1])):
         sentence = parts[-1]
@@ -976,7 +997,7 @@ def sentence_value(sentence):
     sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
     if "(" in sentence:
         sentence = _outside_math(sentence, _without_asides)  # "60 (15 × 4).": the working after a value
-    if not sentence or _UNSURE.search(sentence) or _conditional(sentence):
+    if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
     if _REFUSAL.search(sentence):
         return "\\text{cannot be determined}"  # "There is not enough information to determine it."
@@ -1191,7 +1212,7 @@ def conclusion_value(text, finished=True):
                                       .replace("\\$", "")) and re.search(r"\d\s*[-+*×÷]\s*\d", value.split("=")[-1]):
                 return None  # "Remaining = 27 - 4": a computation the response stops before finishing
             if value is None and len(_candidates(prepared)) > 1 and not _OTHER_CASE.search(sentence) \
-                    and not _UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
+                    and not UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
                 return _asked_for(prepared, tail) or _last_clause(prepared)  # else the last clause's ("...; the larger is 11")
             return value
     return None
@@ -1244,7 +1265,7 @@ _RETRACTION = re.compile(r"\b(?:double[- ]?counted|over-?counted|under-?counted|
 _VALUE_LINE = re.compile(r"\s*(?:[A-Za-z][A-Za-z ]{0,20}:\s*)?[$¤]?-?\d[\d,]*(?:\.\d+)?\s*[A-Za-z%]{0,10}\s*")
 # Words that cannot end a sentence (articles, prepositions, conjunctions, pronouns, auxiliaries and modals): a text
 # that stops on one was cut off ("... but we still have to remove the")
-_OPEN_WORD = re.compile(r"(?:the|an?|of|to|in|on|at|by|for|with|from|into|onto|than|as|and|or|but|so|then|if|that|which|"
+OPEN_WORD = re.compile(r"(?:the|an?|of|to|in|on|at|by|for|with|from|into|onto|than|as|and|or|but|so|then|if|that|which|"
                         r"is|are|was|were|be|been|being|we|i|you|he|she|it|they|this|these|those|has|have|had|will|would|"
                         r"can|could|must|should|shall|may|might|need|needs|per|every|its|their|our|my|your|his|her|no|"
                         r"plus|minus|because)",
@@ -1257,7 +1278,7 @@ def _cut_off(line):
     line = line.rstrip(" *_\t")
     last = re.search(r"([^\W\d_]+)$", line)
     return bool(re.search(r"(?:[-+*/=×÷^,(\[{]|(?<!\d)\s*(?:\.\.\.|…))$", line)) or (last is not None and
-                                                                          _OPEN_WORD.fullmatch(last.group(1)) is not None)
+                                                                          OPEN_WORD.fullmatch(last.group(1)) is not None)
 
 
 def _finished(sentence):
@@ -1281,7 +1302,7 @@ def _finished(sentence):
         return True
     tail = re.search(r"(?:\d|[%)\]}|!°π∞¤\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f])(?:\s*¤)?((?:\s+[^\s\d=+*/^(\[{,<>-]+){0,2})$",
                      sentence)  # (a word of any script: its letters and combining marks, `ตารางหน่วย`, `रुपये`)
-    return tail is not None and not _OPEN_WORD.fullmatch((tail.group(1).split() or [""])[-1].rstrip(".").lower())
+    return tail is not None and not OPEN_WORD.fullmatch((tail.group(1).split() or [""])[-1].rstrip(".").lower())
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
 # boxes, it would be 56.")
@@ -1295,7 +1316,7 @@ _CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\d+[.)]\s+)?(?:\*\*)?(?
 _CONCLUDING_LINE = re.compile(r"\n[ \t]*(?:\d+[.)][ \t]+)?(?:\*\*)?(?:(?:therefore|thus|hence|so|in\s+total|finally|in\s+conclusion)\b|"
                               r"(?:the\s+)?(?:final\s+)?answer\b|the\s+[^\n=]{3,80}?\s+(?:is|are|was|were)\s+[$¤]?-?\d[^\n]*$)",
                               re.IGNORECASE | re.MULTILINE)
-_STOP_WORDS = set("""the and that this with from have has had for are was were what which how many much does did find
+STOP_WORDS = set("""the and that this with from have has had for are was were what which how many much does did find
 their there they them into than then each other when where will would should could your its also some more most
 asked determine compute calculate value number total""".split())
 
@@ -1312,15 +1333,35 @@ def _asked_for(sentence, text):
     question = re.search(r"(?:^|[.!?]\s+|\n)([^.!?\n]{5,200}\?|(?:find|determine|compute|we\s+are\s+asked\s+for|we\s+need|we\s+want)\b"
                          r"[^.!?\n]{3,200})",
                          text, re.I)
-    if question is None:
-        return None
+    return clause_for(sentence, question.group(1)) if question else None
+
+
+def clause_for(sentence, asked):
+    """The value of the one clause of `sentence` (parts set apart by commas, "and", "while", "whereas", "where") that
+    shares the most words with `asked` (a question), else None."""
     def stems(text):
-        return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - _STOP_WORDS
-    asked = stems(question.group(1))
-    clauses = [c for c in re.split(r"[,;]\s*(?:and\s+)?|\s+and\s+", sentence) if len(_candidates(c)) == 1]
-    scores = [len(asked & stems(c)) for c in clauses]
+        return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - STOP_WORDS
+    words = stems(asked)
+    clauses = [c for c in re.split(r"[,;]\s*(?:and\s+|while\s+|whereas\s+|where\s+)?|\s+(?:and|while|whereas)\s+", sentence)
+               if len(_candidates(c)) == 1]
+    scores = [len(words & stems(c)) for c in clauses]
     best = [c for c, k in zip(clauses, scores) if k == max(scores, default=0) and k > 0]
     return _one_candidate(best[0]) if len(best) == 1 else None
+
+
+def final_statement(text):
+    """The last sentence of a text that states a value (made ready as sentence_value reads it), else None."""
+    sentences = [x for x in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z(])", _strip_currency(text.strip()[-2000:])) if x.strip()]
+    for sentence in reversed(sentences[-3:]):
+        prepared = _prepared(_words_as_values(sentence))
+        if _candidates(prepared):
+            return prepared
+    return None
+
+
+def candidates(sentence):
+    """The values a sentence states, in order (see _candidates): [(position, text)]."""
+    return list(_candidates(sentence))
 
 
 # A sentence that sets the task rather than answering it: a question, or "We need to find ...", "Let's compute ..."
@@ -1328,54 +1369,3 @@ _TASK = re.compile(r"\s*(?:(?:but|and|now|next|however|then|so|first)\b[,\s]*)*(
                    r"we\s+are\s+(?:told|given)\b|the\s+(?:problem|question)\s+"
                    r"(?:says|states|tells\s+us|gives)\b|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
                    r"compute|calculate|determine|evaluate|simplify|solve|what|how|which)\b)", re.IGNORECASE)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Readings that need the question (math_reward passes it when the caller does: score_problems, bench.py's variants)
-# ------------------------------------------------------------------------------------------------------------
-_OPTION_LABEL = re.compile(r"(?:(?<=\s)|^)\(([A-Ea-e])\)\s*|(?:^|(?<=\n))[ \t]*([A-E])[.:)][ \t]+")
-
-
-def question_options(question):
-    """{letter: option text} of the options a question lists ("(A) 21 (B) 27 (C) 29", "(a) 180° (b) 270°", one per
-    line "A. 5"), in order from A; {} when it lists none."""
-    labels = list(_OPTION_LABEL.finditer(question or ""))
-    letters = [(m.group(1) or m.group(2)).upper() for m in labels]
-    start = next((k for k, letter in enumerate(letters) if letter == "A" and letters[k:k + 2] == ["A", "B"]), None)
-    if start is None:
-        return {}
-    options = {}
-    for k in range(start, len(labels)):
-        if letters[k] != "ABCDE"[k - start]:
-            break
-        end = labels[k + 1].start() if k + 1 < len(labels) else len(question)
-        options[letters[k]] = re.sub(r"[\s,;]*(?:or)?\s*$", "", question[labels[k].end():end].split("\n")[0]).strip()
-    if len(options) < 2 or any(not re.search(r"\w", text) or _OPEN_WORD.fullmatch(text) for text in options.values()):
-        return {}  # ("Solve (a) and (b).": labels of parts, not options)
-    return options
-
-
-_POLAR = re.compile(r"(?:^|[.!?:]\s+|\n)\s*(?:is|are|was|were|does|do|did|can|could|will|would|has|have|should|must)\s+([^?.]{3,200})\?",
-                    re.IGNORECASE)
-_VERDICT_WORD = re.compile(r"(?:^|(?<=[\s,;:*(—–-]))(yes|no|true|false)(?=[\s,.;:!*)—–-]|$)|\b(impossible|not\s+possible|cannot|can't|"
-                           r"does\s+not\s+exist|doesn't\s+exist|no\s+such)\b", re.IGNORECASE)
-_NEGATION = re.compile(r"\b(?:not|never|no|isn't|aren't|doesn't|don't|didn't|cannot|can't|won't|fails?\s+to)\s+(?:\w+\s+){0,2}$", re.I)
-
-
-def question_verdict(text, question):
-    """'Yes' or 'No': the verdict the last statement of a response gives to a yes-or-no question ("Is 221 a prime
-    number?"): a verdict word ("so yes, it is prime", "**No.**", "True -- it is odd", "impossible", "no such triangle
-    exists"), else the question's own predicate, negated or not ("so it is not prime", "It converges."); None when the
-    question asks no yes-or-no question, the statement doubts, or it gives no verdict."""
-    polar = _POLAR.search(question or "")
-    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=\S)", (text or "").strip()[-2000:]) if s.strip()]
-    if polar is None or not sentences or _UNSURE.search(sentences[-1]):
-        return None
-    last = sentences[-1]
-    said = {"Yes" if (m.group(1) or "").lower() in ("yes", "true") else "No" for m in _VERDICT_WORD.finditer(last)}
-    asked = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", polar.group(1))[-3:]} - _STOP_WORDS - {"there", "such"}  # (its predicate)
-    found = [m for m in re.finditer(r"[A-Za-z]{4,}", last) if any(m.group(0).lower().startswith(w[:max(4, len(w) - 2)])
-                                                                 for w in asked)]
-    stated = {"No" if _NEGATION.search(last[:m.start()][-40:]) else "Yes" for m in found}
-    kinds = said or stated
-    return kinds.pop() if len(kinds) == 1 and not (said and stated and said != stated) else None  # ("Yes, it is not prime")
