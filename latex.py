@@ -538,7 +538,7 @@ _UNICODE = {"–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\
             "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ", "¤": " ",
             "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset ",
             "€": " ", "£": " ", "¥": " ", "\\pounds": " ", "\\euro": " ", "\\texteuro": " ", "≈": "\\approx ", "≃": "\\approx ",
-            "⋅": "\\cdot ", "∗": "*", "→": "\\to ", "⇒": "\\Rightarrow ", "ℝ": "\\mathbb{R}", "∠": "\\angle ", "ᵀ": "^T",
+            "⋅": "\\cdot ", "∗": "*", "→": "\\to ", "⇒": "\\Rightarrow ", "ℝ": "\\mathbb{R}", "ℤ": "\\mathbb{Z}", "ℕ": "\\mathbb{N}", "ℚ": "\\mathbb{Q}", "∠": "\\angle ", "ᵀ": "^T",
             "∣": "|", "″": "''", "∖": "\\setminus ", "↦": "\\mapsto "}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
              r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
@@ -708,6 +708,13 @@ def _count(n, kind, k):
     return f"\\binom{{{n}}}{{{k}}}" if kind == "C" else f"\\frac{{{n}!}}{{({n}-{k})!}}"
 
 
+# The domain of a parameter declared after an answer that uses it ("..., k \\in \\mathbb{Z}", "k an integer", "for any
+# integer n", "t \\in R"): no part of the value
+PARAMETER_DOMAIN = re.compile(r"\s*(?:[,;]\s*(?:where\s+|for\s+(?:all\s+|any\s+|some\s+|every\s+)?)?|\s+(?:where|for(?:\s+(?:all|any|some|every))?)\s+)"
+                              r"(?:(?:an?\s+)?(?:integers?|reals?|real\s+numbers?)\s+)?(?<![A-Za-z\\])[a-z]\s*(?:\\in\s*(?:\\mathbb\s*)?\{?\s*[ZNRQ]\s*\}?"
+                              r"|(?:is\s+)?(?:an?\s+|any\s+)?(?:integers?|whole\s+numbers?|real\s+numbers?|natural\s+numbers?))\s*$", re.IGNORECASE)
+
+
 @lru_cache(maxsize=8192)
 def clean(s):
     """Canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs, thousands
@@ -805,7 +812,7 @@ def clean(s):
     # every real number is the interval (-oo, oo)
     s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*(?:real\s+(?:numbers?|values?)|reals)(?:\s+[a-z])?$",
                r"(-\\infty, \\infty)", s, flags=re.I)
-    s = re.sub(r"\s*,?\s*(?:where\s+)?[a-z]\s*\\in\s*(?:\\mathbb\s*)?\{?\s*[ZN]\s*\}?\s*$", "", s)  # ..., k \in Z
+    s = PARAMETER_DOMAIN.sub("", s) if "," in s or " for " in s or "where" in s else s  # x = 7k + 3, k \in Z; (3 - z, 2 - z, z), z \in R
     return s or None
 
 

@@ -260,8 +260,9 @@ def test_agreement_with_careful_verdicts_on_real_model_outputs():
     # disputed verdicts: 26 Minerva answers in e-notation (counted correct when the held-out set was re-judged,
     # issue 21), 2 more from round 2, and 3 equivalent answers of round 3's families (`\\frac{\\pi}{6} + n\\pi` for
     # `... + \\pi k`, two ODEs rearranged: row ids 839, 1934, 1940). (Row 5725, arithmetic done in words after "the
-    # answer (arabic numerals) is", is refused again since round 7: working in words is no answer in words.)
-    assert false_pos <= 31, false_pos
+    # answer (arabic numerals) is", is refused again since round 7: working in words is no answer in words.) Round 9 pays
+    # row 2356, the same four solution families as its gold with n for k (`\\frac{\\pi}{6} + n\\pi, ...`), as row 839.
+    assert false_pos <= 32, false_pos
 
 
 def test_power_tower_gold_against_itself_does_not_hang():
