@@ -322,6 +322,8 @@ _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}
 def _is_label(side):
     """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y), a name in words (`mean`,
     `the total cost`; not `or`, `not`, `about`: see latex.NOT_UNITS)."""
+    if re.fullmatch(r"\s*[A-Z]\s*\(\s*[A-Za-z][A-Za-z\s,'-]*\)\s*", side):
+        return True  # P(heart), P(at least one six): a probability named in words
     words = re.fullmatch(r"\s*(?:(?:the|an?)\s+)?([A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})\s*", side, re.I)
     if words and not any(w.lower() in NOT_UNITS for w in words.group(1).split()):
         return True
@@ -921,6 +923,11 @@ COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:the\s+[\w\s()'^{}
                      r"\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)  # "the function is even", "f is odd" (not "it is correct")
 
 
+# A statement of what something does, in one verb after its subject: "the series diverges", "so the sequence converges"
+VERB_PREDICATE = re.compile(r"(?:(?:so|thus|hence|therefore),?\s+)?(?:the|this|it|its|our)\b(?:\s+[a-z-]+){0,3}?\s+(?!not\b|is\b|are\b)"
+                            r"([a-z]+s)\s*", re.IGNORECASE)
+
+
 def _words(s):
     """Words compared: lowercase, "odd function" is "odd", "neither even nor odd" is "neither"."""
     s = " ".join(s.lower().replace("-", " ").split())
@@ -1197,7 +1204,8 @@ def _equiv(p, g):
         return roman
     if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
         predicate = COPULA.sub("", p, count=1)
-        return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))
+        verb = VERB_PREDICATE.fullmatch(p)  # "the series diverges" for `diverges`
+        return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate, verb.group(1) if verb else ""))
     p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
     if _interval_like(g) or _interval_like(p):
         same = _intervals_equal(p, g)
@@ -1229,6 +1237,8 @@ def _equiv(p, g):
 # Arithmetic written out on numbers: a sum or difference of numbers, an explicit product sign, a power of a number, a
 # quotient by a bracket (`2/(2+5)`, `\pi \cdot 6^2`, `3 \times 4.99`); not a final form (`\frac{1}{3}`, `3\sqrt{2}`, `\log_2 5`)
 _COMPUTATION = re.compile(r"[\d)}]\s*[-+]\s*[\d(\\]|\\cdot|\\times|\*|\d\s*\^|/\s*\(|\)\s*/")
+# ...of which the operations on plain numbers: a product sign, a power of a number, digits added or subtracted
+_ARITHMETIC = re.compile(r"\\cdot|\\times|\*|\d\s*\^|(?<![\w}])\d+\s*[-+]\s*\d|/\s*\(|\)\s*/")
 
 
 def _compound_equal(p, g):
@@ -1293,7 +1303,9 @@ def _item_equal(p, g):
             exact[-1] == "\\pi" and "\\pi" not in g)  # `\pi \approx 3 \times 10^{-3}` where \pi names a parallax
         if symbol_named:
             p_sides = split_top(p, ["=", "\\approx"])[-1:]
-        elif _COMPUTATION.search(exact[-1]):  # `3 \times 4.99 \approx 15`, `\pi \cdot 6^2 \approx 113.1`: a computation and
+        elif _ARITHMETIC.search(exact[-1]) or _COMPUTATION.search(exact[-1]) and (parse_math(exact[-1]) is None or parse_math(
+                exact[-1]).is_Rational):  # `3 \times 4.99 \approx 15`, `\pi \cdot 6^2 \approx 113.1`: a computation and its rounding
+            # (a sum of radicals, `\frac{\sqrt6 + \sqrt2}{4}`, is a final form; a sum of fractions, `\frac12 + \frac13`, is not)
             return _equiv("\\approx " + split_top(p, ["=", "\\approx"])[-1], g)  # its rounding, the answer stated
         elif any(not _is_label(x) for x in exact):
             p_sides = exact

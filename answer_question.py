@@ -206,6 +206,9 @@ def asked_value(text, answer, question, strict=False):
         bound = re.findall(_UPPER_BOUND + r"\s+" + _NUMBER, tail, re.I)
     if bound and re.search(_LOWER_BOUND + "|" + _UPPER_BOUND, statement, re.I):
         return bound[-1]  # "What is the minimum number ...?" ... "so you need at least 4 socks"
+    divided = re.findall(r"(\d+)\s*(?:R|r|rem\.?|remainder)\s*(\d+)\b", statement)
+    if len(divided) == 1 and re.search(r"\b(?:remainder|quotient)\b", asking, re.I):  # "1234 ÷ 7 = 176 R 2": the part asked for
+        return divided[0][1] if re.search(r"\bremainder\b", asking, re.I) else divided[0][0]
     named = re.search(r"\(((?:\s*\\text\s*\{\s*[A-Za-z ]+\}\s*,?)+)\)\s*=\s*\(([^()]*)\)", statement)
     if named:  # `(\text{mean}, \text{median}, \text{mode}) = (6, 7, 7)`: the component the question names
         names = [n.strip().lower() for n in re.findall(r"\\text\s*\{([^{}]*)\}", named.group(1))]

@@ -165,6 +165,9 @@ def _markup(text):
         text = re.sub(r"\\(?:blacksquare|square|Box|qed|QED)(?![a-zA-Z])|\\hfill(?![a-zA-Z])", " ", text)
         text = re.sub(r"\\\\\((.{1,300}?)\\\\\)", lambda m: "\\(" + m.group(1).replace("\\\\", "\\") + "\\)", text)
         text = re.sub(r"\\(?:box|Boxed|BOXED)\s*(?=\{)", r"\\boxed", text)
+    if "```" in text and re.search(r"```(?:ya?ml|json)\b", text):  # a YAML or JSON block: its keys label values, an array is a list
+        text = re.sub(r"```(?:ya?ml|json)[ \t]*\n(.*?)```", lambda m: re.sub(r"^([ \t]*[\w ]+:[ \t]*)\[([^\[\]\n]*)\][ \t]*$", r"\1\2",
+                                                                        m.group(1), flags=re.MULTILINE), text, flags=re.DOTALL)
     if "∎" in text or "Q.E.D" in text:
         text = re.sub(r"∎|\bQ\.E\.D\.?", " ", text)
     return re.sub(r"(?<!\$)\$\s+\$(?!\$)", " ", text) if "$" in text else text  # (an empty `$ $` left by a removed mark)
@@ -499,6 +502,29 @@ def find_span(text, strict=False):
 
 
 
+# A session of a read-eval-print loop (Python `>>>`, R `>`, Maxima `(%i1)`, Mathematica `In[1]:=`, Octave, Julia): what
+# the last input printed is the response's answer, read as the system writes it (`[1] 120`, `(%o1) [x = 2, x = 3]`,
+# `Out[1]= {{x -> 4}}`, `Fraction(7, 12)`)
+_PROMPT = re.compile(r"^[ \t]*(?:>>>|>(?!>)|\.\.\.(?=\s)|In\s*\[\d+\]\s*:?=?|\(%i\d+\)|julia>|octave:\d+>|>>(?!>))", re.MULTILINE)
+_OUTPUT_MARK = re.compile(r"^\s*(?:Out\s*\[\d+\]\s*=|\(%o\d+\)|\[\d+\]|ans\s*=)\s*")
+
+
+def _repl_span(text):
+    """The span of the last output of a read-eval-print session that ends the response, else None."""
+    tail = re.sub(r"```[\w+-]*", "", text[-3000:]).rstrip()
+    prompts = list(_PROMPT.finditer(tail))
+    if not prompts or re.search(r"[A-Za-z]{4,}[^\n]*[.!?]\s*$", tail[prompts[-1].end():]):
+        return None  # (no session, or prose after it)
+    lines = [line for line in tail[prompts[-1].end():].split("\n")[1:] if line.strip()]
+    if not lines or len(lines) > 12:
+        return None
+    output = _OUTPUT_MARK.sub("", " ".join(line.strip() for line in lines))
+    output = re.sub(r"\b(?:Fraction|Rational)\(\s*(-?\d+)\s*,\s*(\d+)\s*\)", r"\\frac{\1}{\2}", output)
+    output = re.sub(r"\{\{\s*([a-z])\s*->\s*([^{}]+)\}\}", r"\1 = \2", output)  # Mathematica's rule {{x -> 4}}
+    output = re.sub(r"^\[\s*([a-z]\s*=[^\[\]]+)\]$", r"\1", output.strip())   # Maxima's list of solutions [x = 2, x = 3]
+    return Span("formula", output) if output else None
+
+
 def _unclosed_box(text, start):
     """(content, end) of a box whose last brace was left out before the closing `$` on its line (`$\\boxed{100$`,
     `$\\boxed{\\frac{2}{3}$`: the content's own braces balance), else None."""
@@ -552,6 +578,9 @@ def _find_span(text, strict=False):
         return (_later_statement(text, explicit) if explicit.kind == "box" and not strict else None) or explicit
     if strict:
         return None
+    repl = _repl_span(text) if ">" in text or "(%" in text or "In[" in text else None
+    if repl is not None:
+        return repl
     bare = text.strip()
     if _bare_formula(bare):
         return Span("formula", re.sub(r"(?<!\\)\.$", "", bare))  # the whole response is a formula: `\frac{10}{9}`

@@ -33,7 +33,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
-from answer_compare import COPULA, CASE_WORD, parse_cases
+from answer_compare import COPULA, CASE_WORD, VERB_PREDICATE, parse_cases
 from latex import (DATE_WORDS, MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, compound_units, is_english, split_unit, superscripts, unit_key,
                    unit_vector_hats, unit_word, unwrap_commands)
 from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, base_numerals, cjk_numbers, degrees_minutes_seconds,
@@ -447,11 +447,12 @@ def _without_rejected_values(sentence):
 
 
 def _word_predicate(sentence):
-    """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words."""
-    sentence = sentence.strip().rstrip(".!")
+    """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words, or
+    what it does in one verb ("the series **diverges**": VERB_PREDICATE)."""
+    sentence = re.sub(r"[*_]+", "", sentence).strip().rstrip(".!")
     if COPULA.match(sentence) and re.fullmatch(r"[A-Za-z\s-]{1,30}", COPULA.sub("", sentence, count=1)):
         return sentence
-    return None
+    return sentence if VERB_PREDICATE.fullmatch(sentence) else None
 
 
 # Words that put the number after them in a modifier of the sentence, not in its assertion ("for 16 glasses",
@@ -716,7 +717,7 @@ def _choice_with_value(text):
 def phrase_value(rest, context="", start=0, end=0):
     """The answer after an answer phrase ("The final answer is $5$. I hope it is correct." -> `5`): the first
     sentence of `rest`, or the block below a phrase on a line of its own ("**Final Answer**\\n\\n\\[ ... \\]")."""
-    rest = re.sub(r"^[ \t*_:=]*(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)
+    rest = re.sub(r"^[ \t*_:=]*(?:\((?=[^()\n]*[A-Za-z]{3})[^()\n]{0,40}\)[ \t*_:]*)?(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)  # ("(spoiler)")
     line, _, after = rest.partition("\n")
     if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
         block = re.split(r"\n[ \t]*#{1,6}[ \t]", after.strip())[0]  # (up to the next heading)
@@ -923,12 +924,21 @@ _WORD_ARITHMETIC = re.compile(rf"\b(?:{NUMBER_WORD})\b[\w\s-]{{0,40}}?\b(?:plus|
                               rf"added\s+to)\s+(?:{NUMBER_WORD})\b", re.I)
 
 
+# The domain of a parameter declared after the value that uses it ("$x = 5k + 2$, $k \\in \\mathbb{Z}$", "x = (2k + 1)π, k an
+# integer", "for any integer n"): no part of the statement's value (latex.PARAMETER_DOMAIN for a whole answer)
+_PROSE_DOMAIN = re.compile(r"(?:\s*[,;]\s*(?:where\s+|for\s+(?:all\s+|any\s+|every\s+|some\s+)?)?|\s+(?:where|for(?:\s+(?:all|any|every|some))?)\s+)"
+                           r"(?:(?:an?\s+)?integers?\s+)?\$?\s*(?<![A-Za-z\\])[a-z]\s*"
+                           r"(?:\\in|∈)\s*(?:\\mathbb\s*\{?\s*[ZNRQ]\s*\}?|[ℤℕℝℚ])\s*\$?|\s*[,;]\s*(?:where\s+)?[a-z]\s+(?:is\s+)?(?:an?\s+|any\s+)?"
+                           r"(?:integer|whole\s+number|real\s+number)s?\b|\s+for\s+(?:all\s+|any\s+|every\s+)?integers?\s+[a-z]\b")
+
+
 @lru_cache(maxsize=1024)
 def _prepared(sentence):
     """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+    sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence  # ", k ∈ ℤ"
     sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
     sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
     sentence = _words_as_values(_scale_suffixes(sentence))
@@ -948,7 +958,7 @@ def _prepared(sentence):
             r"\$[^$]*\$", "", confirmed.group(1))):
         sentence = confirmed.group(1)  # "4 on top, 4 below and 4 vertical ones — yes, 12.": the value it confirms
     if "(" in sentence:  # an aside in parentheses ("0.3 (a computer would print 0.30000000000000004)") is no answer
-        sentence = _outside_math(sentence, _without_asides)
+        sentence = _without_asides(sentence)
     sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
     if re.search(r"\b(?:ratio|odds)\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2", "odds of 1 to 4": 1:2
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
@@ -972,22 +982,28 @@ def _prepared(sentence):
 
 
 def _without_asides(text):
-    """Parentheses that set an aside apart from the statement: three English words or more ("0.3 (a computer would
-    print 0.30000000000000004)"), or, after a value and its unit words, working or words without a letter of a formula
-    ("150 minutes (2 h = 120 min, 0.5 h = 30 min)", "60 (15 × 4)", "12,00,000 रुपये (12 लाख)"; not "3 (2x + 1)", and not
-    "(or 24 ...)", "(not 40 ...)": another value offered or rejected)."""
-    def aside(match):
-        inner = match.group(0)
-        if re.match(r"\s*\(\s*(?:or|not)\b", inner):
-            return inner
-        if len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", inner) if is_english(w)]) >= 3:
-            return ""
+    """Parentheses that set an aside apart from the statement (found with the sentence's math set aside, so that an
+    aside may hold math): three English words or more ("0.3 (a computer would print 0.30000000000000004)"), a
+    verification or a rejection ("(check $(1,0,0)$: $12 = 12$ ✓)", "($x = -2$ is rejected)"), or, after a value and its
+    unit words, working or words without a letter of a formula ("150 minutes (2 h = 120 min, 0.5 h = 30 min)", "60 (15
+    × 4)", "12,00,000 रुपये (12 लाख)"); not "3 (2x + 1)", "(or 24 ...)", "(not 40 ...)", "(assuming n is even; ...)": another
+    value offered or rejected, a condition."""
+    masked = _MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), text) if "$" in text or "\\" in text else text
+    kept, last = [], 0
+    for match in re.finditer(r"\s*\([^()]*\)", masked):
+        inner = text[match.start():match.end()]
+        if re.match(r"\s*\(\s*(?:or|not)\b", inner) or re.search(r"\b(?:if|unless|assuming|provided|otherwise|else|depending)\b",
+                                                                inner, re.I) and not re.search(r"\b(?:would|could|might)\b", inner, re.I):
+            continue  # (another value offered or rejected, a condition: they qualify the value; not a counterfactual aside)
+        english = [w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", inner)) if is_english(w)]
         after_value = re.search(r"\d[%¤]?(?:\s*[^\s\d()=+*/^<>,.;:]+){0,3}\s*$", text[:match.start()])
         formula = re.sub(r"(?<=\d)\s*([A-Za-z]+)\b", lambda u: " " if unit_key(u.group(1)) else u.group(0), inner)
-        if after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula):
-            return ""
-        return inner
-    return re.sub(r"\s*\([^()]*\)", aside, text)
+        if len(english) >= 3 or re.match(r"\s*\(\s*(?:check|verif|substitut)", inner, re.I) \
+                or re.search(r"\b(?:rejected|extraneous|discarded|excluded|invalid|ruled\s+out)\b", inner, re.I) \
+                or after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula):
+            kept.append(text[last:match.start()])
+            last = match.end()
+    return "".join(kept) + text[last:]
 
 
 def sentence_value(sentence):
@@ -995,8 +1011,9 @@ def sentence_value(sentence):
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
     sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
     sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
+    sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence
     if "(" in sentence:
-        sentence = _outside_math(sentence, _without_asides)  # "60 (15 × 4).": the working after a value
+        sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
     if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
     if _REFUSAL.search(sentence):
@@ -1166,6 +1183,7 @@ def conclusion_value(text, finished=True):
     reduced by sentence_value. finished=False: the text need not end a sentence."""
     tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
     tail = re.sub(r"\n[ \t]*(?==[^=])", " ", tail)  # a line that goes on with `= ...` continues the equation above
+    tail = re.sub(r"(\$\$|\\\])\s*\n+\s*(?=(?:which|where|giving|so\s+that)\b)", r"\1 ", tail)  # "$$n = 60$$ / which has 12 divisors"
     if "```" in tail:  # a code block that holds only a value is that value (code itself is no answer: it was not run)
         tail = re.sub(r"```[\w+-]*[ \t]*\n\s*([$¤]?-?\d[\d,]*(?:\.\d+)?)\s*\n[ \t]*```", r"\1", tail)
     check = _CHECK.search(tail)
@@ -1174,7 +1192,7 @@ def conclusion_value(text, finished=True):
         tail = tail[:check.start()] + ("\n" + tail[later.start():] if later else "")  # answer is no answer (a conclusion after it is)
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
                  if s.strip()]
-    sentences = [_words_as_values(x) for x in sentences]
+    sentences = [_words_as_values(_PROSE_DOMAIN.sub("", x) if re.search(r"\\in|∈|integer|whole|real", x) else x) for x in sentences]
     if finished and len(sentences) > 1 and not _finished(sentences[-1]) and not _candidates(_prepared(sentences[-1])) \
             and not _TASK.match(sentences[-1]) and re.match(r"\s*(?:therefore|thus|hence|so(?!\s+far)|in\s+total|in\s+conclusion|"
                                                             r"finally)\b", sentences[-2], re.I):
@@ -1199,7 +1217,10 @@ def conclusion_value(text, finished=True):
             continue  # "The other root, -9, is rejected.": the answer was stated before
         if not _candidates(prepared) and _RETRACTION.search(sentence):
             return None  # "The total is 36. But I double counted the corners.": the value before is taken back
-        if _ASIDE.match(sentence) or re.fullmatch(r"\s*\([^()]*\)[.!]?\s*", sentence):
+        labelled = re.fullmatch(r"\s*\(\s*([A-Za-z][\w ]{0,20}:\s*[^()]+)\)\s*[.!]?\s*", sentence)
+        if labelled and len([w for w in re.findall(r"[A-Za-z]{3,}", labelled.group(1).split(":", 1)[1]) if is_english(w)]) < 2:  # "(Majority: 8)": a labelled value set apart, no aside
+            sentence, prepared = labelled.group(1), _prepared(labelled.group(1))
+        elif _ASIDE.match(sentence) or re.fullmatch(r"\s*\([^()]*\)[.!]?\s*", sentence):
             continue  # "Interestingly, her brother will be 31 ...", "(Banker's rounding would give 2, ...)": not the answer
         missing = re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", prepared, re.I)
         if missing and all(position < missing.start() for position, _ in _candidates(prepared)) and (
@@ -1209,7 +1230,8 @@ def conclusion_value(text, finished=True):
                 or _REFUSAL.search(sentence):
             value = sentence_value(sentence)
             if value and re.fullmatch(r"(?:.*=)?\s*[-+]?\d[\d.,]*(?:\s*[-+*/×÷]\s*\d[\d.,]*)+\s*", value.replace(CURRENCY, "")
-                                      .replace("\\$", "")) and re.search(r"\d\s*[-+*×÷]\s*\d", value.split("=")[-1]):
+                                      .replace("\\$", "")) and re.search(r"\d\s*[-+*×÷]\s*\d", value.split("=")[-1]) \
+                    and not re.fullmatch(r"\s*\d[\d,.]*\s*", value.split("=")[0]):  # ("360 = 2 × 2 × 2 × 3 × 3 × 5" decomposes 360)
                 return None  # "Remaining = 27 - 4": a computation the response stops before finishing
             if value is None and len(_candidates(prepared)) > 1 and not _OTHER_CASE.search(sentence) \
                     and not UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
@@ -1295,6 +1317,8 @@ def _finished(sentence):
     if re.match(r"\s*(?:therefore|thus|hence|so|in\s+total|altogether|finally)\b", sentence, re.I) and re.search(r"\d", sentence) \
             and not _cut_off(sentence):
         return True  # "Therefore, Janet makes $18 every day at the farmers' market": a conclusion, unpunctuated
+    if "=" in sentence and not re.search(r"[A-Za-z]{3}", sentence) and re.search(r"[\w)\]}′″']$", sentence):
+        return True  # a line of formulas without words, ending on a term: "x = 3 + 4t, y = 6 + 8t", "∠C = 22°30′"
     label = re.match(r"\s*[^\W\d_][^:\n]{0,30}:\s*", sentence)  # "Result: 3 + 7j", "Solutions: x = 3, x = -2": one value
     rest = sentence[label.end():] if label else sentence
     candidates = _candidates(rest)

@@ -809,6 +809,8 @@ def clean(s):
     s = re.sub(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}", r"\\emptyset", s)                   # {} is the empty set
     s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:the\s+)?(?:empty(?:\s+set)?|no\s+(?:real\s+)?solutions?)$",
                r"\\emptyset", s, flags=re.I)                                          # "the solution set is empty"
+    s = re.sub(r"^(?:(-|negative\s+|minus\s+)|\+|positive\s+|plus\s+)?\s*infinity$", lambda m: "-\\infty" if m.group(1) else "\\infty", s,
+               flags=re.I)                                                          # "Infinity" as a whole answer
     # every real number is the interval (-oo, oo)
     s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*(?:real\s+(?:numbers?|values?)|reals)(?:\s+[a-z])?$",
                r"(-\\infty, \\infty)", s, flags=re.I)
@@ -912,6 +914,6 @@ def split_unit(s):
         rest = re.sub(r"(?:\s*(?:/|\\cdot|\*|\bper\b))$", "", rest).rstrip()
     if not units or not rest or not re.search(r"[\d}\)a-zA-Z]$", rest) or rest.endswith("\\"):
         return s, None
-    if len(units) == 1 and len(units[0]) == 1 and not s[len(rest):].startswith(" "):
+    if len(units) == 1 and len(units[0]) == 1 and not s[len(rest):].lstrip("/").startswith(" ") and "/" not in s[len(rest):]:
         return s, None  # "5m" is 5*m; a one-letter unit needs a space: "5 m"
     return rest, " ".join(units)

@@ -1379,6 +1379,28 @@ RESPONSES = [
     ('So the domain is all real x except x = 3.', '(-\\infty,-3)\\cup(-3,3)\\cup(3,\\infty)', 0.0),
     ('But $x = 1$ makes a denominator zero, so the equation has no solution.', '\\text{no solution}', 1.0),
     ('But $x = 1$ makes a denominator zero, so the equation has no solution.', '1', 0.0),
+    # round 9: read-eval-print sessions, YAML arrays, asides holding math, labelled asides, a note after an answer
+    # phrase, parameter domains, verbs as answers, computations before an approximation
+    ('In R:\n\n```r\n> choose(8, 2)\n[1] 28\n```', '28', 1.0), ('In R:\n\n```r\n> choose(8, 2)\n[1] 28\n```', '8', 0.0),
+    ('>>> from fractions import Fraction\n>>> Fraction(1, 2) + Fraction(1, 6)\nFraction(2, 3)', '\\frac23', 1.0),
+    ('```\n(%i1) solve(x^2 - 7*x + 12 = 0, x);\n(%o1)   [x = 3, x = 4]\n```', '3, 4', 1.0),
+    ('```\n(%i1) solve(x^2 - 7*x + 12 = 0, x);\n(%o1)   [x = 3, x = 4]\n```', '3', 0.0),
+    ('```mathematica\nIn[1]:= Solve[3 x - 2 == 10, x]\nOut[1]= {{x -> 4}}\n```', '4', 1.0),
+    ('```yaml\nsum: 5\nproduct: 6\nroots: [3, 2]\n```', '2, 3', 1.0), ('```yaml\nsum: 5\nproduct: 6\nroots: [3, 2]\n```', '[2, 3]', 0.0),
+    ('**Solution:** $y = 4$ ($y = -1$ is rejected).', '4', 1.0), ('**Solution:** $y = 4$ ($y = -1$ is rejected).', '-1', 0.0),
+    ('Plane: $2x + 4y + 6z = 12$ (check $(6,0,0)$: $12 = 12$ ✓).', 'x + 2y + 3z = 6', 1.0),
+    ('My three runs gave 5, 5, 7.\n(Majority: 5)', '5', 1.0), ('My three runs gave 5, 5, 7.\n(Majority: 5)', '7', 0.0),
+    ('GCD(84, 36) = 12. (Note: edited to fix a typo — I first wrote 21.)', '12', 1.0),
+    ('y = 3 (y = −3 would also work if negatives were allowed).', '3', 1.0),
+    ('<details>\n<summary>Final answer (spoiler)</summary>\n\n$\\frac{3}{7}$\n</details>', '\\frac37', 1.0),
+    ('So the solutions are all integers of the form $x = 5k + 2$, $k \\in \\mathbb{Z}$.', 'x \\equiv 2 \\pmod{5}', 1.0),
+    ('**x = (2k + 1)π, k an integer**', 'x = \\pi + 2k\\pi,\\ k \\in \\mathbb{Z}', 1.0),
+    ('**x = (2k + 1)π, k an integer**', 'x = k\\pi,\\ k \\in \\mathbb{Z}', 0.0),
+    ('Since $p > 1$, the series **converges**.', '\\text{converges}', 1.0), ('Since $p > 1$, the series **converges**.', '\\text{diverges}', 0.0),
+    ('The series does not converge.', '\\text{converges}', 0.0),
+    ('The area is $A = \\pi \\cdot 5^2 \\approx 78.5$.', '25\\pi', 0.0), ('$$\\boxed{\\frac{\\sqrt{5}+1}{2} \\approx 1.618}$$', '\\frac{1+\\sqrt5}{2}', 1.0),
+    ('**Mia earns \\$15.50/h.**', '15.5', 1.0),
+    ('The divisor count is 12 for\n\n$$n = 2^2\\cdot 3\\cdot 5$$\n\nwhich has $(2+1)(1+1)(1+1)=12$ divisors.', '60', 1.0),
 ]
 
 # (question, response, gold, reward): with the problem's text, an expression the question asks to compute or simplify,
@@ -1439,4 +1461,7 @@ QUESTIONS = [
     ('What is the position of the particle at time $t$?', '$(2 + t, 2t + 2)$', '(1 + t, 2t)', 0.0),
     ('Find all solutions $(x, y)$ of $x - y = 2$.', 'Solution set: $\\{(s, s - 2) : s \\in \\mathbb{R}\\}$', '(t + 2, t)', 1.0),
     ('Find all solutions $(x, y)$ of $x - y = 2$.', 'Solution set: $\\{(s, s + 2) : s \\in \\mathbb{R}\\}$', '(t + 2, t)', 0.0),
+    ('What is the remainder when $500$ is divided by $7$?', '500 ÷ 7 = 71 R 3', '3', 1.0),
+    ('What is the remainder when $500$ is divided by $7$?', '500 ÷ 7 = 71 R 3', '71', 0.0),
+    ('What is the least number of 9-seat vans needed for 40 people?', '```python\nprint(math.ceil(40 / 9))\n```\nOutput:\n```\n5\n```\nSo at least 5 vans are needed.', '5', 1.0),
 ]
