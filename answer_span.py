@@ -34,7 +34,7 @@ import unicodedata
 
 from answer_compare import equivalent
 from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
-from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
+from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, code_forms, is_english, parse_math, split_unit
 from numerals import decimal_comma_text, plain_unicode
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
@@ -87,6 +87,7 @@ def _symbol(ch):
     if ch not in _SYMBOLS:
         name, category = unicodedata.name(ch, ""), unicodedata.category(ch)
         _SYMBOLS[ch] = ("strike" if "STROKE OVERLAY" in name else "cross" if "CROSS MARK" in name or "BALLOT X" in name
+                        else "arrow" if re.search(r"RIGHTWARDS|RIGHT ARROW|ARROW RIGHT", name) and category == "So"
                         else "times" if "MULTIPLICATION X" in name
                         else "symbol" if category in ("Sk", "Me") or category == "So" and not unicodedata.decomposition(ch)
                         and "DEGREE" not in name and "SIGN" not in name else None)
@@ -107,7 +108,9 @@ def _chat_marks(text):
     kinds = {ch: _symbol(ch) for ch in set(re.findall(r"[^\x00-\x7f]", text))}
     if not any(kinds.values()):
         return text
-    of = {kind: "".join(re.escape(ch) for ch, k in kinds.items() if k == kind) for kind in ("strike", "cross", "times", "symbol")}
+    of = {kind: "".join(re.escape(ch) for ch, k in kinds.items() if k == kind) for kind in ("strike", "cross", "times", "symbol", "arrow")}
+    if of["arrow"]:
+        text = re.sub(f"[{of['arrow']}]", " → ", text)  # ➡️ between two statements: "gives"
     if of["strike"]:
         text = re.sub(rf"(?:[^\s{of['strike']}][{of['strike']}]+)+", "", text)
     if of["times"]:
@@ -155,6 +158,8 @@ def _markup(text):
             text = changed
         text = re.sub(r"<br\s*/?>|<hr\s*/?>", "\n", text)
         text = re.sub(r"<<[^<>\n]{0,200}>>", "", text)  # GSM8K's calculator annotations
+    if "#" in text:  # a comment after code on its line: `x = math.log(5)   # natural log` (not GSM8K's `#### 18`)
+        text = re.sub(r"(?<=[\w)\]])[ \t]+#(?!#)[ \t]+[^\n]*", "", text)
     if ">!" in text:
         text = re.sub(r">!(.{1,300}?)!<", r"\1", text)
     if "||" in text:
@@ -399,7 +404,7 @@ _PHRASE = re.compile(
 # the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
 # in a text that names an answer in one of them (one scan for the nouns, then the phrases)
 _FOREIGN_NOUN = re.compile(r"答|ответ|antwort|ergebnis|respuesta|réponse|résultat|resposta|risposta", re.IGNORECASE)
-_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|^[ \t>#*_-]*答\s*[:：]|\bответ\s*(?:равен|будет|—|:)"
+_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|^[ \t>#*_-]*(?:解|回)?答え?\s*[:：]|\bответ\s*(?:равен|будет|—|:)"
                              r"|\bantwort\s*(?:lautet|ist|:)|\b(?:das\s+)?(?:end)?ergebnis\s*(?:lautet|ist|:)|\brésultat\s*(?:final\s+)?(?:est|:)"
                              r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
                              r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE | re.MULTILINE)
@@ -424,6 +429,7 @@ _NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exe
                            r"|\n[ \t]*#{1,4}[ \t]*(?:problem|question|exercise)[ \t]*\d*[ \t]*(?=\n)", re.IGNORECASE)  # "## Problem 7"
 # A correction of a stated answer ("Correction: I forgot the 3 chairs, so it is 18."): what follows it is the answer
 _CORRECTION = re.compile(r"(?:^|\n|[.!]\s)\s*(?:\*\*)?(?:correction\b|corrected\b|oops\b|on\s+second\s+thought\b|scratch\s+that\b|"
+                         r"(?:edit|update|erratum)\s*:|I\s+(?:mistakenly|wrongly|incorrectly)\b|"
                          r"(?:hmm\s*,?\s*)?(?:no\s*,?\s*)?wait\s*(?:[,—–-]\s*)?no\b|"
                          r"(?:wait|actually|hmm)\b[^.\n]{0,60}?\b(?:mistake|error|wrong|incorrect|forgot|miscounted|"
                          r"miscalculated)\b|I\s+(?:made\s+(?:a|an)\s+(?:mistake|error)|forgot|miscounted|miscalculated)\b)",
@@ -582,7 +588,7 @@ def _find_span(text, strict=False):
     if repl is not None:
         return repl
     bare = text.strip()
-    if _bare_formula(bare):
+    if _bare_formula(code_forms(bare) if re.search(r"\w\(|\*\*", bare) else bare):  # (`Matrix([[1, 2], [0, 1]])` is one formula)
         return Span("formula", re.sub(r"(?<!\\)\.$", "", bare))  # the whole response is a formula: `\frac{10}{9}`
     return _verdict_span(text) or _table_span(text) or Span("conclusion", text)
 

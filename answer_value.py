@@ -666,7 +666,7 @@ def _reduce_span(span):
         value = sentence_value(_strip_currency(span.text.strip()))  # <answer>There are 12 outfits.</answer>
         return value if value or re.search(r"\d", span.text) else span.text.strip()  # (a word answer stays as written)
     if span.kind in ("box", "field", "formula"):
-        text = span.text.strip()
+        text = _scale_suffixes(span.text.strip(), formula=True) if span.kind == "formula" else span.text.strip()  # `$2.4M × 1.25 = $3M`
         if span.kind != "formula" and re.search(r"\banswer\s+is\b|^\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*\S", text, re.I):
             text = phrase_value(unwrap_commands(text)) or _choice_with_value(text) or text  # `\boxed{\text{The answer is } 5}`
         if span.kind == "box" and span.context:
@@ -768,12 +768,12 @@ def _unicode_in_prose(sentence):
     sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
     sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
-    if re.search(r"=>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
+    if re.search(r"=>|[⇒⟹∴]|\s->\s|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
         sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
     return sentence
 
 
-_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
+_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|(?<=\S)\s+->\s+(?=\S)|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
 
 
 def _outside_math(sentence, change):
@@ -896,25 +896,39 @@ def _bound_sign(words):
 # An exact value followed by its rounding ("$\\sqrt{27}$, about 5.196", "2/3 (≈ 0.67)"): one value, `X \\approx Y`
 _ROUNDED_AFTER = re.compile(r"(\$[^$]{1,80}\$|(?<![\w.])\d+/\d+)\s*(?:,\s*|\(\s*)(?:about|approximately|roughly|≈|\\approx)\s*"
                             r"(\$?-?\d+\.\d+\$?)\s*\)?", re.IGNORECASE)
-# A scale letter written against a number: "12k", "$3.2k", "$2.5M", "$1.2bn", "2M people" (thousand, million,
+# A scale letter written against a number: "12k", "$3.2k", "$2.5M", "$1.2bn", "8 bn", "2M people" (thousand, million,
 # billion). A lowercase k, bn or mn is no unit, so it always scales; K, M and B are also kelvin, molar or bytes, so
-# they scale only after a currency sign or before a word that is no unit ("300K" alone may be a temperature).
-_SCALE_SUFFIX = re.compile(r"(?<![\w.^_/*+=-])([$¤]\s*)?(\d+(?:\.\d+)?)(k|K|M|bn|mn|B)(?![\w^(_]|\.\d)")
+# they scale only after a currency sign or before a word that is no unit ("300K" alone may be a temperature). In a
+# formula the letter is a variable when the text also uses it alone (`k = 3`, `2k^2`) or adds a plain number to the
+# scaled one (`3k + 2`); where every number added is scaled alike (`12k + 3k = 15k`) or the others only multiply or
+# divide it (`$2.4M × 1.25 = $3M`, `8 bn ÷ 4 = 2 bn`), it scales.
+_SCALE_SUFFIX = re.compile(r"(?<![\w.^_/*+=-])([$¤]\s*)?(\d+(?:\.\d+)?)(k|K|M|\s?bn|\s?mn|B)(?![\w^(_\\]|\.\d)")
+_SCALED_NUMBER = r"[$¤]?\d+(?:\.\d+)?\s?(?:k|K|M|bn|mn|B)\b"
 _SCALE_LETTERS = {"k": 1000, "K": 1000, "M": 10**6, "mn": 10**6, "bn": 10**9, "B": 10**9}
 
 
-def _scale_suffixes(sentence):
+def _scale_suffixes(sentence, formula=False):
+    """Scale letters as their numbers (see above); in a formula (formula=True) only after a currency sign or as bn, mn."""
+    if not re.search(r"\d\s?(?:k|K|M|bn|mn|B)\b", sentence):
+        return sentence
+    rest = _SCALE_SUFFIX.sub(" ", sentence)
+    variables = {letter for letter in ("k", "K", "M", "B") if re.search(rf"(?<![\w\\]){letter}(?![\w])|{letter}\s*\^", rest)}
+
     def value(match):
-        number = Fraction(match.group(2)) * _SCALE_LETTERS[match.group(3)]
-        word = re.match(r"\s+([a-z]+)", sentence[match.end():])
-        if match.group(3) in "KMB" and not match.group(1) and not (word and not unit_key(word.group(1))):
+        letter = match.group(3).strip()
+        number = Fraction(match.group(2)) * _SCALE_LETTERS[letter]
+        after, before = sentence[match.end():], sentence[:match.start()]
+        word = re.match(r"\s+([a-z]+)", after)
+        if formula and not match.group(1) and letter not in ("bn", "mn"):
+            return match.group(0)
+        if letter in "KMB" and not match.group(1) and not (word and not unit_key(word.group(1))):
             return match.group(0)  # 300K without a currency sign may be kelvin
-        if re.match(r"\s*[-+*/^=<>]", sentence[match.end():]) or re.search(r"[-+*/^=<>]\s*$", sentence[:match.start()]):
-            return match.group(0)  # `x = 3k + 2`: a letter in a formula
+        if letter in variables or re.match(r"\s*[-+]\s*[$¤]?\d", after) and not re.match(r"\s*[-+]\s*" + _SCALED_NUMBER, after) \
+                or re.search(r"\d\s*[-+]\s*[$¤]?$", before) and not re.search(_SCALED_NUMBER + r"\s*[-+]\s*[$¤]?$", before) \
+                or re.match(r"\s*[\^(]|\s*[-+*/=]\s*[A-Za-z]", after):
+            return match.group(0)  # `x = 3k + 2`, `2k^2`: a letter in a formula
         return (match.group(1) or "") + (str(number.numerator) if number.denominator == 1 else str(float(number)))
-    return _SCALE_SUFFIX.sub(value, sentence) if re.search(r"\d(?:k|K|M|bn|mn|B)\b", sentence) else sentence
-
-
+    return _SCALE_SUFFIX.sub(value, sentence) if formula else _outside_math(sentence, lambda t: _SCALE_SUFFIX.sub(value, t))
 
 
 # Numbers in words joined by arithmetic words: "two hundred forty thousand dollars plus twenty-four thousand dollars plus
@@ -1317,7 +1331,8 @@ def _finished(sentence):
     if re.match(r"\s*(?:therefore|thus|hence|so|in\s+total|altogether|finally)\b", sentence, re.I) and re.search(r"\d", sentence) \
             and not _cut_off(sentence):
         return True  # "Therefore, Janet makes $18 every day at the farmers' market": a conclusion, unpunctuated
-    if "=" in sentence and not re.search(r"[A-Za-z]{3}", sentence) and re.search(r"[\w)\]}′″']$", sentence):
+    if "=" in sentence and not re.search(r"[A-Za-z]{3}", sentence) and re.search(r"[\w)\]}′″']$", sentence) \
+            or re.search(r"(?:[=*/^]|->|→)\s*[\w.]{1,12}$", sentence):
         return True  # a line of formulas without words, ending on a term: "x = 3 + 4t, y = 6 + 8t", "∠C = 22°30′"
     label = re.match(r"\s*[^\W\d_][^:\n]{0,30}:\s*", sentence)  # "Result: 3 + 7j", "Solutions: x = 3, x = -2": one value
     rest = sentence[label.end():] if label else sentence
@@ -1325,7 +1340,7 @@ def _finished(sentence):
     if len(candidates) == 1 and not rest[:candidates[0][0]].strip() and not rest[candidates[0][0] + len(candidates[0][1]):].strip():
         return True
     tail = re.search(r"(?:\d|[%)\]}|!°π∞¤\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f])(?:\s*¤)?((?:\s+[^\s\d=+*/^(\[{,<>-]+){0,2})$",
-                     sentence)  # (a word of any script: its letters and combining marks, `ตารางหน่วย`, `रुपये`)
+                     re.sub(r"\s+(?:per|each|a|an)\s+[^\W\d_]+$|\s+each$", "", sentence))  # ("2 bn people per group": a rate)  # (a word of any script: its letters and combining marks, `ตารางหน่วย`, `रुपये`)
     return tail is not None and not OPEN_WORD.fullmatch((tail.group(1).split() or [""])[-1].rstrip(".").lower())
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8

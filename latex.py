@@ -691,7 +691,7 @@ def _matrix_rows(match):
     return "\\begin{pmatrix} " + " \\\\ ".join(" & ".join(row) for row in rows) + " \\end{pmatrix}"
 
 
-def _code_forms(s):
+def code_forms(s):
     """An answer written as code (see above) as LaTeX."""
     s = re.sub(r"\b(?:math|cmath|np|numpy|sympy|sp)\.(log10|log2|log|ln|sqrt|exp|sin|cos|tan|pi|e)\b",
                lambda m: {"log10": "\\log_{10}", "log2": "\\log_{2}", "log": "\\ln", "pi": "\\pi", "e": "e"}.get(m.group(1), m.group(1)), s)
@@ -730,7 +730,7 @@ def clean(s):
     for old, new in _UNICODE.items():
         s = s.replace(old, new)
     s = superscripts(s)
-    s = _code_forms(s) if re.search(r"\*\*|\[\s*\[|lambda|\b(?:math|np|numpy|sympy|sp|cmath)\.|\d\s*\}?\s*[CP]|\\mapsto", s) else s
+    s = code_forms(s) if re.search(r"\*\*|\[\s*\[|lambda|\b(?:math|np|numpy|sympy|sp|cmath)\.|\d\s*\}?\s*[CP]|\\mapsto", s) else s
     if "\\" in s:  # `ℝ \ [-1, 3]`: a backslash between the reals and a set is a set minus, not a LaTeX space
         s = re.sub(r"(\\mathbb\{R\})\s*\\(?=\s*[\[(\\{])(?![\[(])", r"\1 \\setminus ", s)
     if re.search(r"[\u0370-\u03ff]", s):  # Greek letters by their Unicode names: θ -> \theta, Δ -> \Delta
