@@ -45,7 +45,7 @@ import sympy
 
 from answer_forms import congruence, factorization, families_equal, set_intervals, up_to_constant, without_remainder
 from numerals import roman_value
-from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit
+from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_key
 
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
@@ -654,6 +654,9 @@ def _is_working(side):
         return True
     if re.fullmatch(r"\s*\d{1,2}:\d{2}(?:\s*[-+]\s*(?:\d{1,2}:\d{2}|\d+(?:\.\d+)?\s*(?:h|hours?|min|minutes?)))+\s*", side):
         return True
+    quantities = re.sub(r"(?<=\d)\s*([A-Za-z]+)(?:\^\{?\d\}?)?", lambda m: " " if unit_key(m.group(1)) else m.group(0), side)
+    if quantities != side and parse_math(quantities) is not None and not parse_math(quantities).free_symbols:
+        return True  # `2 m \times 1.5 m`, `100 cm \times 100 cm`: quantities in units, computed
     shape = _shape(side)
     if shape.kind == "tuple" and shape.brackets == "()":
         return all(_is_working(x) for x in shape.items)
@@ -931,6 +934,7 @@ VERB_PREDICATE = re.compile(r"(?:(?:so|thus|hence|therefore),?\s+)?(?:the|this|i
 def _words(s):
     """Words compared: lowercase, "odd function" is "odd", "neither even nor odd" is "neither"."""
     s = " ".join(s.lower().replace("-", " ").split())
+    s = re.sub(r"^(?:an?|the) (?=\w)", "", s)  # `\text{a trapezoid}` is the word `trapezoid`
     s = re.sub(r"^neither (even|odd) nor (?!\1)(even|odd)$", "neither", s)
     s = re.sub(r"^(?:there is )?(?:not enough information|insufficient (?:information|data)|(?:it )?cannot be determined)$",
                "cannot be determined", s)  # one refusal, however worded

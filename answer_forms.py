@@ -96,13 +96,21 @@ def _family(s):
 
 
 def _members(family, low, high):
+    """The members of a family in [low, high], rounded to 9 decimals: a linear family a + b k by its two numbers, another
+    (`n\\pi + (-1)^n \\frac{\\pi}{6}`) term by term for |k| <= 60."""
     values = set()
     for value, parameter in family:
-        for k in range(-60, 61) if parameter is not None else [0]:
-            point = value.subs(parameter, k) if parameter is not None else value
-            number = float(sympy.N(point, 20))
-            if low <= number <= high:
-                values.add(round(number, 9))
+        if parameter is None:
+            numbers = [float(sympy.N(value, 20))]
+        elif not value.diff(parameter).has(parameter):  # linear: a + b k
+            start, step = float(sympy.N(value.subs(parameter, 0), 20)), float(sympy.N(value.diff(parameter), 20))
+            if step == 0:
+                return None
+            first, last = sorted(((low - start) / step, (high - start) / step))
+            numbers = [start + step * k for k in range(max(-400, int(first) - 1), min(400, int(last) + 2))]
+        else:
+            numbers = [float(sympy.N(value.subs(parameter, k), 20)) for k in range(-60, 61)]
+        values.update(round(x, 9) for x in numbers if low <= x <= high)
     return sorted(values)
 
 
@@ -113,7 +121,8 @@ def families_equal(p, g):
         return None
     try:
         window = (-20 * float(sympy.pi), 20 * float(sympy.pi))
-        return _members(pf, *window) == _members(gf, *window)
+        members = _members(pf, *window), _members(gf, *window)
+        return None not in members and members[0] == members[1]
     except (TypeError, ValueError, OverflowError):
         return False
 

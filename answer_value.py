@@ -376,7 +376,8 @@ def _spelled_out(sentence):
 _ORDINALS = {w: k for k, w in enumerate("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
                                         "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth "
                                         "twentieth".split(), 1)}
-_ORDINAL_WORDS = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\s+(?=place|position|row|day|floor|term|spot|step)\b", re.I)
+_ORDINAL_WORDS = re.compile(r"(?<=\bthe\s)(" + "|".join(_ORDINALS) + r")\s+(?=[a-z]{3,})(?!(?:of|time|and|or|to|is|was)\b)", re.I)  # "the tenth
+# prime", "in the fifth place" (a position; "a tenth" and "one tenth" are fractions)
 
 
 _ANY_REAL = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?|values?|[a-z])\b|\ball\s+reals\b", re.I)
@@ -855,7 +856,30 @@ _WEEKDAY_ENDING = re.compile(r"((?:[:→]|->|=>|\b(?:is|be|was|'s|on|a|an)\b)\s*
 _COMPOUND = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?,?\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*([A-Za-z]+)\b\.?")
 
 
-_DAYPART = {"morning": "am", "afternoon": "pm", "evening": "pm"}
+_DAYPART = {"morning": "am", "afternoon": "pm", "evening": "pm", "night": "pm"}
+
+
+# A time said in words: "half past nine", "quarter to ten", "seven o'clock", "half past midnight" (the hour in digits or
+# words; then "in the morning" and a.m./p.m. read as with digits)
+_HOURS = {w: k for k, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
+_SPOKEN_TIME = re.compile(r"\b(?:(half|quarter)\s+(past|after|to|before)\s+)?(" + "|".join(_HOURS) + r"|1[0-2]|[1-9]|noon|midnight)"
+                          r"(\s+o'?clock)?\b", re.IGNORECASE)
+# A date written in numbers, with its year: ISO 2024-04-04, day or month first 14/02/2023, 2/27/2024 (answer_compare reads
+# the order: the first number is the month unless it cannot be one)
+_NUMERIC_DATE = re.compile(r"(?<![\d/.$-])(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?![\d/-])")
+
+
+def _spoken_time(match):
+    part, direction, hour, oclock = match.groups()
+    if not part and not oclock:
+        return match.group(0)
+    named = hour.lower()
+    hours = 12 if named in ("noon", "midnight") else _HOURS.get(named) or int(hour)
+    minutes = {"half": 30, "quarter": 15}.get((part or "").lower(), 0)
+    if direction and direction.lower() in ("to", "before"):
+        hours, minutes = (hours - 2) % 12 + 1, 60 - minutes
+    suffix = " \\text{ am}" if named == "midnight" else " \\text{ pm}" if named == "noon" else ""
+    return f"${hours}:{minutes:02d}{suffix}$" if suffix else f"{hours}:{minutes:02d}"
 
 
 def _clock_words(sentence):
@@ -865,10 +889,12 @@ def _clock_words(sentence):
     sentence = re.sub(r"(?<![\w:.])(\d{1,2})\.(\d{2})(?=\s*[apAP]\.?\s?[mM]\b)", r"\1:\2", sentence)  # 7.15 p.m.
     if re.search(r"\b[A-Z][a-z]{2,8}\.?\s+\d|\d\s+[A-Z][a-z]{2,8}\b", sentence):  # "March 14", "14 March 2025": a date
         sentence = DATE_WORDS.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)
+    sentence = _SPOKEN_TIME.sub(_spoken_time, sentence) if re.search(r"o'?clock|half|quarter", sentence, re.I) else sentence
+    sentence = _NUMERIC_DATE.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)  # 2024-04-04, 14/02/2023, 2/27/2024
     sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)\s*([ap])\.?\s?m\b\.?(?=\W|$)",
                       lambda m: f"${m.group(1)} \\text{{ {m.group(2).lower()}m}}$", sentence, flags=re.I)
-    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)(?:\s*o'?clock)?\s+in\s+the\s+(morning|afternoon|evening)\b",
-                      lambda m: f"${m.group(1)} \\text{{ {_DAYPART[m.group(2).lower()]}}}$", sentence, flags=re.I)
+    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)(?:\s*o'?clock)?\s+(?:in\s+the\s+(morning|afternoon|evening)|at\s+(night))\b",
+                      lambda m: f"${m.group(1)} \\text{{ {_DAYPART[(m.group(2) or m.group(3)).lower()]}}}$", sentence, flags=re.I)
     if re.search(r"\b(?:noon|midday|midnight)\b", sentence, re.I) and not re.search(r"\d", re.sub(r"\b12\b", "", sentence)):
         sentence = re.sub(r"(?:\b12\s*)?\b(noon|midday|midnight)\b", lambda m: "$12:00 \\text{ am}$" if m.group(1).lower() ==
                           "midnight" else "$12:00 \\text{ pm}$", sentence, flags=re.I)
@@ -987,6 +1013,9 @@ def _prepared(sentence):
             sentence = sentence[:copula[-1].end()] + _spelled_out(tail)
     if re.search(r"\b(?:probability|chances?|odds|likel(?:y|ihood))\b", sentence, re.I):  # "1 in 4", "5 out of 36"
         sentence = _CHANCE.sub(lambda m: f"$\\frac{{{_number_text(m.group(1))}}}{{{_number_text(m.group(2))}}}$", sentence)
+    elif re.search(r"\b(?:out\s+of|in)\s+\S+\s*[.!;]?\s*$", sentence):  # "3 out of 10", "i.e. 1 out of 13.": a part of a whole,
+        sentence = re.sub(_CHANCE.pattern + r"(?=\s*[.!;]?\s*$)", lambda m: f"$\\frac{{{_number_text(m.group(1))}}}{{"  # the statement's end
+                          f"{_number_text(m.group(2))}}}$", sentence, flags=re.I)
     sentence = re.sub(r"(\b(?:is|are|was|were|be)\s+|:\s+)(\d+)\s+to\s+(\d+)(?=\s*[.!]?\s*$)", r"\1$\2:\3$", sentence)  # "five to eight"
     reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
     if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])
@@ -1007,7 +1036,8 @@ def _without_asides(text):
     for match in re.finditer(r"\s*\([^()]*\)", masked):
         inner = text[match.start():match.end()]
         if re.match(r"\s*\(\s*(?:or|not)\b", inner) or re.search(r"\b(?:if|unless|assuming|provided|otherwise|else|depending)\b",
-                                                                inner, re.I) and not re.search(r"\b(?:would|could|might)\b", inner, re.I):
+                                                                inner, re.I) and not re.search(r"\b(?:would|could|might)\b", inner, re.I) \
+                or re.search(r"\d\s*[ap]\.?\s?m\b|\\text\s*\{\s*[ap]m\s*\}", inner, re.I):  # ("half past four (4:30 a.m.)": the time, said precisely)
             continue  # (another value offered or rejected, a condition: they qualify the value; not a counterfactual aside)
         english = [w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", inner)) if is_english(w)]
         after_value = re.search(r"\d[%¤]?(?:\s*[^\s\d()=+*/^<>,.;:]+){0,3}\s*$", text[:match.start()])
@@ -1047,7 +1077,7 @@ def sentence_value(sentence):
     counterfactual = re.search(r"\b(?:would|could|might)\b[^.;]*?\bif\b[^.;]*?,\s*but\s+", sentence, re.I)
     if counterfactual and _candidates(sentence[counterfactual.end():]):
         sentence = sentence[counterfactual.end():]  # "It would be 12 if the boxes were full, but since two are empty it's 10."
-    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa]s|[Ww]e)(?![a-zA-Z])|" + OTHER_SCRIPT_LETTER,
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa][st]|[Ww]e)(?![a-zA-Z])|" + OTHER_SCRIPT_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     tail = _equation_tail(sentence) if words_outside_math else None
     if tail:
