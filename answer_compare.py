@@ -1,110 +1,38 @@
 """Stage 3 of the grader: are two answer texts (the extracted prediction, the gold) the same mathematical object?
 
-Both are first cleaned (latex.clean); then structure (choices, words, cases, intervals, lists, units, relations,
-matrices) and then values (latex.parse_math, sympy) are compared.
+Entry points: equivalent(pred, gold) (reward.is_equiv bounds it; _equiv on texts cleaned by latex.clean), gold_is_valid;
+split_top, canon, rounds_to, significant_digits for answer_question.py. Structure is compared first (cases,
+clock times, dates, unit vectors, choices, words, intervals, matrices, lists and tuples, units and percent, relations),
+then values (latex.parse_math builds the sympy tree; nothing is evaluated from text).
 
-- Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`; `1/2^99`
-  is not `1/2^98`). Irrational values are compared to 50 significant digits, never with a loose tolerance.
-- A decimal in the PREDICTION is an exact number: `0.5` = `1/2`, but `0.333` != `1/3` and `12.57` != `4\\pi`;
-  `0.\\overline{3}` = `0.(3)` = `0.333...` = `1/3`; only a decimal with 4+ decimals and 4+ significant digits, correctly rounded, stands for
-  a gold with no finite decimal (`2.6667` = `8/3`, `0.3333` = `1/3`, `3.1416` = `\\pi`; not `2.6666`, `12.566`, `0.0001`
-  for `\\frac{1}{12000}`). A decimal comma (`3,75`, `0,125`; not `1,250`, a thousand, nor `3, 75`, a list) equals
-  the same decimal written with a point, and nothing else (`2,5` is not `\\frac52`); a gold is read so only with 2+
-  decimals (`1,22` = `1.22`; a gold `1,2` is the list 1, 2, not `1.2`).
-- A gold written as a decimal or in scientific notation (`20.39`, `4.4e7`, `1.70 \\times 10^4`) is a rounded
-  measurement (Minerva-style physics). It accepts the same number written any way (`1.70e4` = `1.70 \\times 10^4`
-  = `17000`), and nothing else: `20.385` is not `20.39` (careful graders of Minerva answers reject 0.533 for 0.53);
-  but an exact value that it rounds, when the gold has the digits a prediction would need (4+ decimals, 4+
-  significant digits: `\\sqrt{17}` = `4.123105625617661`, `\\pi` = `3.14159`; not `\\sqrt{3}` = `1.732`).
-- Percent: `X\\%` is the number X/100, so `25\\%` = `0.25`. Because "what percent" answers are often written
-  without the sign, `X\\%` also equals the bare X when X >= 1 (`50\\%` = `50`); below 1 only the value counts:
-  `0.5\\%` != `0.5`, and `0.5\\%` != `50\\%` (answer_value keeps a percent sign with its value, also after a box); the
-  sign after a chain belongs to its last side (`3/8 = 37.5\\%` is 3/8, and `3/12 = 0.25` is 25%).
-- Units: a trailing unit (`5\\text{ cm}`, `99\\pi \\text{ square inches}`, `12^{\\text{th}} grade`, `9 a.m.`) is dropped
-  when only one side has one; when both sides name known units they must be the same unit (`5 m` != `5 cm`,
-  `9 p.m.` != `9 a.m.`; `22:15` = `10:15 PM`, a time on the 24-hour clock). Other trailing text is not a unit:
-  `3 \\text{ or more}`, `3 \\text{ is not the answer}` fail.
-- Several answers: a bare list `1, 2`, a set `\\{1,2\\}`, `x \\in \\{1,2\\}`, `1 \\text{ and } 2`, `x = 1 \\text{ or } x = 2`,
-  `\\{-4 ; 4\\}` and `\\pm 1` are the same unordered multiset; `(1, 2)` is an ordered tuple (and `[0, 1)` an
-  interval whose brackets must match); `a = 2, b = 3` and `(x, y) = (2, 3)` are the tuple `(2, 3)`; with both `;` and `,`, the
-  semicolons separate solutions and the commas their parts (`p=5,q=2; p=7,q=2` = `(5,2),(7,2)`). A prediction with
-  more or fewer answers than the gold is wrong: `3 \\text{ or } 5`, `B \\text{ or } C`, `a = 3, b = 5` are not `3`,
-  `B`, `5`; an answer listed twice counts once (`1, 2, 2` = `1, 2`), unless the gold repeats one (`1, 1, 2` is a
-  multiset: not `1, 2, 2`).
-- Relations: a label is stripped (`x = 3`, `f(x) = 2x+1`, `f^{-1}(x) = ...`, `y^s = ...`, `x_{\\text{eq}} = ...`,
-  `\\int x^2 dx = ...`, `A \\cap B = \\emptyset`, `AB = 5`, `m+n = 29` for
-  29, `\\pi \\approx 0.003` when the gold has no pi: a symbol named before `\\approx` is a label); the last side of a
-  relation is its value (`c = I(0)`). The sides before it are a label, the quantity asked for, or working: a
-  computation without unknowns (a tuple of them, numerals in a base `34_5 + 12_5`), whose slips are not graded
-  (`x = 5+5+1 = 7 = 11` is 11, and not 7, as a human grader reads a final answer); a side with an unknown must itself equal the gold (`y = 2x + 1 = 7` is not 7,
-  `2x + 3 = 7` is an equation). A gold chain (`z = 1 + 1 = 2`) is its label and last side. An identity or a check
-  between values is their common value: each side must equal the gold (`3 = 3`, `\\sqrt{16} = 4` are 3, 4; `0 = 0` is
-  not 10, `\\sqrt{4} = 2` not 4). Two labels name the same quantity when they differ only by a letter superscript
-  or arguments (`y^s(p) = ...` for `y = ...`; `v(0)` for `v_0`; never `x_1` for `x_2`). A trailing domain
-  exclusion is dropped (`\\frac{1}{x-2}, x \\ne 2`; `\\text{for } \\omega^2 \\ne 4`); a domain the gold states as an
-  inequality is part of its answer (`x^2 + 2, x \\ge 0` = `x^2 + 2 \\text{ for } x \\ge 0`, not `x^2 + 2`), one only the
-  prediction states is dropped.
-- Equations are compared as equations: proportional (`2y = 4x+2` = `y = 2x+1`), or the same formula when both are
-  solved for a symbol that each states linearly (`I\\frac{d\\omega}{dt} + 2B\\omega = T` = `\\frac{d\\omega}{dt} =
-  \\frac{T}{I} - \\frac{2B}{I}\\omega`, `P = 100 - 0.8X_d` = `X_d = 125 - 1.25P`; never `x(x-1) = 0` vs `x - 1 = 0`);
-  `\\frac{dx}{dt}` is `\\dot{x}`. Arbitrary constants may be renamed when the gold's are named like constants (C, c,
-  K, k, C_1) and the prediction's too (a capital, c, k, m, n): `c_1 e^t + c_2 e^{-t}` = `A e^t + B e^{-t}` =
-  `C_1 e^t + C_2 e^{-t}`, `\\frac{\\pi}{6} + n\\pi` = `\\frac{\\pi}{6} + k\\pi`; `\\frac{hv}{\\lambda}` is not `\\frac{hc}{\\lambda}`.
-- Inequalities are sets: `x > 5` = `(5, \\infty)`, `1 \\le n \\le 5` is not `5`; `\\geq`, `>=`, `\\geqslant` are one
-  sign; a linear inequality is solved (`-x > -1` = `x < 1`, dividing by a negative flips it), and so is an absolute
-  value of one (`|x - 1| < 2` = `(-1, 3)`, `1 \\le |z| \\le 2` = `[-2, -1] \\cup [1, 2]`; `|x| < 3` is not `x < 3`); `x \\ne 2` is
-  `(-\\infty, 2) \\cup (2, \\infty)`; "all real numbers", "All reals.", `\\mathbb{R}`, `x \\in \\mathbb{R}`, `\\{x \\mid x \\in \\mathbb{R}\\}` are
-  `(-\\infty, \\infty)`.
-- The empty set: `\\emptyset` = `\\varnothing` = `\\{\\}` = "no solution" = "the solution set is empty", and it is only
-  itself (`\\{\\emptyset\\}`, `\\{0\\}` are not empty).
-- `\\pm` names two values: `\\pm 1` = `\\{-1, 1\\}` (not `1`); two that coincide are that one value (`3 \\pm 0` = 3,
-  `\\pm\\sqrt{0}` = 0). Two numbers side by side are two values, never a product: `1 \\quad 2` (what
-  `\\boxed{1 \\quad 2}` holds) is the list `1, 2`, neither 2 nor 12; so are any values a `\\quad` sets apart
-  (`x=1 \\quad x=4`, `\\tfrac12 \\quad 2`).
-- Approximations: `\\approx 0.35`, "approximately 0.35" equal only a gold that is itself rounded (a decimal or
-  scientific notation: `0.35`, `1.5e3`), never an exact one (`\\approx 3` is not `3`, `\\approx 0.33` not `\\frac13`).
-  An exact value and its rounding (`P = \\frac23 \\approx 0.67`) equal a rounded gold that the rounding equals (`0.67`),
-  and the exact gold (`\\frac23`). A note on the rounding is no part of the value (`12.3 (to 3 s.f.)`, "which rounded
-  to three significant figures gives 1.55 eV" -> 1.55 eV); `4.4e7` in prose is one number.
-- Angles: a value in degrees (`60^\\circ`, "60 degrees") equals the same angle in radians when the other side is
-  written with pi (`\\frac{\\pi}{3}`); `60^\\circ` = `60`, but a bare `60` is not `\\frac{\\pi}{3}`.
-- Ratios: `3:1` = `3 \\colon 1` = `6:2` (numbers in proportion) = `\\frac31` = `3`; order matters (`1:3` != `3:1`).
-- Numerals in a base compare digit by digit: `1011_2` = `(1011)_2` = `1011_{(2)}` = `1011` (the prediction may leave
-  the base out); two bases must agree, and a plain gold whose digits are a numeral in the prediction's base may have
-  left the base out too (`1011_2` = `1011`; not `10110_2`, and `(12)_2` is no numeral).
-- Mixed numbers: `2\\frac12`, `2 \\frac{1}{2}`, `2 1/2` are 5/2, also with a unit (`2\\frac12 \\text{ cups}`).
-- Letters: `e` is Euler's number, `i` the imaginary unit; a run of letters alone is a word compared in order
-  (`NO` != `ON`); `A`-`E` golds are multiple-choice letters (`\\textsf{(D)}`, `B. 12` are `B`/`D`; `A B C D E` is not).
-  A word gold also matches a sentence whose predicate is that word ("the function is even", "g is an odd
-  function" for `\\text{even}`/`\\text{odd}`; "neither even nor odd" is `\\text{neither}`, and "not even" and "neither
-  even nor odd" are not `even`). An option letter given with its value is that value for a value gold (`(B) 45`,
-  `\\text{(C) } 12` = 45, 12). A refusal is one answer however worded ("not enough information" = "cannot be
-  determined"); "infinitely many solutions" = `\\text{infinitely many}`.
-- Answers by cases (`\\begin{cases}`, "5 if n is even, 6 if n is odd", "3 when a > 0 and 4 otherwise", "0 for even n
-  and 1 for odd n"; conditions: parity, sign words, one relation) equal another answer by cases or a formula when both
-  have the same value at every point of a grid over their symbols where the gold has one (integers for a parity
-  symbol), and each of the gold's cases is met: "1 if n is even and -1 if n is odd" = `(-1)^n`, `\\lceil n/2 \\rceil` =
-  "n/2 if n even, (n+1)/2 if n odd", "a if a \\ge b, and b otherwise" = `\\max(a, b)`; the cases swapped, a case left
-  undefined (`x` if x > 0, `-x` if x < 0 for `|x|`), or one case's value alone (`5` for "5 if n is even, else 6") fail.
-  The conditions may lead ("If n is even, the answer is 5; if n is odd, it is 6."); a conclusion of two sentences that
-  each open with "If"/"When" is an answer by cases or none ("If n is even, f(n) = 5. If n is odd, f(n) = 6." is not 6).
-- Undefined things are never numbers: `0^0`, `\\infty^0`, `1/\\infty`, `\\infty - \\infty` do not parse.
-- `vmatrix` is a determinant (a number); `pmatrix`/`bmatrix`/`matrix`/`smallmatrix`/`array` (with or without
-  `\\left[ \\right]`, and after a label: `A^{-1} = ...`) are matrices compared entry by entry; a sum, difference or
-  product of written-out matrices and numbers is computed, in the order written (`A + B`, `2A - B`, `A B` != `B A`).
-- Sums and products: `\\sum_{k=1}^{10} k^2` = 385, `\\sum_{k=1}^{n} k` = `\\frac{n(n+1)}{2}` (a polynomial body has a closed
-  form); any other `\\sum` (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares by its structure: factors may commute, the index
-  and bounds may not be renamed.
-- A derivation in a chain is working, not an answer side: an integral, a derivative, a limit, an elided sum, an
-  evaluation bracket or a composition written before the value (`\\int_0^2 x^2 dx = [x^3/3]_0^2 = 8/3`,
-  `g(f(x)) = 2(2x-3) - 3 = 4x - 9`, `1 + 2 + \\cdots + 2^{n-1} = 2^n - 1` are 8/3, 4x - 9, 2^n - 1).
-- Factorials and binomials compare as functions at whole numbers (`(n+1) \\cdot n!` = `(n+1)!`).
-- With the question's text (math_reward's `question`, passed by score_problems): an answer that gives back the
-  expression the question asks to compute or simplify, unevaluated, is not the answer (restates_question):
-  "Compute $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` is not 1/4 (without the question
-  the two compare by value, as `\\cos 36^\\circ` = `\\frac{1+\\sqrt5}{4}` does).
-- A gold that cannot be parsed never yields reward 1 (`score_batch` warns and counts it).
-
+Exact values compare exactly: integers of any size, fractions, radicals, pi (`2^64-1` is not `2^64`, `1/2^99` not
+`1/2^98`); irrationals by a zero test of their difference (30 digits, 1200 bits), never a loose tolerance.
+THE DECIMAL POLICY, one rule wherever a decimal meets an exact value:
+  - a decimal prediction is the number it writes (`0.5` = `1/2`, `0.625` = `5/8`). It stands for an exact gold with no
+    finite decimal (`\\ln 2`, `2/7`) only with a repeat mark (`0.\\overline{285714}`, `0.(285714)`, `0.\\dot{2}8571\\dot{4}`,
+    a combining overline, or a first full period and three digits at least before an ellipsis: `0.285714...`), or when
+    the question asks for a rounding ("to the nearest hundredth", "to 4 decimal places", "to 3 significant figures":
+    answer_question.rounding_asked) and it is the gold correctly rounded with at least that precision (rounded_equal): `0.6931` is
+    `\\ln 2` only then, `0.2857` is never `2/7`.
+  - a decimal gold is a rounding and its own precision decides: an exact prediction equals it when correctly rounded
+    at the gold's last digit and the gold shows ROUNDED_GOLD_DIGITS significant digits (`\\sqrt3` = `1.732` = `1.73`;
+    `1/3` is not `0.3`; an exact value whose expansion ends is compared exactly: `1/8` is not `0.13`); a decimal
+    prediction must equal it as written (`0.533` is not `0.53`).
+  - "approximately X" and `\\approx X` equal only a rounded (decimal) gold; an exact value stated before its rounding
+    (`x = \\frac13 \\approx 0.33`) is the answer, a computation before it (`3 \\times 4.99 \\approx 15`) is working.
+Percent: X% is X/100, and also the bare X when X >= 1. Units: dropped when one side has none; two known units must
+agree; a compound quantity equals the gold in either unit (`1 h 30 min` = 90 = 1.5). Several answers: lists and sets
+are unordered multisets, tuples ordered (brackets kept: `(0, 9)` is not `[0, 9)`), named parts (`a = 5, b = 11`, "(a) 5
+(b) 11", "mean = 4, median = 3") in the order the gold lists them; a hedge (`3 \\text{ or } 5`) is never one of them.
+Relations: a label is stripped and a chain's value is its last side; a side before it is a label, working (a
+computation on numbers, a quantity in a unit, a derivation, clock arithmetic) or a formula evaluated at given values
+(a later computation on numbers: `2\\pi r = 2 \\cdot \\pi \\cdot 3 = 6\\pi`); else an unknown makes it an equation (`y = 2x + 1 = 7`
+is not 7). Equations compare as equations (proportional, or solved for one symbol); inequalities as sets.
+Forms (details in each function): the empty set, `\\pm`, answers by cases against formulas (a grid of points beside
+each bound: `|x+3|`, `x^2 \\operatorname{sgn} x`), matrices and vectors (a column, a transposed row, a tuple, unit vectors
+`2\\mathbf{j} + \\mathbf{k}`), clock times on either clock (midnight, noon), dates (`March 14` = `3/14`), weekdays
+(`Thu.`), ratios (`3:1` = `6:2` = `3`, "5 to 8"), numerals in a base, words, option letters, an engineer's `j`.
+A gold that cannot be parsed never yields reward 1 (score_batch warns and counts it).
 """
 import itertools
 import operator
@@ -115,11 +43,13 @@ from functools import lru_cache
 
 import sympy
 
-from latex import NOT_UNITS, clean, is_english, is_infinite, parse_math, split_unit
+from answer_forms import congruence, factorization, families_equal, set_intervals, up_to_constant, without_remainder
+from numerals import roman_value
+from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_key
 
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
-DECIMAL_DIGITS = 4           # a decimal prediction this precise (and with 4+ decimals) may stand for an exact gold
+ROUNDED_GOLD_DIGITS = 3      # a decimal gold with this many significant digits is a rounding (see the decimal policy)
 
 
 def _mixed_number(s):
@@ -182,7 +112,9 @@ def _exprs_equal(p, g):
         return False  # an unevaluated sum (`\\sum_{k=0}^{n-1} F_k F_{n-k-1}`) compares only by its structure
     if not p.free_symbols and not g.free_symbols:
         return _numbers_equal(p, g)
-    return any(_same_function(q, g) for q in _renamed_constants(p, g))
+    if any(_same_function(q, g) for q in _renamed_constants(p, g)):
+        return True
+    return bool(up_to_constant(p, g))  # antiderivatives: `-\frac14 \cos 2x + C` and `\frac12 \sin^2 x + C` differ by a constant
 
 
 def _same_function(p, g):
@@ -207,23 +139,67 @@ def _same_function(p, g):
     return False
 
 
-def _rounded_value(decimal_text, exact):
-    """Is `decimal_text` the exact number `exact` (one with no finite decimal expansion: 1/12, pi, sqrt 17) rounded?
-    Only a decimal with 4+ decimals and DECIMAL_DIGITS+ significant digits may stand for it; None when the rule does
-    not apply (then the two compare exactly)."""
-    decimal = re.fullmatch(r"[-+]?(\d*)\.(\d+)", decimal_text)
-    if exact.free_symbols or (exact.is_Rational and exact.q in (1, 2, 4, 5, 8, 10)) or not exact.is_number:
-        return None
-    digits = len((decimal.group(1) + decimal.group(2)).lstrip("0"))
-    if digits < DECIMAL_DIGITS or len(decimal.group(2)) < 4:
-        return None if exact.is_Rational else False
-    half_unit = sympy.Rational(1, 2 * 10 ** len(decimal.group(2)))
-    return bool(abs(sympy.N(exact - parse_math(decimal_text), 30)) <= half_unit)
+def rounds_to(decimal_text, exact, places=None, asked=False):
+    """Is the decimal `decimal_text` the exact number `exact` correctly rounded: at `places` decimals (negative: tens,
+    hundreds), or by default at its own last digit (an integer's own precision is its last nonzero digit: 1200 is
+    rounded to hundreds)? Unless a rounding was asked for, never for an exact value whose decimal expansion ends (its
+    rounding is another number: 0.13 is not 1/8)."""
+    decimal = re.fullmatch(r"([-+]?)(\d*)(?:\.(\d+))?", decimal_text.strip())
+    if decimal is None or exact.free_symbols or not exact.is_number or is_infinite(exact) or (_terminates(exact)
+                                                                                             and not asked):
+        return False
+    if places is None:
+        places = len(decimal.group(3) or "") or -(len(decimal.group(2)) - len(decimal.group(2).rstrip("0")))
+    half_unit = sympy.Rational(10) ** -places / 2
+    value = sympy.Rational(decimal_text.strip())
+    return bool(abs(sympy.N(exact - value, 30)) <= half_unit)
+
+
+def _terminates(exact):
+    """A rational whose decimal expansion ends (its denominator divides a power of ten: 1/8, 3/20)."""
+    if not exact.is_Rational:
+        return False
+    q = int(exact.q)
+    for prime in (2, 5):
+        while q % prime == 0:
+            q //= prime
+    return q == 1
+
+
+def significant_digits(decimal_text):
+    digits = re.sub(r"[^\d]", "", decimal_text).lstrip("0")
+    return len(digits) if "." in decimal_text else len(digits.rstrip("0"))
+
+
+def _expansion_shown(decimal_text, exact):
+    """`0.285714...` for 2/7: the written decimals begin the exact rational's non-terminating expansion and show all of
+    it up to the end of a first full period, and three digits of it at least (the ellipsis is the repeat mark)."""
+    if not exact.is_Rational or _terminates(exact) or exact.q > 10**6:
+        return False
+    q, pre = int(exact.q), 0
+    for prime in (2, 5):
+        while q % prime == 0:
+            q, pre = q // prime, pre + 1
+    period, power = 1, 10 % q
+    while power != 1 and period <= 60:
+        power, period = power * 10 % q, period + 1
+    sign, digits = ("-", decimal_text[1:]) if decimal_text.startswith("-") else ("", decimal_text.lstrip("+"))
+    places = len(digits.split(".")[1])
+    if sign != ("-" if exact < 0 else "") or period > 60 or places < pre + max(period, 3):  # (`0.5...` is no 5/9)
+        return False
+    truncated = abs(exact.p) * 10 ** places // exact.q
+    return digits.replace(".", "").lstrip("0") == str(truncated).lstrip("0")
 
 
 def _values_equal(p, g):
     """Single values (cleaned text, no units, lists or relations)."""
     p, g = _mixed_number(p), _mixed_number(g)
+    truncated = re.fullmatch(r"([-+]?\d*\.\d+)\s*\\[lc]?dots", p)
+    if truncated:  # `0.285714\ldots`: a truncated expansion (latex.repeating_decimals)
+        gp = parse_math(g)
+        if gp is not None and gp.is_Rational and not _terminates(gp):
+            return _expansion_shown(truncated.group(1), gp)
+        p = truncated.group(1)  # else as written: `1.5...` is 1.5
     if _SIMPLE_NUMBER.fullmatch(p) and _SIMPLE_NUMBER.fullmatch(g):
         return Fraction(p) == Fraction(g)  # the common case, without sympy
     if re.fullmatch(r"[A-Za-z]{2,}", p) and re.fullmatch(r"[A-Za-z]{2,}", g):
@@ -232,15 +208,9 @@ def _values_equal(p, g):
     if pp is None or gp is None:
         return False
     try:
-        gold_has_decimal = re.search(r"\.\d*[1-9]", g) is not None
-        if re.fullmatch(r"[-+]?\d*\.\d+", p) and not gold_has_decimal:
-            rounded = _rounded_value(p, gp)       # 0.0833333333 for 1/12, 2.6667 for 8/3, 3.14159 for pi
-            if rounded is not None:
-                return rounded
-        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p:
-            rounded = _rounded_value(g, pp)       # \sqrt{17} for a gold 4.123105625617661
-            if rounded is not None:
-                return rounded
+        if re.fullmatch(r"[-+]?\d*\.\d+", g) and "." not in p and significant_digits(g) >= ROUNDED_GOLD_DIGITS \
+                and rounds_to(g, pp):
+            return True  # \sqrt{17} for a gold 4.123, \frac{8}{3} for 2.6667: the gold's own precision decides
         return _exprs_equal(pp, gp)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
         return False
@@ -250,10 +220,15 @@ def _values_equal(p, g):
 # Units and percent (the units themselves: latex.split_unit)
 # ------------------------------------------------------------------------------------------------------------
 def _clock_minutes(value, unit):
-    """Minutes after midnight of a time that is on one clock only: `H:MM` with am/pm, or `HH:MM` past 12:59 (the
-    24-hour clock); None otherwise (`10:15` alone is either)."""
+    """Minutes after midnight of a time that is on one clock only: `H:MM` with am/pm, `HH:MM` past 12:59 or with a
+    leading zero (the 24-hour clock: `17:30`, `07:15`, `00:00`), "noon", "midnight"; None otherwise (`10:15` alone is
+    either)."""
+    named = re.fullmatch(r"(?:12(?::00)?\s*)?(noon|midday|midnight)", value.strip(), re.I)
+    if named and unit is None:
+        return 0 if named.group(1).lower() == "midnight" else 720
     time = re.fullmatch(r"(\d{1,2})(?::(\d{2}))?", value.strip())
-    if time is None or (unit not in ("am", "pm") and (unit is not None or not time.group(2) or int(time.group(1)) < 13)):
+    if time is None or (unit not in ("am", "pm") and (unit is not None or not time.group(2) or int(time.group(1)) < 13
+                                                      and not time.group(1).startswith("0"))):
         return None
     hours, minutes = int(time.group(1)), int(time.group(2) or 0)
     if hours > 23 or minutes > 59 or (unit and not 1 <= hours <= 12):
@@ -293,7 +268,7 @@ def _as_text(expr):
 # ------------------------------------------------------------------------------------------------------------
 # Structure: lists, tuples, sets, intervals, relations, matrices
 # ------------------------------------------------------------------------------------------------------------
-def _split_top(s, separators):
+def split_top(s, separators):
     """Split at separators that are not inside (), [], {}; returns stripped parts."""
     parts, depth, start, i = [], 0, 0, 0
     while i < len(s):
@@ -345,7 +320,13 @@ _LABEL = re.compile(rf"\s*(?:{_NAMES}|\|\s*{_NAMES}\s*\||{_NAMES}\s*:\s*{_NAMES}
 
 
 def _is_label(side):
-    """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y)."""
+    """A name for the answer rather than a value: x, x_1, f(x), AB, P(A), \\angle ABC, (x, y), a name in words (`mean`,
+    `the total cost`; not `or`, `not`, `about`: see latex.NOT_UNITS)."""
+    if re.fullmatch(r"\s*[A-Z]\s*\(\s*[A-Za-z][A-Za-z\s,'-]*\)\s*", side):
+        return True  # P(heart), P(at least one six): a probability named in words
+    words = re.fullmatch(r"\s*(?:(?:the|an?)\s+)?([A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})\s*", side, re.I)
+    if words and not any(w.lower() in NOT_UNITS for w in words.group(1).split()):
+        return True
     if any(w.islower() and (w in NOT_UNITS or is_english(w)) for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", side)):
         return False
     return _LABEL.fullmatch(side) is not None and not re.fullmatch(r"\s*\\(?:pi|infty|e)\s*", side) \
@@ -381,29 +362,29 @@ def _shape(s):
     if inner is None and re.fullmatch(r"\{[^{}]*[,;][^{}]*\}", s):
         inner = s[1:-1]                                               # {1, 2, 3} written without backslashes, {-4 ; 4}
     if inner is not None and "|" not in inner and ":" not in inner:
-        return _Shape("set", _split_top(inner, [",", ";"]) if inner.strip() else [])
+        return _Shape("set", split_top(inner, [",", ";"]) if inner.strip() else [])
     if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
         return _Shape("list", s.split())  # `1 \quad 2` (cleaned to `1 2`): two values side by side, a list
-    groups = _split_top(s, [";"])
-    if len(groups) > 1 and all(len(_split_top(x, [","])) > 1 for x in groups):
+    groups = split_top(s, [";"])
+    if len(groups) > 1 and all(len(split_top(x, [","])) > 1 for x in groups):
         return _Shape("list", groups)  # `p=5,q=2; p=7,q=2`: semicolons separate solutions, commas their parts
-    parts = [p for p in _split_top(s, [",", ";", "and", "or", "\\quad"]) if p]
+    parts = [p for p in split_top(s, [",", ";", "and", "or", "\\quad"]) if p]
     parts = [x for p in parts for x in _expand_pm(p)]           # 1 \pm \sqrt 2 -> two answers
     if len(parts) > 1:
-        sides = [_split_top(p, ["="]) for p in parts]
-        if all(len(x) == 2 and _is_label(x[0]) for x in sides):
+        sides = [split_top(p, ["="]) for p in parts]
+        if all(len(x) >= 2 and _is_label(x[0]) for x in sides):   # (x = 2\cos(\pi/3) = 1: a labelled chain, its last side)
             labels = [_canon_label(x[0]) for x in sides]
             if len(set(labels)) == 1:
-                return _Shape("list", [x[1] for x in sides])         # x = 1 or x = 2: the solutions
-            return _Shape("assign", [x[1] for x in sides], labels=labels)
+                return _Shape("list", [x[-1] for x in sides])        # x = 1 or x = 2: the solutions
+            return _Shape("assign", [x[-1] for x in sides], labels=labels)
         return _Shape("list", parts)
-    sides = _split_top(s, ["="])
+    sides = split_top(s, ["="])
     if len(sides) == 2 and _is_label(sides[0]) and _shape(sides[1]).kind != "single":
         return _shape(sides[1])                                          # (x, y) = (2, 3) -> (2, 3)
     for open_, close in (("(", ")"), ("[", "]"), ("(", "]"), ("[", ")")):
         inner = _enclosed(s, open_, close)
         if inner is not None:
-            items = _split_top(inner, [","]) if "," in inner else _split_top(inner, [";"])
+            items = split_top(inner, [","]) if "," in inner else split_top(inner, [";"])
             if len(items) > 1:
                 return _Shape("tuple", items, open_ + close)
     return _Shape("single", [s])
@@ -421,7 +402,7 @@ def _distinct(items):
     """The items with repeats dropped (`(3,17,3,7)` listed twice is one solution)."""
     kept = []
     for item in items:
-        if not any(_canon(item) == _canon(k) or _equiv(item, k) for k in kept):
+        if not any(canon(item) == canon(k) or _equiv(item, k) for k in kept):
             kept.append(item)
     return kept
 
@@ -457,6 +438,10 @@ def _shapes_equal(p, g):
             return all(_equiv(by_label[label], item) for label, item in zip(g.labels, g.items))
         return p.kind in ("assign", "tuple", "list") and _match_ordered(p.items, g.items)
     if g.kind in ("list", "set"):
+        if p.kind == "assign" and g.kind == "list" and len(set(p.labels)) == len(p.labels):
+            if len({re.sub(r"_\{?\d+\}?$", "", x) for x in p.labels}) == 1 and all(re.search(r"_\{?\d+\}?$", x) for x in p.labels):
+                return _match_unordered(p.items, g.items)  # \lambda_1 = 3, \lambda_2 = 1: one quantity's values, numbered
+            return _match_ordered(p.items, g.items)  # named parts in the order the gold lists them: (a) 32, (b) 25 = 32, 25
         if p.kind == "single":
             return len(g.items) == 1 and _equiv(p.items[0], g.items[0])
         if p.kind == "tuple" and p.brackets != "()":
@@ -486,8 +471,8 @@ def _as_interval(s):
         return "-\\infty", "\\infty", False, False
     for open_, close in (("(", ")"), ("[", "]"), ("(", "]"), ("[", ")")):
         inner = _enclosed(s, open_, close)
-        if inner is not None and len(_split_top(inner, [","])) == 2:
-            lo, hi = _split_top(inner, [","])
+        if inner is not None and len(split_top(inner, [","])) == 2:
+            lo, hi = split_top(inner, [","])
             return lo, hi, open_ == "[", close == "]"
     single = _enclosed(s, "\\{", "\\}")
     if single is not None and "," not in single:                  # {-1} in {-1} \cup [0, 7)
@@ -580,7 +565,7 @@ def _abs_intervals(s):
 
 def _intervals_equal(p, g):
     """Unions of intervals (order-free) with matching brackets; None when either side is not one."""
-    ps, gs = _split_top(p, ["\\cup", "or"]), _split_top(g, ["\\cup", "or"])
+    ps, gs = split_top(p, ["\\cup", "or"]), split_top(g, ["\\cup", "or"])
     pi, gi = ([i for x in xs for i in (_abs_intervals(x) or [_as_interval(x)])] for xs in (ps, gs))
     if None in pi or None in gi:
         return None
@@ -647,7 +632,7 @@ def _canon_label(side):
 
 
 _DERIVATION = re.compile(r"\\int|\\frac\s*\{\s*d\s*\}\s*\{\s*d\s*[a-z]\s*\}|\\frac\s*\{\s*d\s*[a-z]*\s*\}|\\lim|\\[lc]?dots|"
-                         r"\]\s*_|\\circ|(?<![A-Za-z\\])[A-Za-z]\s*\(\s*[A-Za-z]\s*\([^()]*\)\s*\)")
+                         r"[\]|]\s*_|\\circ|(?<![A-Za-z\\])[A-Za-z]\s*\(\s*[A-Za-z]\s*\([^()]*\)\s*\)")  # (`\ln(1+x)|_0^1`)
 
 
 def _is_derivation(side):
@@ -659,10 +644,19 @@ def _is_derivation(side):
 
 def _is_working(side):
     """A computation with no unknowns (`5+5+1`, `\\frac{3}{4} \\cdot 8`, a tuple of them `(\\frac{0+6}{2}, \\frac{4-2}{2})`,
-    numerals in a base `34_5 + 12_5`): the work before a chain's value."""
+    numerals in a base `34_5 + 12_5`, clock times `2:00 - 5 h`), or a quantity in a unit (`1.5 h`): the work before a
+    chain's value."""
     value = parse_math(side)
     if value is not None and not value.free_symbols:
         return True
+    number, unit = split_unit(side)
+    if unit and "word:" not in unit and parse_math(number) is not None and not parse_math(number).free_symbols:
+        return True
+    if re.fullmatch(r"\s*\d{1,2}:\d{2}(?:\s*[-+]\s*(?:\d{1,2}:\d{2}|\d+(?:\.\d+)?\s*(?:h|hours?|min|minutes?)))+\s*", side):
+        return True
+    quantities = re.sub(r"(?<=\d)\s*([A-Za-z]+)(?:\^\{?\d\}?)?", lambda m: " " if unit_key(m.group(1)) else m.group(0), side)
+    if quantities != side and parse_math(quantities) is not None and not parse_math(quantities).free_symbols:
+        return True  # `2 m \times 1.5 m`, `100 cm \times 100 cm`: quantities in units, computed
     shape = _shape(side)
     if shape.kind == "tuple" and shape.brackets == "()":
         return all(_is_working(x) for x in shape.items)
@@ -672,12 +666,45 @@ def _is_working(side):
 _BASE_NUMERAL = r"\(?[0-9A-Fa-f]+\)?_\{?\(?\d+\)?\}?"
 
 
+def _substituted(side):
+    """A computation on numbers after sides with unknowns (`2\\pi r = 2 \\cdot \\pi \\cdot 3`, `a^2 + b^2 = (a+b)^2 - 2ab = 100 -
+    42`): the formulas before it were evaluated at the given values, so they are the quantity asked and its working
+    (`y = 2x + 1 = 7`, where no computation follows, stays an equation)."""
+    return _COMPUTATION.search(side) is not None and _is_working(side)
+
+
 def _chain_value(sides):
     """A chain of three or more sides (`z = 1 + 1 = 2`) stands for its first side if that is a label, and its last:
     the sides between are working."""
     if len(sides) < 3:
         return sides
     return [sides[0], sides[-1]] if _is_label(sides[0]) else sides[-1:]
+
+
+def _bound_variable(p_sides, gold):
+    """`f(t) = t^2 + 5` against a gold formula in one other letter (`x^2 + 5`): the formula with its variable renamed
+    to the gold's (a function's variable is a bound name), else None."""
+    label = re.fullmatch(r"\s*[A-Za-z](?:_\{?\w+\}?)?(?:\^\{?-1\}?)?\s*\(\s*([a-z])\s*\)\s*", p_sides[0])
+    value, target = parse_math(p_sides[1]), parse_math(gold)
+    if label is None or value is None or target is None or len(target.free_symbols) != 1:
+        return None
+    (letter,) = target.free_symbols
+    if value.free_symbols != {sympy.Symbol(label.group(1))} or letter.name == label.group(1) or len(letter.name) != 1:
+        return None
+    return re.sub(rf"(?<![A-Za-z\\]){label.group(1)}(?![A-Za-z])", letter.name, p_sides[1])
+
+
+def _roman_equal(p, g):
+    """Roman numerals (numerals.roman_value, two letters at least: `C` alone is an option letter): a gold so written
+    asks for the numeral, the last side of the prediction's chain (`90 = 100 - 10 = XC`); a number gold equals the
+    numeral's value (`XLIII` is 43). None when neither side is one."""
+    gold = roman_value(g) if len(g.strip()) > 1 else None
+    if gold is not None:
+        last = split_top(p, ["="])[-1].strip()
+        return len(last) > 1 and roman_value(last) == gold
+    if re.fullmatch(r"\d+", g.strip()) and len(p.strip()) > 1 and roman_value(p) is not None:
+        return roman_value(p) == int(g)
+    return None
 
 
 def _relations_equal(p_sides, g_sides):
@@ -689,19 +716,23 @@ def _relations_equal(p_sides, g_sides):
         gold = g_sides[-1]
         if len(p_sides) == 1:
             return _equiv(p_sides[0], gold)
+        renamed = _bound_variable(p_sides, gold) if len(p_sides) == 2 and len(g_sides) == 1 else None
+        if renamed is not None:
+            return _equiv(renamed, gold)  # `f(t) = t^2 + 5` for `x^2 + 5`: the function, whatever its variable is called
         if len(g_sides) == 2 and len(p_sides) == 2 and _is_label(p_sides[0]):
             if _canon_label(p_sides[0]) != _canon_label(g_sides[0]):  # x = 3 is not y = 3; but `P = 100 - 0.8X_d`
                 return _equations_equal(p_sides, g_sides)              # is `X_d = 125 - 1.25P` solved for P
             return _equiv(p_sides[1], gold)
         if len(g_sides) == 2 and len(p_sides) == 2 and not _is_label(p_sides[0]):
             return _equations_equal(p_sides, g_sides)                 # 2y = 4x + 2 vs y = 2x + 1
-        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({_canon(x) for x in p_sides}) == 1:
+        if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", p_sides[0].strip()) or len({canon(x) for x in p_sides}) == 1:
             return all(_equiv(x, gold) for x in p_sides)              # 3 = 3, \sqrt{16} = 4: each side is the value
         # the last side is the value (`c = I(0)`); a side before it is a label, the quantity asked for, or working:
         # a computation without unknowns (`x = 5+5+1 = 7 = 11` is 11, its slips are not graded); a side with an
         # unknown must itself be the answer (`2x + 3 = 7` is an equation, not 7)
-        values = [s for s in p_sides[:-1] if not (_is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s)
-                                                  or _is_derivation(s))]
+        computed = max((k for k, side in enumerate(p_sides) if k and _substituted(side)), default=0)
+        values = [s for k, s in enumerate(p_sides[:-1]) if k >= computed and not (
+            _is_label(s) or (g_constant and _is_quantity_name(s)) or _is_working(s) or _is_derivation(s))]
         return all(_equiv(v, gold) for v in values + p_sides[-1:])
     if len(p_sides) != len(g_sides):
         return False
@@ -722,12 +753,17 @@ def _matrix(s):
         inner = _enclosed(s, open_, close)
         if inner is not None and _MATRIX.fullmatch(inner.strip()):
             s = inner.strip()
-    match = _MATRIX.fullmatch(s)
+    transposed = re.search(r"\^\s*\{?\s*(?:T|\\top|\\intercal|t)\s*\}?$", s)  # a row written ^T is a column
+    match = _MATRIX.fullmatch(s[:transposed.start()].strip() if transposed else s)
     if not match:
         return None
     body = match.group(2).strip().rstrip("\\")  # a row break before \end (cleaned to `\end` when escaped twice)
-    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
-    return match.group(1), [[c.strip() for c in r.split("&")] for r in rows]
+    rows = [[c.strip() for c in r.split("&")] for r in re.split(r"\\\\", body) if r.strip()]
+    if transposed:
+        if any(len(r) != len(rows[0]) for r in rows):
+            return None
+        rows = [list(column) for column in zip(*rows)]
+    return match.group(1), rows
 
 
 def _determinant_text(kind_rows):
@@ -816,6 +852,58 @@ def _matrices_equal(p, g):
     return len(p_rows) == len(g_rows) and all(len(a) == len(b) and _match_ordered(a, b) for a, b in zip(p_rows, g_rows))
 
 
+def _date(s):
+    """(month, day, year or None) of latex.clean's `date(3,14)`, or of `3/14`, `3/14/2024` (month first; day first when
+    the first number cannot be a month: `14/3`); None otherwise."""
+    canonical = re.fullmatch(r"date\((\d+),(\d+)(?:,(\d+))?\)", s.strip())
+    numeric = re.fullmatch(r"(\d{1,2})\s*/\s*(\d{1,2})(?:\s*/\s*(\d{4}))?", s.strip())
+    found = canonical or numeric
+    if found is None:
+        return None
+    first, second, year = int(found.group(1)), int(found.group(2)), found.group(3) and int(found.group(3))
+    if numeric and first > 12:
+        first, second = second, first
+    return (first, second, year) if 1 <= first <= 12 and 1 <= second <= 31 else None
+
+
+_UNIT_VECTOR = re.compile(r"\\hat\{([ijk])\}|(?<![\\A-Za-z])([ijk])(?![A-Za-z])")
+
+
+def vector_entries(s):
+    """The entries of a written-out vector: a tuple, a one-row or one-column matrix (texts), else None."""
+    matrix = _matrix(s)
+    if matrix is not None and matrix[0] not in ("vmatrix", "Vmatrix"):
+        rows = matrix[1]
+        return [c for r in rows for c in r] if len(rows) == 1 or all(len(r) == 1 for r in rows) else None
+    shape = _shape(s)
+    return shape.items if shape.kind == "tuple" and shape.brackets in ("()", "[]") else None
+
+
+def _unit_vectors_equal(p, g):
+    """A vector written with unit vectors (`2\\mathbf{j} + \\mathbf{k}`, `3\\hat{i} - 2\\hat{j}`; plain `3i - 2j + k` when it
+    has no other letter) against a tuple or a one-column or one-row matrix: the same entries. None when neither side
+    is such a pair."""
+    for combination, other in ((p, g), (g, p)):
+        entries = vector_entries(other)
+        if entries is None or len(entries) not in (2, 3) or not _UNIT_VECTOR.search(combination) or vector_entries(combination):
+            continue
+        if "\\hat" not in combination and re.search(r"(?<![\\A-Za-z])(?![ijk](?![A-Za-z]))[A-Za-z]", combination):
+            return None  # plain letters other than i, j, k: not a vector
+        names = [sympy.Symbol(f"U_{k}") for k in range(3)]
+        value = parse_math(_UNIT_VECTOR.sub(lambda m: f" U_{'ijk'.index(m.group(1) or m.group(2))} ", combination))
+        if value is None or not value.free_symbols <= set(names):
+            return None
+        try:
+            poly = sympy.Poly(value, *names)
+        except (sympy.PolynomialError, sympy.GeneratorsNeeded, ValueError, TypeError):
+            return None
+        if poly.total_degree() > 1 or poly.coeff_monomial(1) != 0 or any(poly.coeff_monomial(n) != 0 for n in names[len(entries):]):
+            return False
+        values = [parse_math(e) for e in entries]
+        return None not in values and all(_exprs_equal(poly.coeff_monomial(n), v) for n, v in zip(names, values))
+    return None
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Equivalence
 # ------------------------------------------------------------------------------------------------------------
@@ -823,7 +911,7 @@ _CHOICE = re.compile(r"\(?\s*([A-E])\s*\)?")
 _OPTION_VALUE = re.compile(r"(?:\(\s*[A-E]\s*\)|[A-E]\s*[.:)])\s*(?!or\b|and\b)([^()A-Za-z].*)")  # `(B) 45`, `C. 12`
 
 
-def _canon(s):
+def canon(s):
     s = re.sub(r"(?<=\d)\s+(?=\d)", " ", s)   # `1 2` (from `1 \quad 2`) stays two numbers, never 12
     s = re.sub(r"(?<!\d)\s+|\s+(?!\d)", "", s)
     return re.sub(r"([_^])\{(\w)\}", r"\1\2", s)
@@ -838,9 +926,15 @@ COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:the\s+[\w\s()'^{}
                      r"\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)  # "the function is even", "f is odd" (not "it is correct")
 
 
+# A statement of what something does, in one verb after its subject: "the series diverges", "so the sequence converges"
+VERB_PREDICATE = re.compile(r"(?:(?:so|thus|hence|therefore),?\s+)?(?:the|this|it|its|our)\b(?:\s+[a-z-]+){0,3}?\s+(?!not\b|is\b|are\b)"
+                            r"([a-z]+s)\s*", re.IGNORECASE)
+
+
 def _words(s):
     """Words compared: lowercase, "odd function" is "odd", "neither even nor odd" is "neither"."""
     s = " ".join(s.lower().replace("-", " ").split())
+    s = re.sub(r"^(?:an?|the) (?=\w)", "", s)  # `\text{a trapezoid}` is the word `trapezoid`
     s = re.sub(r"^neither (even|odd) nor (?!\1)(even|odd)$", "neither", s)
     s = re.sub(r"^(?:there is )?(?:not enough information|insufficient (?:information|data)|(?:it )?cannot be determined)$",
                "cannot be determined", s)  # one refusal, however worded
@@ -927,7 +1021,8 @@ def _condition(text):
     if left is None or right is None or not (left.free_symbols | right.free_symbols):
         return None
     test = _RELATION_TEST[parts[1]]
-    return (lambda v: bool(test(left.xreplace(v), right.xreplace(v)))), left.free_symbols | right.free_symbols, set()
+    return ((lambda v: bool(test(left.xreplace(v), right.xreplace(v)))), left.free_symbols | right.free_symbols, set(),
+            {side for side in (left, right) if side.is_Rational})  # the bound, where the grid looks closely
 
 
 def parse_cases(s):
@@ -936,9 +1031,9 @@ def parse_cases(s):
     f(x) = -x if x < 0`), with condition None for "otherwise"; None when s is not one."""
     if not CASE_WORD.search(s) or len(s) > 400:
         return None
-    env = re.fullmatch(r"\s*\\begin\{cases\}(.*)\\end\{cases\}\s*", s, re.DOTALL)
+    env = re.fullmatch(r"\s*(?:[A-Za-z](?:\([a-z]\))?\s*=\s*)?\\begin\{cases\}(.*)\\end\{cases\}\s*", s, re.DOTALL)  # (f(x) = ...)
     if env:
-        rows = [row.split("&") for row in re.split(r"\\\\", env.group(1)) if row.strip()]
+        rows = [[cell.strip().rstrip(",;") for cell in row.split("&")] for row in re.split(r"\\\\", env.group(1)) if row.strip()]
         pairs = [(row[0], re.sub(r"^\s*(?:if|for|when)\s+", "", row[1].strip()) if len(row) == 2 else None) for row in rows]
         if any(len(row) != 2 for row in rows):
             return None
@@ -967,7 +1062,7 @@ def parse_cases(s):
             pairs.append((case.group(1), case.group(2)))
     out = []
     for value, condition in pairs:
-        value = _split_top(value.strip(), ["="])[-1].strip()
+        value = split_top(value.strip(), ["="])[-1].strip()
         parsed = parse_math(value)
         test = None if condition.strip().lower() in ("otherwise", "else") else _condition(condition)
         if parsed is None or (test is None and condition.strip().lower() not in ("otherwise", "else")):
@@ -999,25 +1094,28 @@ def _cases_equal(p, g):
     sides = []
     for cases, text in ((pc, p), (gc, g)):
         if cases is None:
-            cases = parse_math(text)
+            sides_of = split_top(text, ["="])
+            cases = parse_math(sides_of[-1] if len(sides_of) == 2 and _is_label(sides_of[0]) else text)  # (f(x) = |x+3|)
             if cases is None:
                 return False
         sides.append(cases)
-    symbols, integers = set(), set()
+    symbols, integers, bounds = set(), set(), set()
     for cases in sides:
         if isinstance(cases, list):
             for value, test in cases:
                 symbols |= value.free_symbols | (test[1] if test else set())
                 integers |= test[2] if test else set()
+                bounds |= test[3] if test and len(test) > 3 else set()
         else:
             symbols |= cases.free_symbols
-    if len(symbols) > 3:
+    if len(symbols) > 3 or len(bounds) > 6:
         return False
     names = sorted(symbols, key=str)
-    grids = [[sympy.Integer(k) for k in (-3, -2, -1, 0, 1, 2, 3, 4, 5, 6)] if x in integers else
-             [sympy.Integer(k) for k in (-3, -1, 0, 1, 2, 5)] + [sympy.Rational(7, 2), sympy.Rational(-5, 3)] for x in names]
+    near = sorted({b + d for b in bounds for d in (-1, sympy.Rational(-1, 2), 0, sympy.Rational(1, 2), 1)})  # both sides of
+    grids = [[sympy.Integer(k) for k in (-3, -2, -1, 0, 1, 2, 3, 4, 5, 6)] + [b for b in near if b.is_Integer] if x in integers else
+             near + [sympy.Integer(k) for k in (-3, -1, 0, 1, 2, 5)] + [sympy.Rational(7, 2), sympy.Rational(-5, 3)] for x in names]
     met, compared = set(), 0
-    for values in itertools.islice(itertools.product(*grids), 120):
+    for values in itertools.islice(itertools.product(*grids), 200):
         point = dict(zip(names, values))
         gold = _cases_value(sides[1], point)
         if gold is None:
@@ -1038,10 +1136,34 @@ def _valid_numeral(digits, base):
         return False
 
 
+def _forms_equal(p, g):
+    """The forms of answer_forms.py: congruence classes, prime factorizations, solution families; None when the gold is
+    of none of them (or the prediction is a residue and the gold an integer: compared as written)."""
+    gc = congruence(g)
+    if gc is not None:
+        pc = congruence(p)
+        return pc is not None and pc[1] == gc[1] and (pc[0] - gc[0]) % gc[1] == 0
+    pc = congruence(p)
+    if pc is not None and re.fullmatch(r"-?\d+", g.strip()):
+        return pc[0] == int(g)  # `2^{100} \equiv 2 \pmod 7` (cleaned to `2 \pmod{7}`) for the remainder 2
+    gf = factorization(g)
+    if gf:  # `2^3 \cdot 3^2 \cdot 5` asks for the factorization: `360 = 2 \times 2 \times 2 \times 3 \times 3 \times 5`
+        return factorization(split_top(p, ["="])[-1]) == gf
+    if "\\pi" in g and re.search(r"(?<![A-Za-z\\])[kmnj](?![A-Za-z])", g):
+        return families_equal(p, g)
+    return None
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
-    if p == g or _canon(p) == _canon(g) or _decimal_comma_equal(p, g):
+    if p == g or canon(p) == canon(g) or _decimal_comma_equal(p, g):
         return True
+    forms = _forms_equal(p, g)
+    if forms is not None:
+        return forms
+    if without_remainder(p) != p and without_remainder(g) == g:  # `e^x = 1 + x + \frac{x^2}{2} + O(x^3)`: the series, cut at
+        p = split_top(without_remainder(p), ["="])[-1]           # its remainder (the sides before it name the function)
+    p, g = set_intervals(p) or p, set_intervals(g) or g          # `\{x : |x| \ge 3\}`, `R \setminus [-1, 3]`: intervals
     if CASE_WORD.search(p) or CASE_WORD.search(g):
         by_cases = _cases_equal(p, g)  # "5 if n is even, 6 if n is odd", \begin{cases}, against cases or a formula
         if by_cases is not None:
@@ -1052,7 +1174,7 @@ def _equiv(p, g):
     if p_domain:  # one only the prediction states restricts nothing the gold asked for
         p = p_value
     if "\\emptyset" in (p, g):
-        sides = _split_top(p, ["="])  # `A \cap B = \emptyset`: a set named by an operation on named sets
+        sides = split_top(p, ["="])  # `A \cap B = \emptyset`: a set named by an operation on named sets
         if g == "\\emptyset" and len(sides) > 1 and sides[-1].strip() == g and all(
                 re.fullmatch(r"\s*[A-Z](?:_\w)?(?:\s*(?:\\cap|\\cup|\\setminus|\\backslash|\\times)\s*[A-Z](?:_\w)?)*\s*", x)
                 for x in sides[:-1]):
@@ -1067,9 +1189,27 @@ def _equiv(p, g):
     option = _OPTION_VALUE.fullmatch(p)
     if option:  # `(B) 45` for the value 45: the option's value is the answer (the letter alone is not)
         return _equiv(option.group(1).strip(), g)
+    if re.search(r"noon|midday|midnight", p + g, re.I):
+        clock = [_clock_minutes(*split_unit(x)) for x in (p, g)]
+        if None not in clock:
+            return clock[0] == clock[1]  # midnight = 12:00 AM = 00:00
+    if "date(" in p + g:  # latex.clean's canonical date: the same day, also as `3/14` (month first)
+        dates = [_date(x) for x in (p, g)]
+        return None not in dates and dates[0][:2] == dates[1][:2] and dates[1][2] in (None, dates[0][2])
+    if re.search(r"(?<=\d)j(?![A-Za-z])|(?<![\\A-Za-z])j(?![A-Za-z])", p) and re.search(r"(?<![\\A-Za-z])i(?![A-Za-z])", g) \
+            and not re.search(r"(?<![\\A-Za-z])i(?![A-Za-z])", p):
+        p = re.sub(r"(?<![\\A-Za-z])j(?![A-Za-z])|(?<=\d)j(?![A-Za-z])", "i", p)  # an engineer's j: 3 + 7j = 3 + 7i
+    if re.search(r"\\hat\{[ijk]\}|(?<![\\A-Za-z])[ijk](?![A-Za-z])", p + g):
+        same = _unit_vectors_equal(p, g)
+        if same is not None:
+            return same
+    roman = _roman_equal(p, g)
+    if roman is not None:
+        return roman
     if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
         predicate = COPULA.sub("", p, count=1)
-        return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate))
+        verb = VERB_PREDICATE.fullmatch(p)  # "the series diverges" for `diverges`
+        return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate, verb.group(1) if verb else ""))
     p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
     if _interval_like(g) or _interval_like(p):
         same = _intervals_equal(p, g)
@@ -1077,14 +1217,17 @@ def _equiv(p, g):
             return same
         if _interval_like(g) and "=" not in g:
             return False
-    labelled = _split_top(p, ["="])
-    if len(labelled) == 2 and _is_label(labelled[0]) and _matrix(labelled[1]):
-        p = labelled[1]  # A^{-1} = \begin{bmatrix}...\end{bmatrix}
+    labelled = split_top(p, ["="])
+    if len(labelled) > 1 and (_matrix(labelled[-1]) or vector_entries(labelled[-1]) and vector_entries(g)) and all(
+            _is_label(x) or _is_working(x) or _is_derivation(x) or _ONE_MATRIX.search(x)
+            or re.fullmatch(r"[-+*()\s\\cdot]*(?:[A-Z](?:_\w)?'*(?:\s*(?:[-+*]|\\cdot)?\s*[A-Z(](?:_\w)?'*|\^\s*\{?T\}?|[(),\d\s])*)", x)
+            for x in labelled[:-1]):
+        p = labelled[-1]  # A^{-1} = \begin{bmatrix}...\end{bmatrix}, PQ = Q - P = (3, -2, 3): names and working, then the vector
     if _matrix(g) or _matrix(p):
         return _matrices_equal(p, g)
     p_shape, g_shape = _shape(p), _shape(g)
     if p_shape.kind == "single" and g_shape.kind == "tuple":  # `(\frac{0+6}{2}, \frac{4-2}{2}) = (3, 1)`: working, then the tuple
-        sides = _split_top(p, ["="])
+        sides = split_top(p, ["="])
         if len(sides) > 1 and all(_is_label(x) or _is_working(x) or _is_derivation(x) for x in sides[:-1]):
             p, p_shape = sides[-1], _shape(sides[-1])
     if g_shape.kind == "single" and re.search(r"\\(?:pm|mp)", p) and not re.search(r"\\(?:pm|mp)", g):
@@ -1095,14 +1238,42 @@ def _equiv(p, g):
     return _item_equal(p, g)
 
 
+# Arithmetic written out on numbers: a sum or difference of numbers, an explicit product sign, a power of a number, a
+# quotient by a bracket (`2/(2+5)`, `\pi \cdot 6^2`, `3 \times 4.99`); not a final form (`\frac{1}{3}`, `3\sqrt{2}`, `\log_2 5`)
+_COMPUTATION = re.compile(r"[\d)}]\s*[-+]\s*[\d(\\]|\\cdot|\\times|\*|\d\s*\^|/\s*\(|\)\s*/")
+# ...of which the operations on plain numbers: a product sign, a power of a number, digits added or subtracted
+_ARITHMETIC = re.compile(r"\\cdot|\\times|\*|\d\s*\^|(?<![\w}])\d+\s*[-+]\s*\d|/\s*\(|\)\s*/")
+
+
+def _compound_equal(p, g):
+    """`1 h 30 min` (a quantity in a larger and a smaller unit: latex.compound_units) against a gold in either unit, or in
+    none (90 or 1.5); None when p is no such quantity."""
+    compound = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?,?\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?", p)
+    units = compound and compound_units(compound.group(2), compound.group(4))
+    if not units:
+        return None
+    big, small, factor = units
+    whole, part = Fraction(compound.group(1)), Fraction(compound.group(3))
+    readings = {big: whole + part / factor, small: whole * factor + part}
+    gv, gu = split_unit(g)
+    if gu is not None and gu not in readings:
+        return False
+    gold = parse_math(gv)
+    return gold is not None and gold.is_Rational and any(sympy.Rational(value.numerator, value.denominator) == gold
+                                                         for unit, value in readings.items() if gu in (None, unit))
+
+
 def _item_equal(p, g):
     """One answer each (no top-level list)."""
+    compound = _compound_equal(p, g)
+    if compound is not None:
+        return compound
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
-    if pu == "%" and len(_split_top(p, ["="])) > 1 and "=" not in g:
-        return _relations_equal(_split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
+    if pu == "%" and len(split_top(p, ["="])) > 1 and "=" not in g:
+        return _relations_equal(split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
     clock = _clock_minutes(pv, pu), _clock_minutes(gv, gu)
-    if None not in clock and {pu, gu} & {"am", "pm"}:
-        return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock)
+    if None not in clock:
+        return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock), midnight = 12:00 AM
     if pu == "%" or gu == "%":
         return _percent_equal(pv, pu, gv, gu)
     if "deg" in (pu, gu) and {pu, gu} <= {"deg", "rad", None}:  # 60^\circ = \frac{\pi}{3} (an angle in either unit)
@@ -1113,7 +1284,7 @@ def _item_equal(p, g):
         return False
     if (pu or gu) and _equiv(pv, gv):
         return True
-    ratio = [_split_top(x, [":"]) for x in (p, g)]
+    ratio = [split_top(x, [":"]) for x in (p, g)]
     if (len(ratio[1]) > 1 or len(ratio[0]) > 1) and "=" not in p + g:  # ratios and times: ordered parts (3:1 is not 1:3)
         if len(ratio[0]) == len(ratio[1]):
             if all(_equiv(a, b) for a, b in zip(*ratio)):
@@ -1125,25 +1296,29 @@ def _item_equal(p, g):
         number = p if len(ratio[0]) == 1 else g   # a:b against the number a/b: 3:1 = \frac{3}{1} = 3
         parts = ratio[1] if len(ratio[0]) == 1 else ratio[0]
         return len(parts) == 2 and _equiv(number, f"\\frac{{{parts[0]}}}{{{parts[1]}}}")
-    p_sides, g_sides = _split_top(p, ["="]), _split_top(g, ["="])
-    if "\\approx" in p and _MEASUREMENT.fullmatch(g) and re.search(r"\\approx\s*[^=<>]+$", p) \
-            and _equiv(_split_top(p, ["=", "\\approx"])[-1], g):
-        return True  # P = \frac23 \approx 0.67 for a gold rounded to 0.67: the rounding asked for is stated
+    p_sides, g_sides = split_top(p, ["="]), split_top(g, ["="])
+    if "\\approx" in p and _MEASUREMENT.fullmatch(g) and re.search(r"\\approx\s*[^=<>]+$", p):
+        return _equiv(split_top(p, ["=", "\\approx"])[-1], g)  # P = \frac23 \approx 0.67 for a gold rounded to 0.67: the
+        # response's own rounding is what it states (`e^3 \approx 20.0` is not 20.1, though e^3 rounds to 20.1)
     if "\\approx" in p:  # x = 1/3 \approx 0.33: the approximation is a remark when an exact value is given
-        exact = [_split_top(side, ["\\approx"])[0] for side in p_sides]
+        exact = [split_top(side, ["\\approx"])[0] for side in p_sides]
         exact = [x for x in exact if x]
         symbol_named = re.fullmatch(r"\\?[A-Za-z]+(?:_\{?\w+\}?)?", exact[-1]) and exact[-1] != "\\pi" or (
             exact[-1] == "\\pi" and "\\pi" not in g)  # `\pi \approx 3 \times 10^{-3}` where \pi names a parallax
         if symbol_named:
-            p_sides = _split_top(p, ["=", "\\approx"])[-1:]
+            p_sides = split_top(p, ["=", "\\approx"])[-1:]
+        elif _ARITHMETIC.search(exact[-1]) or _COMPUTATION.search(exact[-1]) and (parse_math(exact[-1]) is None or parse_math(
+                exact[-1]).is_Rational):  # `3 \times 4.99 \approx 15`, `\pi \cdot 6^2 \approx 113.1`: a computation and its rounding
+            # (a sum of radicals, `\frac{\sqrt6 + \sqrt2}{4}`, is a final form; a sum of fractions, `\frac12 + \frac13`, is not)
+            return _equiv("\\approx " + split_top(p, ["=", "\\approx"])[-1], g)  # its rounding, the answer stated
         elif any(not _is_label(x) for x in exact):
             p_sides = exact
         else:
-            p_sides = _split_top(p, ["=", "\\approx"])
+            p_sides = split_top(p, ["=", "\\approx"])
     if len(p_sides) > 1 or len(g_sides) > 1:
         return _relations_equal(p_sides, g_sides)
     p = p_sides[0]
-    numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", _canon(x)) for x in (p, g)]
+    numerals = [re.fullmatch(r"\(?([-+]?[0-9A-Za-z]+)\)?(?:_\{?\(?(\d+)\)?\}?)?", canon(x)) for x in (p, g)]
     if numerals[1] and numerals[1].group(2) or numerals[0] and numerals[0].group(2) and numerals[1]:
         # a numeral in another base compares digit by digit: 1011_2 = (1011)_2 = 1011_{(2)}; the prediction may leave
         # the base out, and two bases must agree; a plain gold whose digits are a base-b numeral may have left the
@@ -1155,31 +1330,18 @@ def _item_equal(p, g):
 
 
 
+def equivalent(pred, gold):
+    """_equiv on raw answer texts (cleaned here); False when either does not clean or the check raises."""
+    try:
+        p, g = clean(pred), clean(gold)
+        return p is not None and g is not None and bool(_equiv(p, g))
+    except Exception:  # noqa: BLE001 -- sympy raises many kinds: unsure means not equal
+        return False
+
+
 @lru_cache(maxsize=4096)
 def gold_is_valid(gold):
     """Can this gold answer be graded at all? Not when it is empty, longer than MAX_ANSWER_CHARS, has unbalanced
     brackets or no letter or digit. (Golds that are not formulas, like `52_8` or `3:1`, still compare.)"""
     g = clean(gold)
     return g is not None and bool(re.search(r"[A-Za-z0-9]", g)) and balanced(g)
-
-
-# ---- an answer that gives the question back --------------------------------------------------------------------
-_COMPUTE = re.compile(r"\b(?:compute|evaluate|simplify|calculate|find\s+the\s+(?:exact\s+)?value|what\s+is\s+the\s+(?:exact\s+)?value|"
-                      r"express\s+.{0,40}\s+in\s+(?:simplest|lowest|closed)|write\s+.{0,40}\s+in\s+(?:simplest|lowest|closed))\b",
-                      re.IGNORECASE)
-_QUESTION_MATH = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
-
-
-def restates_question(pred, question, gold):
-    """The answer is the expression the question asks to compute, given back unevaluated: the question asks to
-    compute, evaluate or simplify, and the prediction (an expression with an operation or a function, not a single
-    number or name) is one of the question's formulas, written differently from the gold ("Compute
-    $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` for the gold 1/4; "Simplify
-    $(x+1)^2 - x^2$." answered `(x+1)^2 - x^2`). Its value equals the gold, but it is not the answer asked for."""
-    if not question or not _COMPUTE.search(question):
-        return False
-    p, g = clean(pred), clean(gold)
-    if p is None or g is None or _canon(p) == _canon(g) or not re.search(r"[-+*/^!]|\\[a-zA-Z]+", p):
-        return False
-    formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
-    return any(f is not None and (_canon(f) == _canon(p) or _canon(f.split("=")[0]) == _canon(p)) for f in formulas)

@@ -1,51 +1,41 @@
 """Stage 1 of the grader: find the span of a response that states its final answer (a Span for answer_value.py).
 
-final_text: only the text after the last `</think>` / `<|end_of_thought|>` is read, and inside a
-`<|begin_of_solution|>` block only that block; a reasoning block opened and never closed (a response cut off
-mid-thought) has NO final answer, whatever tentative \\boxed{} it contains; an invented next chat turn ("User:",
-"Question:") ends the response. Then, in find_span:
-  - full-width punctuation (`。`, `：`, `，`) is read as ASCII; a made-up next problem that starts after an answer was
-    stated ("Problem: ...", "Q: ...", "### Question 2.", a header line "## Problem 7", after a box, an answer phrase
-    or `####`; or after a plain statement of a value when the made-up problem asks something and has its own
-    "Solution."/"Answer:" line: "x = 4.\n\nProblem 2. Solve ...\nSolution. ..."; not "Example 2: n = 3 gives 9 ...
-    Answer: ...": a base model running on through its few-shot prompt) is cut off:
-    only the first answer is the response's; an instruction of the prompt echoed by the model ("Please ... put your
-    final answer within \\boxed{}", `\\boxed{<answer>}`) is removed.
-  - a LAST box that never closes is an answer cut off (no answer), unless a brace was only left out before its
-    closing `$` (`$\\boxed{100$.` is 100); a last EMPTY box is no answer when words come between it and the answer's
-    box ("\\boxed{5}. Wait, ... \\boxed{}"), and is ignored right after it (`\\boxed{5}\\n\\boxed{}` is 5).
-The first kind found wins, and within a kind the LAST occurrence:
-  1. a JSON object's "answer" field (ZeroEval-style; a JSON array is an ordered tuple `[2, -1]` -> `(2, -1)`)
-  2. <answer>...</answer>       (inside a field or a tag, a box or an answer phrase is the span, else all of it)
-  3. \\boxed{...} / \\fbox{...}   boxes joined only by "and"/","/"or" or by part labels ("for part (a) and") are ONE
-                                list answer, so `\\boxed{3} or \\boxed{5}` is a hedge, not a 5; two boxes with a
-                                condition or a numbered case between them are no answer ("if ... \\boxed{10}; if not,
-                                \\boxed{5}", "case 1 gives \\boxed{6} and case 2 gives \\boxed{10}", "in the second
-                                case", "for n odd"), and then no free-text conclusion is read either; a percent sign
-                                right after a box is part of its value (`\\boxed{0.5}\\%` is 0.5%); a later "final
-                                answer" phrase with a plain value or one assignment (`Final answer: $x = 3$` after
-                                `\\boxed{y = 5}`) wins over an earlier box
-  4. `#### 18`                  (GSM8K; `#### She sold 72 clips.` is an answer sentence)
-  5. an answer phrase: "the final answer is", "the answer (arabic numerals) is", "Answer:", "A:", "Short answer:",
-     "Ans:", "Ans." (line start; not `ans = 0`, a line of code), "**Final Answer:**", `Answer $ 9 $`; in other languages "答案是", "答案为",
-     "答:" (line start), "Ответ:", "Die Antwort lautet", "Ergebnis:", "Endergebnis:", "La respuesta es", "La réponse
-     est", "Résultat :", "A resposta é", "La risposta è"
-  The span says whether the response is written in a language whose decimal mark is a comma (decimal_comma_language:
-  Cyrillic letters, an answer noun of such a language, or more German/French/Spanish/Portuguese/Italian words than
-  English ones); answer_value then reads `0,875` as 0.875 and `2.450 €` as 2450 (see number_conventions).
-  A later correction of an explicit answer ("Answer: 15.\\n\\nCorrection: I forgot the 3 chairs, so it is 18.", "Wait,
-  I made a mistake ...", "Oops", "On second thought"): the value the correction states is the answer.
-  6. (default mode only; strict=True stops at 5) a whole response that is one undelimited formula without words
-     (`f^{-1}(x) = \\ln x - 2`, a matrix; never one with words of another script); a verdict the response opens
-     with ("Yes, it is possible. For example ...", "False. ...", "Is it always odd? No: ..."; a Yes/No only when no
-     value follows it or an example does); a
-     response that ends with a markdown table: the number in its last row (`| **Total** | **$48** |`); else the
+Entry points: final_text(response, think_prefilled) and find_span(text, strict); last_boxed (also read by sft.py).
+
+final_text: only the text after the last `</think>` / `<|end_of_thought|>` is read (inside `<|begin_of_solution|>`
+only that block); a reasoning block opened and never closed has NO final answer; an invented next chat turn ("User:",
+`</s>` -- not the close of a struck-out `<s>36</s>`) ends the response. find_span first reads the text as written:
+  - any script's digits, separators and punctuation as ASCII (latex.plain_unicode: the Unicode database);
+  - chat marks (_chat_marks): struck-out text (`~~36~~`, `<del>`, `\\sout{}`, `\\cancel{}`, 3̶6̶) is taken back, a value
+    with a cross mark after it (`36 ❌`) is rejected, other pictographs (✅ 🎉 keycaps) are dropped or end a sentence;
+  - a made-up next problem after a stated answer (a base model running on through its few-shot prompt) is cut off,
+    and an instruction of the prompt echoed by the model ("put your final answer within \\boxed{}") is dropped;
+  - a LAST box that never closes is an answer cut off (no answer; `$\\boxed{100$.` is 100); a last EMPTY box after
+    other words is no answer.
+Then the first kind found wins, and within a kind the LAST occurrence:
+  1. a JSON object's "answer" field (a JSON array is an ordered tuple);
+  2. <answer>...</answer> (inside a field or a tag, a box or an answer phrase is the span, else all of it);
+  3. \\boxed{} / \\fbox{}: boxes joined only by "and", ",", "or" or part labels are ONE list answer (`\\boxed{3} or
+     \\boxed{5}` is a hedge); boxes under conditions or numbered cases are no answer; a percent sign after a box is
+     part of its value; a later "final answer" phrase with a plain value or one assignment wins over the box;
+  4. `#### 18` (GSM8K);
+  5. an answer phrase ("the final answer is", "Answer:", "A:", "Ans.", "**Final Answer:**", a heading "### Final
+     Answer" with the block below it, and the phrases of the languages models switch to: "答案是", "Ответ:", "Die
+     Antwort lautet", "La respuesta es", ...); a counterfactual phrase ("the answer would be ...") leaves an earlier
+     one. A later correction ("Correction: ...", "Wait -- no, ...", "Oops", "scratch that") states the answer.
+  6. (default mode only; strict=True stops at 5) a whole response that is one formula without words; a verdict it
+     opens with ("Yes, it is possible. For example ..."); the last row of a closing markdown table; else the
      conclusion: the whole text, whose last statement answer_value.conclusion_value reads.
+The span says whether the response writes decimal commas (decimal_comma_language: Cyrillic, or more German, French,
+Spanish, Portuguese or Italian words than English ones): answer_value then reads `0,875` as 0.875.
 """
 import re
+import unicodedata
 
-from answer_value import _FOREIGN_LETTER, _LEADING_VALUE, _SHORT_WORDS, Span, conclusion_value, reduce_span
-from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, is_english, parse_math, split_unit
+from answer_compare import equivalent
+from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
+from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, code_forms, is_english, parse_math, split_unit
+from numerals import decimal_comma_text, plain_unicode
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
 
@@ -60,7 +50,11 @@ def final_text(response, think_prefilled=False):
     reasoning block. think_prefilled: the prompt itself opened a `<think>` block (R1-Zero style templates)."""
     if not response:
         return None
-    text = _CHAT_TURN.split(response[-MAX_RESPONSE_CHARS:], 1)[0]  # a new chat turn after the answer is not the answer
+    text = response[-MAX_RESPONSE_CHARS:]
+    for turn in _CHAT_TURN.finditer(text):  # a new chat turn after the answer is not the answer
+        if turn.group(0) != "</s>" or not re.search(r"<s>[^<\n]{0,200}$", text[max(0, turn.start() - 210):turn.start()]):
+            text = text[:turn.start()]  # (`<s>36</s>` is struck-out text, not the end of a turn)
+            break
     text = re.sub(r"<(/?)think(?:ing)?>", r"<\1think>", text, flags=re.IGNORECASE)  # <thinking>, <THINK>
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
@@ -75,6 +69,196 @@ def final_text(response, think_prefilled=False):
     if "<|begin_of_solution|>" in text:
         text = text.rsplit("<|begin_of_solution|>", 1)[1]
     return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
+
+
+# Chat styles around a value. Struck-out text is taken back: `~~36~~`, `<s>36</s>`, `<del>`, `<strike>`, `\\sout{36}`,
+# `\\cancel{36}`, characters under a combining stroke overlay (3̶6̶). A cross mark right after a value rejects it
+# (`36 ❌`). Other pictographs (check marks, emoji, keycaps, read through the Unicode database: categories So, Sk, Me)
+# are no part of a value: dropped, or a sentence end where a new sentence follows them ("42 ✅ Let me check").
+_STRUCK = re.compile(r"~~[^~\n]{1,200}?~~|<(s|del|strike)>[^<]{0,200}?</\1>", re.IGNORECASE)
+_STRUCK_COMMAND = re.compile(r"\\(?:sout|st|xout|cancel|xcancel|bcancel)\s*(?=\{)")
+_MARKED_VALUE = r"(?:\*\*)?(?:[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|\$[^$\n]{1,80}\$)(?:\*\*)?"
+_SYMBOLS = {}
+
+
+def _symbol(ch):
+    """'cross' (a cross mark), 'times' (a multiplication x), 'symbol' (another pictograph), 'strike' (a stroke
+    overlay), or None for a character that is part of the text."""
+    if ch not in _SYMBOLS:
+        name, category = unicodedata.name(ch, ""), unicodedata.category(ch)
+        _SYMBOLS[ch] = ("strike" if "STROKE OVERLAY" in name else "cross" if "CROSS MARK" in name or "BALLOT X" in name
+                        else "arrow" if re.search(r"RIGHTWARDS|RIGHT ARROW|ARROW RIGHT", name) and category == "So"
+                        else "times" if "MULTIPLICATION X" in name
+                        else "symbol" if category in ("Sk", "Me") or category == "So" and not unicodedata.decomposition(ch)
+                        and "DEGREE" not in name and "SIGN" not in name else None)
+    return _SYMBOLS[ch]
+
+
+def _chat_marks(text):
+    """The text with struck-out values taken back and pictographs read (see above)."""
+    if "~~" in text or "</" in text:
+        text = _STRUCK.sub("", text)
+    if "\\" in text and _STRUCK_COMMAND.search(text):
+        for match in reversed(list(_STRUCK_COMMAND.finditer(text))[-20:]):
+            group = braced(text, match.end())
+            if group is not None:
+                text = text[:match.start()] + text[group[1]:]
+    if text.isascii():
+        return text
+    kinds = {ch: _symbol(ch) for ch in set(re.findall(r"[^\x00-\x7f]", text))}
+    if not any(kinds.values()):
+        return text
+    of = {kind: "".join(re.escape(ch) for ch, k in kinds.items() if k == kind) for kind in ("strike", "cross", "times", "symbol", "arrow")}
+    if of["arrow"]:
+        text = re.sub(f"[{of['arrow']}]", " → ", text)  # ➡️ between two statements: "gives"
+    if of["strike"]:
+        text = re.sub(rf"(?:[^\s{of['strike']}][{of['strike']}]+)+", "", text)
+    if of["times"]:
+        text = re.sub(f"[{of['times']}]", "×", text)
+    if of["cross"]:
+        text = re.sub(rf"{_MARKED_VALUE}[ \t]*[{of['cross']}]+", "", text)  # `36 ❌`: a value marked wrong
+        of["symbol"] += of["cross"]
+    if of["symbol"]:
+        text = re.sub(rf"(?<=[\w*$)])[ \t]*[{of['symbol']}]+[ \t]*(?=[A-Z])", ". ", text)  # "42 ✅ Let me check"
+        text = re.sub(rf"[ \t]*[{of['symbol']}]+", "", text)
+    return text
+
+
+# Markup that is no part of what a text states: tags (`<details>`, `<summary>`, `<b>`, `<final>`: their content stays;
+# not <think>, <answer> and the struck-out <s>, which delimit), spoiler marks (`>!42!<`, `||x = -4||`), calculator
+# annotations (`<<20+5=25>>`), end-of-proof marks (∎ \blacksquare \Box \qed, Q.E.D.), equation numbers and labels
+# (\tag{2}, \label{eq:1}, \nonumber), equation environments (equation, align, gather: display math, `&=` is `=`), LaTeX
+# escaped twice in prose (`\\(x = 1\\)`), misspelt boxes (`\box{18}`, `\Boxed{42}`).
+_TAG_PAIR = re.compile(r"<(?!(?:think|answer|s|del|strike)\b)([A-Za-z][\w-]*)((?:\s+[\w-]+(?:=(?:\"[^\"]*\"|'[^']*'|[^\s>]+))?)*)\s*>"
+                       r"(.*?)</\1\s*>", re.DOTALL)
+_INLINE_TAGS = {"b", "i", "u", "em", "strong", "span", "code", "tt", "mark", "font", "small", "big"}
+_ENVIRONMENT = re.compile(r"\\begin\{(equation|align|gather|multline|eqnarray|flalign)(\*?)\}(.*?)\\end\{\1\2\}", re.DOTALL)
+
+
+def _display_rows(match):
+    """An equation environment as display math, a row each (`&` dropped; a row that goes on with `&= ...` joins the one
+    above); environments nested in it (matrices, cases) are kept as written."""
+    nested = []
+    body = re.sub(r"\\begin\{([a-zA-Z*]+)\}.*?\\end\{\1\}", lambda m: nested.append(m.group(0)) or f"\x00{len(nested) - 1}\x00",
+                  match.group(3), flags=re.DOTALL)
+    body = re.sub(r"\\\\\s*(?=&?\s*=)", " ", body).replace("&", "")
+    rows = "\\]\n\\[".join(body.split("\\\\"))
+    return "\\[" + re.sub(r"\x00(\d+)\x00", lambda m: nested[int(m.group(1))], rows) + "\\]"
+
+
+def _markup(text):
+    """The text without markup (see above)."""
+    if "<" in text:
+        for _ in range(6):  # (nested tags: innermost pairs first)
+            changed = _TAG_PAIR.sub(lambda m: m.group(3) if m.group(1).lower() in _INLINE_TAGS else "\n" + m.group(3) + "\n"
+                                    if m.group(1).lower() not in ("sup", "sub") else ("^{" if m.group(1).lower() == "sup" else "_{")
+                                    + m.group(3) + "}", text)
+            if changed == text:
+                break
+            text = changed
+        text = re.sub(r"<br\s*/?>|<hr\s*/?>", "\n", text)
+        text = re.sub(r"<<[^<>\n]{0,200}>>", "", text)  # GSM8K's calculator annotations
+    if "#" in text:  # a comment after code on its line: `x = math.log(5)   # natural log` (not GSM8K's `#### 18`)
+        text = re.sub(r"(?<=[\w)\]])[ \t]+#(?!#)[ \t]+[^\n]*", "", text)
+    if ">!" in text:
+        text = re.sub(r">!(.{1,300}?)!<", r"\1", text)
+    if "||" in text:
+        text = re.sub(r"(?:(?<=^)|(?<=[\s:]))\|\|([^|\n$]{1,200})\|\|(?=\s*$|\s*[.!])", r"\1", text, flags=re.MULTILINE)
+    if "\\" in text:
+        text = re.sub(r"\\(?:tag\*?|label)\s*\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}|\\(?:nonumber|notag)(?![a-zA-Z])", " ", text)
+        text = _ENVIRONMENT.sub(_display_rows, text)
+        text = re.sub(r"\\(?:blacksquare|square|Box|qed|QED)(?![a-zA-Z])|\\hfill(?![a-zA-Z])", " ", text)
+        text = re.sub(r"\\\\\((.{1,300}?)\\\\\)", lambda m: "\\(" + m.group(1).replace("\\\\", "\\") + "\\)", text)
+        text = re.sub(r"\\(?:box|Boxed|BOXED)\s*(?=\{)", r"\\boxed", text)
+    if "```" in text and re.search(r"```(?:ya?ml|json)\b", text):  # a YAML or JSON block: its keys label values, an array is a list
+        text = re.sub(r"```(?:ya?ml|json)[ \t]*\n(.*?)```", lambda m: re.sub(r"^([ \t]*[\w ]+:[ \t]*)\[([^\[\]\n]*)\][ \t]*$", r"\1\2",
+                                                                        m.group(1), flags=re.MULTILINE), text, flags=re.DOTALL)
+    if "∎" in text or "Q.E.D" in text:
+        text = re.sub(r"∎|\bQ\.E\.D\.?", " ", text)
+    return re.sub(r"(?<!\$)\$\s+\$(?!\$)", " ", text) if "$" in text else text  # (an empty `$ $` left by a removed mark)
+
+
+# Where a response turns to its reader after its conclusion (a sign-off: "I hope this helps! Let me know if ...", "Want
+# to try a similar one? Solve 2x + 3 = 13 (answer: x = 5).", "Feel free to send more ...", "(Tip: ...)"): what follows
+# is no part of its answer
+_SIGNOFF = re.compile(r"(?:^|\n|(?<=[.!?])[ \t]+)[ \t]*[(*_]*(?:(?:tip|hint|p\.?s\.?)\s*:|(?:i\s+)?hope\s+(?:this|that|it)\s+helps|"
+                      r"let\s+me\s+know\b|feel\s+free\b|thanks?\s+(?:for|again)\b|thank\s+you\b|(?:i'?m|i\s+am)\s+happy\s+to\s+help|"
+                      r"happy\s+\w+ing\b|good\s+luck\b|(?:do\s+you\s+)?want\s+to\s+try\b|would\s+you\s+like\b|if\s+you'?d\s+like\b|"
+                      r"if\s+you\s+want\b|does\s+(?:that|this)\s+make\s+sense\b|try\s+(?:it|this|plugging|another|a\s+similar)\b)",
+                      re.IGNORECASE)
+
+
+def _without_signoff(text):
+    """The text up to a sign-off (above) that follows a statement with a value, in its last 800 characters."""
+    start = max(0, len(text) - 800)
+    for match in _SIGNOFF.finditer(text, start):
+        if re.search(r"\d", text[:match.start()]) and not _BOX.search(text, match.end()):
+            return text[:match.start()]
+    return text
+
+
+def _later_statement(text, box):
+    """A statement after the last box whose value differs from the box's: the response's last word, a Span of it (the
+    box was a step: "$r = \\boxed{5}$, hence the area is $25\\pi$", "Sum = \\boxed{60} / Fifth = 60 - 48 = 12"; or the
+    closing sentence contradicts it: "\\boxed{7} such integers. / In total, 8 numbers ..."); None when the box stands (no
+    later value, the same value, a verification, or more than one value)."""
+    rest = text[box.end:box.end + 2000]
+    if not re.search(r"\d", rest) or box.start < len(text) - 6000:
+        return None
+    going_on = re.match(r"[\s$)\]\\]*[,;]\s*(?:and\s+)?(?:so|hence|therefore|thus|then|giving|which\s+gives)\b", rest, re.I)
+    if going_on:
+        statement = rest[going_on.start():].lstrip(" \t$)],;\\")
+    else:
+        end = re.search(r"[.!?](?=\s|$)|\n", rest)
+        statement = rest[end.end():] if end else ""
+    statement = statement.strip()
+    if not statement or not re.search(r"\d", statement) or len(statement) > 300 or len(re.findall(r"[.!?](?:\s|$)", statement)) > 2 \
+            or not (going_on or _CONCLUDES.search(statement)):
+        return None  # (a longer text after the box is a discussion, not a last word)
+    later = _find_span(statement)
+    value, boxed = reduce_span(later) if later else None, reduce_span(box)
+    if value is None or boxed is None or re.search(r"\\text\s*\{\s*or\s*\}|,", value):
+        return None
+    plain = parse_math(split_unit(clean(value.split("=")[-1]) or "")[0])
+    if (plain is None or plain.free_symbols) and not re.fullmatch(r"\\text\{[^{}]*\}", value):
+        return None  # ("So, for all n ..., $3^n$ is a factor": a remark in letters, not a value)
+    value = re.sub(r"^\\approx\s*", "", value)  # ("approximately 22 more euros" restates \boxed{22})
+    return None if any(equivalent(v, boxed) or equivalent(boxed, v) for v in (value, value.split("=")[-1])) else later
+
+
+def _alternative_after(text, span):
+    """The sentence after the one that states the answer offers another value ("Alternatively 16.", "Or maybe 9.")."""
+    if not span.end:
+        return False
+    end = re.search(r"[.!?](?=\s|$)|\n", text[span.end:span.end + 400])
+    following = text[span.end + end.end():span.end + 600].lstrip() if end else ""
+    offered = re.match(r"[*_]*(?:alternatively|or(?:\s+(?:maybe|perhaps|possibly|else))?)\b[,:]?\s*(?:(?:it|the\s+answer)(?:'s|\s+is|"
+                       r"\s+(?:could|might)\s+be)\s+)?([$¤]?-?\d[^.!?\n]{0,60}|\$[^$\n]{1,60}\$)", following, re.I)  # (a value first)
+    if offered is None or not re.search(r"\d", offered.group(1)):
+        return False
+    stated, other = reduce_span(span), sentence_value(offered.group(1))
+    return bool(stated and other and not equivalent(other, stated))
+
+
+# A statement that concludes: a sentence opening with a conclusion word ("So ...", "In total, ..."), or a labelled line
+# that computes its value ("Perimeter: 6 + 8 + 10 = 24", "Fifth = 60 - 48 = 12")
+_CONCLUDES = re.compile(r"(?:^|\n|(?<=[.!?])\s)\s*(?:\d+[.)]\s*)?[*_]*(?:(?:so|hence|therefore|thus|in\s+total|altogether|finally|"
+                        r"in\s+conclusion|that'?s|that\s+is)\b|[A-Za-z][\w '-]{0,30}[*_]*\s*[:=][^\n=]*\d\s*[-+×*/÷·]\s*[\d(][^\n]*=)",
+                        re.IGNORECASE)
+
+
+def _without_loop_tail(text):
+    """A response caught in a loop, cut off while repeating one statement (`\\boxed{7}` ... `\\boxed{7}` `\\boxed{`, "The answer
+    is 12." three times and more, then "The answer is"): the unfinished copy is dropped. A loop of different statements
+    ("... is 6. ... is 12. ... is 6.") is left as it is."""
+    tail = text[-3000:].rstrip()
+    units = [u for u in re.split(r"\n\s*|(?<=[.!?])\s+", tail) if u.strip()]
+    if len(units) < 4 or not units[-1].strip() or units[-1].strip() == units[-2].strip():
+        return text
+    last, unit = units[-1].strip(), units[-2].strip()
+    if unit.startswith(last) and all(u.strip() == unit for u in units[-4:-1]):
+        return text.rstrip()[:len(text.rstrip()) - len(last)].rstrip()
+    return text
 
 
 _EMPTY_BOX = re.compile(r"\\boxed\s*\{\s*(?:<[^<>{}]{0,30}>|\.\.\.|\\ldots|\\dots)?\s*\}")  # or a placeholder
@@ -220,7 +404,7 @@ _PHRASE = re.compile(
 # the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
 # in a text that names an answer in one of them (one scan for the nouns, then the phrases)
 _FOREIGN_NOUN = re.compile(r"答|ответ|antwort|ergebnis|respuesta|réponse|résultat|resposta|risposta", re.IGNORECASE)
-_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|^[ \t>#*_-]*答\s*[:：]|\bответ\s*(?:равен|будет|—|:)"
+_FOREIGN_PHRASE = re.compile(r"(?:最终|最後|最后)?答案\s*(?:应该?|應)?(?:是|为|為|：|:)|^[ \t>#*_-]*(?:解|回)?答え?\s*[:：]|\bответ\s*(?:равен|будет|—|:)"
                              r"|\bantwort\s*(?:lautet|ist|:)|\b(?:das\s+)?(?:end)?ergebnis\s*(?:lautet|ist|:)|\brésultat\s*(?:final\s+)?(?:est|:)"
                              r"|\brespuesta\s*(?:final\s+)?(?:es|:)|\bréponse\s*(?:finale\s+)?(?:est|:)|\bresposta\s*(?:final\s+)?(?:é|:)"
                              r"|\brisposta\s*(?:finale\s+)?(?:è|:)", re.IGNORECASE | re.MULTILINE)
@@ -240,12 +424,13 @@ def _phrases(text):
     if _FOREIGN_NOUN.search(text):
         found = sorted(found + list(_FOREIGN_PHRASE.finditer(text)), key=lambda m: m.start())
     return found
-_FULL_WIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "；": "; ", "！": "! ", "？": "? ", "（": "(", "）": ")"})
 # A made-up next problem after the response's answer (a base model continuing its few-shot prompt)
 _NEXT_PROBLEM = re.compile(r"\n\s*(?:#{1,4}\s*)?(?:\*\*)?(?:problem|question|exercise|example|Q)\s*\d*\s*(?:\*\*)?\s*[:.]"
                            r"|\n[ \t]*#{1,4}[ \t]*(?:problem|question|exercise)[ \t]*\d*[ \t]*(?=\n)", re.IGNORECASE)  # "## Problem 7"
 # A correction of a stated answer ("Correction: I forgot the 3 chairs, so it is 18."): what follows it is the answer
-_CORRECTION = re.compile(r"(?:^|\n|[.!]\s)\s*(?:\*\*)?(?:correction\b|corrected\b|oops\b|on\s+second\s+thought\b|"
+_CORRECTION = re.compile(r"(?:^|\n|[.!]\s)\s*(?:\*\*)?(?:correction\b|corrected\b|oops\b|on\s+second\s+thought\b|scratch\s+that\b|"
+                         r"(?:edit|update|erratum)\s*:|I\s+(?:mistakenly|wrongly|incorrectly)\b|"
+                         r"(?:hmm\s*,?\s*)?(?:no\s*,?\s*)?wait\s*(?:[,—–-]\s*)?no\b|"
                          r"(?:wait|actually|hmm)\b[^.\n]{0,60}?\b(?:mistake|error|wrong|incorrect|forgot|miscounted|"
                          r"miscalculated)\b|I\s+(?:made\s+(?:a|an)\s+(?:mistake|error)|forgot|miscounted|miscalculated)\b)",
                          re.IGNORECASE)
@@ -258,15 +443,17 @@ def _bare_formula(text):
     """The whole text is one formula written without delimiters: one line (a matrix may span lines), no words
     outside commands, at most a few words in `\\text{}` (`x^2 + 2 \\text{ for } x \\ge 0`), nor short English ones."""
     text = ROUNDING_NOTE.sub(" ", text)
-    if re.search(_FOREIGN_LETTER, _TEXT_GROUP.sub(" ", text)):
+    if re.search(OTHER_SCRIPT_LETTER, _TEXT_GROUP.sub(" ", text)):
         return False  # words of another script: 因此，所求的面积为 $24$ 平方厘米
-    if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in _SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
+    if re.search(r"(?<![\\A-Za-z])(?:" + "|".join(w for w in SHORT_WORDS if len(w) > 1) + r")(?![A-Za-z])",
                  _TEXT_GROUP.sub(" ", text), re.I):
         return False
     text = re.sub(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}", lambda m: m.group(0).replace("\n", " "), text,
                   flags=re.DOTALL) if "\\begin" in text else text
     if "\n" in text or len(text) > 300 or not re.search(r"[A-Za-z0-9]", text):
         return False
+    if re.match(r"\s*[$¤]?-?\d[\d,.]*\s+\(", text):
+        return False  # "60 (15 × 4).": a value and the working after it, prose (a product is written `60(15 \times 4)`)
     if len(text) <= 200 and parse_math(split_unit(clean(text) or "")[0]) is not None:
         return True
     if any(len(group.split()) > 3 for group in _TEXT_GROUP.findall(text)):
@@ -293,11 +480,14 @@ def _box_span(text):
 
 
 def _phrase_span(text):
-    """The text after the last answer phrase, or None."""
+    """The text after the last answer phrase that states one (not a counterfactual "the answer would be ...", when an
+    earlier phrase states the answer), or None."""
     matches = _phrases(text)
     if not matches:
         return None
-    return Span("phrase", text[matches[-1].end():], text, matches[-1].start(), matches[-1].end())
+    stated = [m for m in matches if not re.search(r"\b(?:would|could|might)\b", m.group(0), re.I)]
+    chosen = stated[-1] if stated else matches[-1]
+    return Span("phrase", text[chosen.end():], text, chosen.start(), chosen.end())
 
 
 def _inner_span(value):
@@ -313,45 +503,59 @@ def find_span(text, strict=False):
     See the module docstring for the order. strict=True: only explicit answers (JSON field, <answer>, box, ####,
     answer phrase), no free-text fallback. The span says whether the response writes decimal commas."""
     span = _find_span(text, strict)
-    return span._replace(decimal_comma=True) if span is not None and decimal_comma_language(text) else span
+    return span._replace(decimal_comma=True) if span is not None and decimal_comma_text(text) else span
 
 
-# Words of the languages whose decimal mark is a comma (German, French, Spanish, Portuguese, Italian), none of them English
-_COMMA_LANGUAGE_WORDS = re.compile(
-    r"\b(?:der|das|ist|und|nicht|wir|sind|wird|mit|für|beträgt|lautet|ergebnis|endergebnis|antwort|gesuchte|somit|daher|"
-    r"lösung|insgesamt|ergibt|gleich|"
-    r"les|est|et|des|une|donc|nous|sont|avec|pour|réponse|résultat|il|el|los|las|es|una|por|respuesta|entonces|"
-    r"uma|então|resposta|são|di|che|è|risposta|quindi|sono)\b", re.IGNORECASE)
-_SEPARATED_DIGITS = re.compile(r"\d,\d|\d[. \u2009\u202f\u00a0]\d{3}(?!\d)")
-_COMMA_ANSWER_NOUN = re.compile(r"\b(?:antwort|(?:end)?ergebnis|réponse|résultat|respuesta|resposta|risposta)\b", re.I)
-_ENGLISH_WORDS = re.compile(r"\b(?:the|and|is|of|so|we|to|are|that|this|with|for|it|then)\b", re.IGNORECASE)
 
 
-def decimal_comma_language(text):
-    """The response (its last 3,000 characters) is written in a language whose decimal mark is a comma: Cyrillic
-    letters, or more words of German, French, Spanish, Portuguese or Italian (or with their accented letters) than
-    of English (two at least; one where no English word is)."""
-    tail = text[-3000:]
-    if not _SEPARATED_DIGITS.search(tail):
-        return False  # (no number that the convention would read differently: nothing to decide)
-    if len(re.findall(r"[\u0400-\u04ff]", tail)) >= 3 or _COMMA_ANSWER_NOUN.search(tail):
-        return True
-    foreign = _COMMA_LANGUAGE_WORDS.findall(tail) + re.findall(r"\w*[àâçéèêëîïôûùüÿœæäößñõã]\w*", tail, re.I)
-    english = len(_ENGLISH_WORDS.findall(tail))
-    if len({w.lower() for w in foreign}) < (2 if english else 1):
-        return False
-    return len(foreign) > english
+# A session of a read-eval-print loop (Python `>>>`, R `>`, Maxima `(%i1)`, Mathematica `In[1]:=`, Octave, Julia): what
+# the last input printed is the response's answer, read as the system writes it (`[1] 120`, `(%o1) [x = 2, x = 3]`,
+# `Out[1]= {{x -> 4}}`, `Fraction(7, 12)`)
+_PROMPT = re.compile(r"^[ \t]*(?:>>>|>(?!>)|\.\.\.(?=\s)|In\s*\[\d+\]\s*:?=?|\(%i\d+\)|julia>|octave:\d+>|>>(?!>))", re.MULTILINE)
+_OUTPUT_MARK = re.compile(r"^\s*(?:Out\s*\[\d+\]\s*=|\(%o\d+\)|\[\d+\]|ans\s*=)\s*")
+
+
+def _repl_span(text):
+    """The span of the last output of a read-eval-print session that ends the response, else None."""
+    tail = re.sub(r"```[\w+-]*", "", text[-3000:]).rstrip()
+    prompts = list(_PROMPT.finditer(tail))
+    if not prompts or re.search(r"[A-Za-z]{4,}[^\n]*[.!?]\s*$", tail[prompts[-1].end():]):
+        return None  # (no session, or prose after it)
+    lines = [line for line in tail[prompts[-1].end():].split("\n")[1:] if line.strip()]
+    if not lines or len(lines) > 12:
+        return None
+    output = _OUTPUT_MARK.sub("", " ".join(line.strip() for line in lines))
+    output = re.sub(r"\b(?:Fraction|Rational)\(\s*(-?\d+)\s*,\s*(\d+)\s*\)", r"\\frac{\1}{\2}", output)
+    output = re.sub(r"\{\{\s*([a-z])\s*->\s*([^{}]+)\}\}", r"\1 = \2", output)  # Mathematica's rule {{x -> 4}}
+    output = re.sub(r"^\[\s*([a-z]\s*=[^\[\]]+)\]$", r"\1", output.strip())   # Maxima's list of solutions [x = 2, x = 3]
+    return Span("formula", output) if output else None
+
+
+def _unclosed_box(text, start):
+    """(content, end) of a box whose last brace was left out before the closing `$` on its line (`$\\boxed{100$`,
+    `$\\boxed{\\frac{2}{3}$`: the content's own braces balance), else None."""
+    depth = 0
+    for pos in range(start, min(len(text), start + 300)):
+        ch = text[pos]
+        depth += (ch == "{") - (ch == "}")
+        if ch == "\n" or depth < 1 and pos > start:
+            return None
+        if ch == "$":
+            content = text[start + 1:pos].strip()
+            return (content, pos + 1) if depth == 1 and content and text[pos - 1] != "\\" else None
+    return None
 
 
 def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
-    text = _drop_echoed_instructions(_without_next_problem(text.translate(_FULL_WIDTH)))
+    text = _drop_echoed_instructions(_without_next_problem(_without_signoff(_without_loop_tail(_markup(_chat_marks(
+        plain_unicode(text)))))))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
-        typo = re.match(r"\\boxed\{([^{}$\n]{1,40})\$", text[last_box:])
-        if typo:  # `$\boxed{100$.`: a brace left out before the closing `$`, not an answer cut off
-            return Span("box", typo.group(1), text, last_box, last_box + typo.end())
+        typo = _unclosed_box(text, last_box + len("\\boxed"))
+        if typo:  # `$\boxed{\frac{2}{3}$.`: a brace left out before the closing `$`, not an answer cut off
+            return Span("box", typo[0], text, last_box, typo[1])
         return None  # the last box never closes: the answer was cut off while being written
     boxes = _boxes(text)
     if boxes and not boxes[-1][2] and text.count('"answer"') == 0:
@@ -375,11 +579,16 @@ def _find_span(text, strict=False):
         corrected = _CORRECTION.search(text, explicit.end) if explicit.end else None
         if corrected and conclusion_value(text[corrected.start():]) is not None:
             return Span("conclusion", text[corrected.start():])  # the later correction is the answer
-        return explicit
+        if _alternative_after(text, explicit):
+            return None  # "Answer: 12 (confidence 60%). Alternatively 16 (40%).": a hedge between two values
+        return (_later_statement(text, explicit) if explicit.kind == "box" and not strict else None) or explicit
     if strict:
         return None
+    repl = _repl_span(text) if ">" in text or "(%" in text or "In[" in text else None
+    if repl is not None:
+        return repl
     bare = text.strip()
-    if _bare_formula(bare):
+    if _bare_formula(code_forms(bare) if re.search(r"\w\(|\*\*", bare) else bare):  # (`Matrix([[1, 2], [0, 1]])` is one formula)
         return Span("formula", re.sub(r"(?<!\\)\.$", "", bare))  # the whole response is a formula: `\frac{10}{9}`
     return _verdict_span(text) or _table_span(text) or Span("conclusion", text)
 
@@ -411,7 +620,7 @@ def _explicit_span(text, boxes):
         phrase = _phrase_span(text)  # "... \boxed{200} ... Final Answer: The final answer is $10,455$": the last word wins
         if phrase and phrase.start > max(b[1] for b in boxes) and "final" in text[phrase.start:phrase.end].lower():
             later = reduce_span(phrase)  # ("... the final answer is clearly highlighted" is no answer)
-            if later and (_LEADING_VALUE.fullmatch(later.strip()) or re.fullmatch(
+            if later and (LEADING_VALUE.fullmatch(later.strip()) or re.fullmatch(
                     r"\s*\$?\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=<>$]+\$?\s*", later) and not re.search(r"(?<![\\A-Za-z])[A-Za-z]{3}", later)):
                 return Span("field", later)  # (also `x = 3` after a box of `y = 5` that answered something else)
         return box

@@ -1,97 +1,66 @@
 """Stage 2 of the grader: reduce the span a response commits to (answer_span.py) to ONE value, or to no answer.
 
-reduce_span: a math span (a box, a JSON field, a whole-formula response) is its value, unless it holds an answer
-sentence (`\\boxed{\\text{The answer is } 5}`, `<answer>There are 12 outfits.</answer>`); a derivation written as one
-formula is the value it arrives at (`3n = 15 \\Rightarrow n = 5` -> `n = 5`, also after `=>` or `∴`; `2^{100} \\equiv 2
-\\pmod 7`, `3 \\pmod 7` -> 2, 3; `f(x) \\to 3` -> 3). A bare option letter comes with the value the response ties to it
-("26, which matches choice (C)" ... "(C)" -> `(C) 26`: it equals the letter and the value). Numbers are read in the
-response's conventions (number_conventions): digit groups set apart by thin spaces or `\\,`, or by points or spaces
-twice (`1.234.567`), are one number; in a response written in a language whose decimal mark is a comma (the span
-says so), `0,875` is 0.875 and `2.450`, `12 500` are thousands (English `1,250` stays 1250). A box is qualified by
-its own sentence:
-"\\boxed{7}, but I'm not sure", "\\boxed{5} if n is even, else 6" are no answer. Prose spans (the text after an
-answer phrase, a `####` line, a table cell, a conclusion) go through ONE reduction, sentence_value, whatever found
-them; conclusion_value first picks the statement (the last of the last three sentences that states something, not
-a restated question or task "We need to find ...?", not a verification after the answer "Check: ...", not a
-sentence that only rejects a value "The other root, -9, is rejected", not an aside ("Interestingly, ...", "By the
-way, ...") nor a hypothetical ("If there were 8 boxes, it would be 56."); a check mark ✓ ends a sentence; "<a
-limit> does not exist" is DNE.
+Entry points: reduce_span(span); sentence_value / conclusion_value / phrase_value (one reduction for every prose span);
+Span; candidates and prepared (a sentence's values, for answer_question.py).
 
-An answer sentence states ONE value:
-  - several numbers: the one the sentence asserts is the answer: the last one after a final `=` / "is" (unless two
-    clauses each assert one: "the length is 8 and the width is 12"); else one in bold; else the only one not inside
-    a modifier phrase ("Kylar needs to pay $64 for 16 glasses" -> 64; "The total for 3 shirts is $45" -> 45; "5
-    apples and 3 oranges" -> none), nor in a subordinate clause ("250 minutes left if this month has 30 days" ->
-    250); a purpose clause after a quantity is a modifier too ("It takes Sarah 7 weeks to save $210" -> 7; but "She
-    needs to buy 12 eggs" -> 12), and so is a phrase put before the sentence up to its comma ("Over 12 weeks, Lily
-    saves $840" -> 840; "Starting at 3 degrees and dropping 8, it ends at -5 degrees" -> -5). Among several asserted,
-    the one sum of money ("sells 16 - 3 - 4 = 9 eggs a day, making $18" -> 18), else the one before a participle
-    clause ("John runs 120 miles a week, running 3 days a week" -> 120), unless that clause gives the result ("12 ways
-    for each shelf, giving 144 ways in total" -> 144), or an appositive names the result ("from 2 million to 3.5
-    million, an increase of 1.5 million" -> 1.5 million; "a decrease of 50/200 = 25%"). A conclusion that states several quantities gives the one a
-    restated question asks for ("How many apples does Jerry have? ... Tom has 12 apples and Jerry has 8 apples." ->
-    8), else its last clause's ("the two numbers are 7 and 11; the larger is 11" -> 11).
-  - values listed after a copula are one list answer ("the first five terms are 1, 4, 9, 16, 25", "the numbers are
-    5, 10, and 20"); assignments of different letters are one tuple ("x = 4, y = -1", "x = 4 and y = -1"), and
-    alternatives for one letter one set ("x = 2 + \\sqrt{3} or x = 2 - \\sqrt{3}", "$x = 3$ and $x = 5$"), also in separate
-    math segments ("$x = 2$ and $y = -1$"); but equations in one letter ending in that letter solved for are a
-    derivation, whose value is its last step ("So 6w + 6 = 36, w = 5", "$9x = 11$, $x = \\frac{11}{9}$"), and a formula
-    in letters the sentence gives is its result ("With $r = 5$, the area is $\\pi r^2 = 25\\pi$" -> 25π; `y = 2x + 1 = 7`
-    alone stays an equation). An exact value with its rounding after it is both ("$\\sqrt{27}$, about 5.196" is
-    `\\sqrt{27} \\approx 5.196`); a rounding the sentence says was asked for ("Rounding to the nearest whole number,
-    the answer is about 12") is the answer, not a hedge.
-  - A `$` before a number is a dollar sign, not math, when no `$` closes it on its line or words come before the next
-    `$` ("$210 at $30"). Plain-text `x >= 2`, `2 1/2`, `sqrt(5)`, `6pi`, `10:30 am`, `10!` are single values; a unit
-    word after the number stays with it ("60 degrees"), also written against it (`12kg`, `1,000.99m²`), and so does
-    a percent sign ("0.5%", "0.5 percent" are 0.5%, never 50%). LaTeX written in prose without delimiters is one
-    formula ("Hence f^{-1}(x) = \\frac{x+5}{3}.", "2√5 units", "the ratio is 3:1"; a ratio "1 to 2" is 1:2); Unicode
-    mathematics joins numbers (`3×10⁶` is 3 \\times 10^{6}, `−7` is -7, `x² + 1`, `∛27`, `2½`, `180° − 65° = 115°`, a
-    repeating `0.666...` or `0.(6)`); a scale word or letter multiplies ("4 million dollars" -> 4000000, "2.5 billion",
-    "$3.2k", "3.2k dollars", "$2.5M"; not a bare "300K"; Chinese 万/亿 and numerals: 三千 -> 3000); "2 and 3/4 feet",
-    "two and a half hours" are mixed numbers (not "the values are 3 and 1/2"); words stand for values: "negative five" / "minus 2" -> -5 / -2 (not "x minus 2"),
-    "7 o'clock" -> 7:00, "infinity", "negative infinity", "infinitely many", "the empty set", "1 in 4" / "5 out of
-    36" / "one-in-six" where the sentence speaks of a probability or chance; a variable bounded in words is an
-    inequality ("x is greater than 3", "k must be at least 2", "p lies strictly between 0 and 1", "every real number
-    except x = 2"); numbers spelled out count when none is in digits, or after the last copula ("the probability is
-    one half"), but arithmetic done in words is working, not an answer ("ten plus five, which equals fifteen"); ordinals of a place ("fifth place" -> 5); "not enough information" / "cannot be determined" is the
-    refusal answer. A colon before the last value asserts it; a leading "Since/Because ..., " clause is a reason; a
-    sentence with no value that names the reals or the empty set is that set.
-  - a qualifier counts only when it is ATTACHED to the chosen value, read from the sentence's structure, never from a
-    keyword anywhere in it: a bound, an approximation or a denial right before the value ("over 40", "at least 5",
-    "more than 12", "not 40", "cannot be 7", "didn't spend $40"), or right after it ("12 or more", "5 at most",
-    "40 or so", "5+", "12, give or take"), makes it no answer (also in other languages: environ, etwa, примерно, 约). The same words qualifying another phrase leave the answer alone: "The
-    number of stickers not on the wall is 35", "Maria spends $36 on snacks over 3 weeks", "Omar ran 3 more laps than
-    Priya", "6 cm shorter from 8:00 pm to midnight", "the largest prime less than 50 is 47", "Either way, the class
-    raises $240". Value-changing words must touch the value in its clause ("negative 5", "half of 10", "5 squared";
-    not "40 square feet"). "approximately 0.35 kg" is `\\approx 0.35 kg`, a rounded value (see answer_compare).
-  - a value the sentence rejects is no answer and no hedge: "12, not 15" is 12, "not 40 but 45" is 45, "The answer
-    is not 5." is nothing; a sentence that ends "which is B" / ", i.e. B" restates its value as B ("250 cm, which is
-    2.5 m" is 2.5 m; "which is 9 numbers" is 9; "which is Monday"; "which is 2 more than Tom" is no restatement).
-  - a value its writer doubts ("3, but I'm not sure", "(I think)", "probably") or makes one case of several ("5 if
-    n is even, else 6", "5 (assuming n is even; otherwise 6)", "5 when a > 0 and 7 when a < 0", "If n is even the
-    answer is 5; if n is odd it is 6", "If a > 0, the answer is 3. Otherwise it is 4.") or offers another value
-    ("\\boxed{8} (though it could be 9)") is no answer; a proviso alone is not another case ("\\boxed{27}, provided such
-    a sequence exists").
+Math spans (a box, a JSON field, a whole-formula response) are their value, unless they hold an answer sentence; a
+derivation written as one formula is the value it arrives at (`3n = 15 \\Rightarrow n = 5`, `2^{100} \\equiv 2 \\pmod 7`).
+A box is qualified by its own sentence: a doubt, another case, a deferral, another value offered ("\\boxed{12} (or 24
+if order matters)" is `12 \\text{ or } 24`, which equals a single gold only when both do).
+Prose is first read in the conventions it is written in: digit groups (`1.234.567`, `32 768`, thin spaces; decimal
+commas in a decimal-comma language), scale words and letters ("4 million", "3 lakh", "two dozen", "a quarter
+million", "12k", "$2.5M"), numbers in words, Chinese numerals, Unicode mathematics, repeat marks (`0.285714...`),
+times ("7:15 A.M.", "7 in the evening", "19h05", "noon"), a weekday that ends a statement, compound quantities ("1 h 30
+min"), positions below zero ("7 degrees below zero" is -7), tuples, unions and complex numbers written in prose.
+An answer sentence states ONE value (sentence_value): the one after a final `=`, a copula, a colon or an arrow; else
+the only one not inside a modifier phrase ("for 16 glasses"), a subordinate or purpose clause, a phrase put before the
+sentence, or a reference to a given quantity ("the 7 spiders"); a result ("giving 144 ways"), a sum of money, a value
+stated twice; values listed after a copula are one list; assignments of different letters one tuple, of one letter
+one set; a derivation in one letter its last step; the value after the last `=` of a computation in words and units
+("5 shelves x 4 rows x 6 books = 120 books"). Not an answer: a value its writer doubts, bounds ("over 40"), rejects
+("not 40", "no es 54"), makes one case of several, gives for now ("so far"), defers ("36, but we still have to remove
+...", "which still needs to be halved", "only a first estimate"), puts in a counterfactual ("would be 12 if ..."), an
+aside (in parentheses, "Interestingly, ..."), or an arithmetic the text stops before finishing ("Remaining = 27 - 4").
+Qualifiers are read from the phrase they are attached to, never from a keyword anywhere in the sentence.
+conclusion_value reads free text: the last of its last three statements that states something (not a restated task,
+a verification after the answer, an aside, a pending step "Now we must ..."); a last statement taken back after it
+("But I double counted") leaves no answer; one cut off mid-sentence is none (a statement ends with its punctuation, or
+unpunctuated with a value and at most two words after it), unless it is commentary after a conclusion ("Therefore,
+..."); labelled parts ("(a) 9 / (b) 2", "Mean: 4; Median: 3") are the ordered parts `a = 9, b = 2`.
 """
 import re
 from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
-from answer_compare import COPULA, CASE_WORD, parse_cases
-from latex import (DENOMINATORS, FRACTION_WORDS, MAX_ANSWER_CHARS, NUMBER_WORD, NUMBER_WORDS, ROUNDING_NOTE, clean,
-                   ellipsis_decimals, is_english, number_words, scaled_numbers, split_unit, superscripts, unit_key, unit_word,
-                   unwrap_commands)
+from answer_compare import COPULA, CASE_WORD, VERB_PREDICATE, parse_cases
+from latex import (DATE_WORDS, MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, compound_units, is_english, split_unit, superscripts, unit_key,
+                   unit_vector_hats, unit_word, unwrap_commands)
+from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, base_numerals, cjk_numbers, degrees_minutes_seconds,
+                      number_conventions, number_words, repeating_decimals, roman_value, scaled_numbers)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
 
 # An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
-_UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
+UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
                      r"(?:might|could|may)\s+(?:also\s+|instead\s+|well\s+|even\s+)?be\s+[$(\\]*-?\d+|"
                      r"if\s+I'?m\s+not\s+mistaken)\b",
                      re.IGNORECASE)
+# ...nor one the response defers: work it announces as still to be done after it ("36, but we still have to remove the
+# broken ones", "36 so far"), or a "wait" that takes it back; modals of obligation and their subjects, not topics
+_PENDING = (r"(?:we|I|you|one)\s+(?:(?:still|also|first|now|then|yet|will|'ll)\s+)*(?:(?:need|needs|have|has|want|ought)\s+to|"
+            r"must|should)\b|(?:but\s+)?wait\b|hold\s+on\b|(?:that|this|it)(?:'s|\s+is)\s+not\s+(?:yet\s+)?(?:the|our|my)\s+"
+            r"(?:final\s+)?answer|not\s+(?:done|finished)\s+yet|(?:is|are)\s+yet\s+to\b|remains?\s+to\s+be\b")
+_DEFERRED_AFTER = re.compile(r"(?:\s+[\w-]+){0,4}?\s*(?:[,;:]|\.\.\.|…)?\s*(?:[(—–]\s*)?(?:(?:so\s+far|for\s+now|at\s+this\s+(?:point|stage))\b|"
+                             r"(?:but|however|though|although|yet|and|then)\b[,\s]*(?:(?:first|now|then|next|still)\b[,\s]*)?(?:"
+                             + _PENDING + r")|which\s+(?:(?:we|I)\s+)?(?:still\s+)?(?:needs?|has|have|must|should)\b|"
+                             # ...or a status the sentence gives it: "x = 36 is only a first estimate", "... an upper bound"
+                             r"(?:is|was)\s+(?:only\s+|just\s+|merely\s+)?(?:an?|our|my)\s+(?:first\s+|rough\s+|initial\s+|preliminary\s+)?"
+                             r"(?:estimate|guess|candidate|approximation|upper\s+bound|lower\s+bound|bound)\b)", re.I)
+# A value given for now: "Total so far: 36", "For now we have 36"
+_PROVISIONAL = re.compile(r"\b(?:so|thus)\s+far\b|\bfor\s+now\b|\bup\s+to\s+now\b|\bat\s+this\s+(?:point|stage)\b", re.I)
 # ...nor one that holds only under a condition, with another case named ("5 if n is even, else 6", "5 when n is even
 # and 6 when n is odd", "5 (assuming n is even; otherwise 6)", "depending on x"). A proviso alone is not a second
 # answer ("\\boxed{112875} if the number of cases decreased linearly", "\\boxed{27}, provided such a sequence exists").
@@ -112,14 +81,16 @@ def _case_of_several(text, start, end):
 
 
 def _conditional_after(after):
-    """The text right after a value makes it one case of several."""
+    """The text right after a value makes it one case of several, or defers it (see _DEFERRED_AFTER)."""
+    if _DEFERRED_AFTER.match(after):
+        return True
     condition = _CONDITION.match(after)
     return condition is not None and (condition.group(1) is not None or _OTHER_CASE.search(after, condition.end()) is not None)
 
 
 def _conditional(sentence):
     """The sentence starts with a value that is one case of several."""
-    lead = _LEADING_VALUE.match(sentence)
+    lead = LEADING_VALUE.match(sentence)
     return lead is not None and _conditional_after(sentence[lead.end():])
 
 
@@ -139,7 +110,10 @@ def _first_sentence(line):
     return line
 
 
-_FOREIGN_LETTER = r"[\u4e00-\u9fff\u3040-\u30ff\u0400-\u04ffÀ-ÖØ-öø-ÿ]"  # a word of another script: Chinese, Russian, ...
+# A letter of a word in another script (Chinese, Arabic, Bengali, Cyrillic, accented Latin, ...: any letter of the Unicode
+# database but ASCII, Greek, letterlike symbols such as ℝ, and modifier letters such as ᵀ, which are mathematics)
+OTHER_SCRIPT_LETTER = (r"(?![A-Za-z\u0370-\u03ff\u1f00-\u1fff\u2100-\u218f\u1d00-\u1dbf\u02b0-\u02ff\u2070-\u209f\u00b2\u00b3\u00b9"
+                       r"\u00bc-\u00be\u2460-\u24ff])[^\W\d_]")  # (numbers such as ² ½ ① are \w too: not letters)
 CURRENCY = "¤"  # what a dollar sign becomes once it is known not to open math (clean() drops it)
 
 
@@ -156,7 +130,7 @@ def _strip_currency(text):
         if text.find("\n", match.end(), end) >= 0:
             close = -1  # not closed on its line
         inside = re.sub(r"\\[a-zA-Z]+\s*\{[^{}]*\}", " ", text[match.end():min(end, match.end() + 2000)])
-        if close < 0 or match.group(0) == "\\$" or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
+        if close < 0 or match.group(0) == "\\$" or text[close + 1:close + 2].isdigit() or re.search(r"(?<![\\a-zA-Z])(?:[A-Za-z]{3,}|(?:at|in|on|to|of|by|or|is|as|if)"
                                                              r"(?=\s))|[-+*/=×÷]\s*$", inside):  # ("$24,000 - $18,000": no formula ends
             # on an operator)
             out.append(text[pos:match.start()] + CURRENCY)
@@ -180,11 +154,11 @@ _MODIFIER_WORDS = re.compile(r"\b(?:negative|minus|plus|times|half|halves|third|
 # Where an explanation starts after a leading answer ("3 (since 8 - 3 = 5)", "18 miles in six hours")
 _EXPLANATION = re.compile(r"\s*(?:$|[(,;:.]|(?:because|since|which|where|so|as|when|given|for|in|on|from|by|using|"
                           r"with|after|at|if|that|to)\b)", re.IGNORECASE)
-_LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
+LEADING_VALUE = re.compile(r"\s*(\$[^$]+\$|\\\(.+?\\\)|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)")
 
 
-_FRONTED = re.compile(r"^\s*(?:(?:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$]{1,40}?"
-                      r"|[A-Z][a-z]+ing\b[^,;]{1,120}?),\s*(?=[A-Za-z])")  # "Over 12 weeks, ...", "Starting at 3 degrees ..., "
+_FRONTED = re.compile(r"^\s*(?:(?i:over|in|after|within|during|for|at|on|from|by|across|throughout)\s+[^,;$(\[]{1,40}?"
+                      r"|[A-Z][a-z]+ing\b[^,;(\[]{1,120}?),\s*(?=[A-Za-z\d¤])")  # "Over 12 weeks, ...", "Starting at 3 degrees ..., "
 
 
 def _without_fronted_modifier(sentence):
@@ -199,7 +173,7 @@ def _without_fronted_modifier(sentence):
 def _value_named(head):
     """The head of a sentence already names its value: it starts with one ("18, since ...") or has one after its
     last copula ("The total is 18 because ..."; not "The remainder of 1024 when divided by 7 is 2")."""
-    if _LEADING_VALUE.match(head):
+    if LEADING_VALUE.match(head):
         return True
     copulas = list(re.finditer(r"\b(?:is|are|was|were|equals?|be|gives?|get)\b|=", head))
     return bool(copulas) and bool(_candidates(head[copulas[-1].end():]))
@@ -224,7 +198,7 @@ def _sentence_head(line):
         elif depth <= 0 and not in_math:
             if ch == "." and (k + 1 == len(line) or line[k + 1].isspace()) and not re.search(r"\b[ap]\.m$", line[:k], re.I):
                 return line[:k].strip()
-            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]) and _LEADING_VALUE.match(line):
+            if ch in ",;" and re.match(r"\s+[A-Za-z]{2,}", line[k + 1:]) and LEADING_VALUE.match(line):
                 return line[:k].strip()
             if ch.isspace():
                 cut = _CUT_WORDS.match(line, k)
@@ -239,15 +213,21 @@ _NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d(?:[\d,]*\d)?(?:\.\d+)?|\.\d+)(?:[eE][-+]?\
 # a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
 # part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
 _GLUED_UNIT = r"(?:mm|cm|km|m|kg|mg|g|s|ms|min|h|hrs?|mL|ml|L|ft|in|lbs?|oz|mi|yd|mph|kph|Hz|eV|Pa|J|N|W|V|K)[²³]?(?![\w^])"
-_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))", re.ASCII)  # (a number
+_NUMBER = re.compile(_NUMBER_BODY + r"(?:/\d+)?(?:(?![\w^/]|\.\d)|(?=" + _GLUED_UNIT + "))(?!-[A-Za-z])", re.ASCII)  # (not "24-hour")  # (a number
 # written against a word of another script is a number: `兔有12只`)
 
 
-_PLAIN_VALUE = re.compile(r"(?<![\w:.])\d{1,2}:\d{2}(?:\s*[ap]m\b)?(?![\w:])"      # a time: 10:30, 1:20 pm
+# a complex number in prose: 3 + 7i, 2 - i, 2i, i + 5 (and an engineer's j)
+_COMPLEX_BODY = (r"(?:-?\d+(?:\.\d+)?\s*[-+]\s*(?:\d+(?:\.\d+)?)?\s*[ij]|-?(?:\d+(?:\.\d+)?)?[ij]\s*[-+]\s*\d+(?:\.\d+)?"
+                 r"|-?\d+(?:\.\d+)?[ij])(?![\w^/]|\.\d)")
+_COMPLEX = r"(?<![\w.])" + _COMPLEX_BODY
+_ITEM = r"-?(?:\d+(?:\.\d+)?(?:/\d+)?|∞|\\infty)"
+_PLAIN_VALUE = re.compile(r"(?<![\w)])[(\[]\s*" + _ITEM + r"(?:\s*,\s*" + _ITEM + r")+\s*[)\]](?:\s*\^\s*\{?T\}?|ᵀ)?"  # (5, 1, 3), [3, ∞)
+                          r"|(?<![\w:.])\d{1,2}(?::\d{2})?\s*[ap]m\b|(?<![\w:.])\d{1,2}:\d{2}(?![\w:])"  # a time: 10:30, 1:20 pm, 7 am
                           r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
                           r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
-                          r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d)"
-                          r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern, re.ASCII)
+                          r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*(?:" + _COMPLEX_BODY + r"|-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d))"
+                          r"|" + _COMPLEX + r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern, re.ASCII)
 
 
 @lru_cache(maxsize=4096)
@@ -264,19 +244,26 @@ def _candidates(sentence):
 
 
 _ASSIGNMENT = re.compile(r"[A-Za-z]\s*=\s*(?:-?\d+(?:\.\d+)?(?:/\d+)?|[^=<>$]{1,40}?)")
+_RELATION = re.compile(r"[A-Za-z]\s*(?:>=|<=|>|<|≥|≤)\s*-?\d+(?:\.\d+)?(?:/\d+)?")
 
 
 def _joined_assignments(sentence, candidates):
     """`x = 4, y = -1` (and `x = 4 and y = -1`): assignments of different letters joined by a comma or "and" are one
-    candidate, a tuple answer (answer_compare reads it as one)."""
+    candidate, a tuple answer (answer_compare reads it as one); of one letter (`x = 3, x = -2`, `x = 2i or x = -2i`)
+    one set; relations of one letter joined by "or" one union (`x < 2 or x > 3`)."""
     joined, previous_end = [], 0
     for position, value in candidates:
         segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
         end = segment.end() if segment else position + len(value)
+        if joined and _RELATION.fullmatch(value) and _RELATION.fullmatch(joined[-1][1].split(" \\text{ or } ")[-1].strip()) \
+                and value[0] == joined[-1][1].strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", sentence[previous_end:position]):
+            joined[-1] = (joined[-1][0], joined[-1][1] + " \\text{ or } " + value)  # "x < 2 or x > 3": a union
+            previous_end = end
+            continue
         if joined and _ASSIGNMENT.fullmatch(value) and _ASSIGNMENT.fullmatch(joined[-1][1].split(",")[-1].strip()):
             previous_position, previous = joined[-1]
             between = sentence[previous_end:position]  # (`$x = 2$ and $y = -1$`: between the segments)
-            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*(?:or|and)\s*", between)  # x = 3 or/and x = 5
+            same = value[0] == previous.strip()[0] and re.fullmatch(r"\s*,?\s*(?:or|and)?\s*", between)  # x = 3 or/and/, x = 5
             if same or re.fullmatch(r"\s*(?:,|;|,?\s*and)\s*", between) and value[0] not in [v.strip()[0] for v in previous.split(",")]:
                 joiner = " \\text{ or } " if same and "or" in between else ", "
                 joined[-1] = (previous_position, previous + joiner + value if segment else sentence[previous_position:end])
@@ -289,7 +276,7 @@ def _joined_assignments(sentence, candidates):
 
 
 _RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
-_SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
+SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
                 "on", "or", "so", "to", "up", "us", "we", "i"}
 _RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓°")
 
@@ -310,7 +297,8 @@ def _wrap_raw_math(piece):
 
 
 def _wrap_plain(text):
-    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d", text):
+    if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d|(?<![A-Za-z])[A-Za-z](?![A-Za-z])\s*[-+*/]|[-+*/]\s*\d*[A-Za-z]"
+                     r"(?![A-Za-z])", text):
         return text
     runs, start, end, depth, tokens = [], None, None, 0, list(_RAW_TOKEN.finditer(text))
     for k, token in enumerate(tokens):
@@ -327,14 +315,17 @@ def _wrap_plain(text):
         elif tok == "{":
             depth, mathy = 1, True
         elif tok.isalpha() and re.fullmatch(r"[A-Za-zα-ωΑ-Ω]+", tok):  # (a letter of another script is a word)
-            mathy = (len(tok) <= 2 and tok.lower() not in _SHORT_WORDS) or (tok.lower() in ("a", "i") and nxt
+            mathy = (len(tok) <= 2 and tok.lower() not in SHORT_WORDS) or (tok in ("i", "j") and start is not None and re.search(
+                r"[-+*/=\d]\s*$", text[:token.start()])) or (tok.lower() in ("a", "i") and nxt
                                                                              and nxt in "=^_<>+-*/(")
         elif tok in ",." and start is not None:
             mathy = bool(nxt) and not text[token.end():token.end() + 1].isspace() and (tok == "," or nxt.isdigit())
         elif tok == CURRENCY:
             mathy = start is not None and nxt.isdigit()  # "25 × 52 = $1,300": a dollar sign inside the formula
-        elif tok == ":" and start is not None:
-            mathy = nxt.isdigit() and text[token.start() - 1:token.start()].isdigit()
+        elif tok == ":" and start is not None:  # a ratio `3:1`, `4 : 25`, `x : y` (spaced alike on both sides; not "ratio: 2")
+            before, after = text[token.start() - 2:token.start()], text[token.end():token.end() + 2]
+            mathy = (before[-1:].isdigit() and after[:1].isdigit()) or (before[:1] not in ("", " ") and before[-1:] == " " ==
+                                                                         after[:1] and re.match(r"[\dA-Za-z(]", after[1:]) is not None)
         else:
             mathy = False
         if mathy:
@@ -350,7 +341,8 @@ def _wrap_plain(text):
         run = text[start:end]
         while run and (run[-1] in ",.;:" or run.count("(") < run.count(")") and run[-1] == ")"):
             run = run[:-1]
-        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d", run) or not re.search(r"[A-Za-z0-9]", run) \
+        if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d|(?<![A-Za-z])[A-Za-z](?![A-Za-z])\s*[-+*/]|[-+*/]\s*\d*[A-Za-z]"
+                         r"(?![A-Za-z])", run) or not re.search(r"[A-Za-z0-9]", run) \
                 or re.fullmatch(r"[^\W\d_]\s*(?:[<>]=?|=|[≤≥≠])\s*-?\d+(?:\.\d+)?", run) \
                 or run.count("(") != run.count(")") or run.count("{") != run.count("}"):
             continue
@@ -360,7 +352,7 @@ def _wrap_plain(text):
 
 
 _LEADING_REASON = re.compile(r"\s*(?:since|because|as)\s+(?:[^,$]|\$[^$]*\$)*?,\s+", re.IGNORECASE)
-_RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|resulting\s+in|for\s+a\s+total\s+of|totall?ing|which\s+gives)\s+"
+_RESULT_WORDS = re.compile(r",\s*(?:giving|yielding|making|leaving|resulting\s+in|for\s+a\s+total\s+of|totall?ing|which\s+gives)\s+"
                            r"(?:(?:us|a\s+total\s+of|an?|the)\s+)*[$¤]?$"
                            # an appositive that names the result: "..., an increase of 1.5 million", "..., a profit of $40"
                            r"|,\s*(?:an?|the)\s+(?:net\s+|total\s+|overall\s+|combined\s+)?(?:increase|decrease|difference|gain|loss|"
@@ -384,7 +376,8 @@ def _spelled_out(sentence):
 _ORDINALS = {w: k for k, w in enumerate("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
                                         "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth "
                                         "twentieth".split(), 1)}
-_ORDINAL_WORDS = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\s+(?=place|position|row|day|floor|term|spot|step)\b", re.I)
+_ORDINAL_WORDS = re.compile(r"(?<=\bthe\s)(" + "|".join(_ORDINALS) + r")\s+(?=[a-z]{3,})(?!(?:of|time|and|or|to|is|was)\b)", re.I)  # "the tenth
+# prime", "in the fifth place" (a position; "a tenth" and "one tenth" are fractions)
 
 
 _ANY_REAL = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?|values?|[a-z])\b|\ball\s+reals\b", re.I)
@@ -409,7 +402,7 @@ def _set_words(sentence):
 def _case_answer(sentence):
     """The answer by cases a sentence states ("The value is 1 if n is even and -1 if n is odd", "..., i.e. 2 for
     positive k and -2 for negative k"), else None."""
-    if not CASE_WORD.search(sentence) or _UNSURE.search(sentence) or len(sentence) > 400:
+    if not CASE_WORD.search(sentence) or UNSURE.search(sentence) or len(sentence) > 400:
         return None
     starts = [0] + [m.end() for m in re.finditer(r"\b(?:is|equals|are|be|gives|i\.e\.,?|namely)\s+|:\s+", sentence)]
     for start in starts:
@@ -421,36 +414,53 @@ def _case_answer(sentence):
 
 
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
-_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?"
+_REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not|no\s+es|no\s+son|n'est\s+pas|ist\s+nicht|nicht|не|não\s+é|"
+                       r"non\s+è)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?(?:\s*(?:sino|mais|sondern|а|mas|ma)\b)?"
                        r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
                        r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
 _RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
-                       r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?=" + _VALUE_TEXT + r"(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?"
-                       r"\s*[.!]?\s*$)", re.I)
+                       r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?:an?\s+)?(?=(?:\d{1,2}:\d{2}|" + _VALUE_TEXT
+                       + r")(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?(?:\s+(?!(?:more|less|fewer|greater|smaller|larger|higher|lower|than|times|of|"
+                       r"per|out|as)\b)[^\W\d_]+){0,4}\s*[.!]?\s*$)", re.I)  # ("which is 2 more than Tom" restates nothing)
+
+
+# Another value offered right after the answer: "12 (or 24 if order matters)", "\\boxed{8}, or maybe 9", "0.5 (or
+# equivalently 1/2)": the two are one answer `12 \\text{ or } 24`, which equals a single gold only when both do
+_OR_VALUE = (r"(\s*[,;]?\s*\(?\s*(?:or|alternatively)\s*,?\s+(?:(?:maybe|perhaps|possibly|equivalently|even)\s+)?)(" + _VALUE_TEXT
+             + r")(?![\w^/]|\.\d)(?=\s*(?:[),.;!]|$|(?:if|when|for|depending|in)\b|[A-Za-z]+\s*[),.;]))")  # (not "or else $J$ would")
+_ALTERNATIVE = re.compile(r"(?<![\w.])(" + _VALUE_TEXT + r")(?![\w^/]|\.\d)" + _OR_VALUE, re.I)
+
+
+def _alternatives(sentence):
+    """Values joined by an alternative (see _ALTERNATIVE) as one math candidate: `$12 \\text{ or } 24$`."""
+    return _ALTERNATIVE.sub(lambda m: f"${m.group(1).strip('$' + CURRENCY)} \\text{{ or }} {m.group(3).strip('$' + CURRENCY)}$",
+                            sentence) if re.search(r"\bor\b|\balternatively\b", sentence, re.I) else sentence
 
 
 def _without_rejected_values(sentence):
     """A value the sentence rejects ("not 10", "6, not 5") is no answer and no hedge: it is dropped with its "not",
     and so is a leading "No,"/"Not": "not it's not 10 it's 1,000.99" asserts 1,000.99."""
-    kept = _REJECTED.sub(" ", sentence)
+    kept = _REJECTED.sub(lambda m: " is " if re.search(r"(?:sino|mais|sondern|а|mas|ma)\s*$", m.group(0)) else " ", sentence)
     if kept == sentence:
         return sentence
     return re.sub(r"^\s*(?:no|not)\b[,!]?\s*", "", kept, flags=re.I)
 
 
 def _word_predicate(sentence):
-    """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words."""
-    sentence = sentence.strip().rstrip(".!")
+    """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words, or
+    what it does in one verb ("the series **diverges**": VERB_PREDICATE)."""
+    sentence = re.sub(r"[*_]+", "", sentence).strip().rstrip(".!")
     if COPULA.match(sentence) and re.fullmatch(r"[A-Za-z\s-]{1,30}", COPULA.sub("", sentence, count=1)):
         return sentence
-    return None
+    return sentence if VERB_PREDICATE.fullmatch(sentence) else None
 
 
 # Words that put the number after them in a modifier of the sentence, not in its assertion ("for 16 glasses",
 # "by selling 9 eggs", "after 3 days", "out of 5")
 _MODIFIER_START = re.compile(r"\b(?:for|by|in|(?<!total )(?<!sum )of|per|after|before|from|with|without|at|on|over|within|among|"
-                             r"into|across|through|during|since|until|via|using|than|like|including)\b", re.IGNORECASE)
+                             r"into|across|through|during|since|until|via|using|than|like|including|between|below|above|under|beyond|except|besides|"
+                             r"toward|towards|against|near|past|upon|onto|along|around|throughout)\b", re.IGNORECASE)
 _PURPOSE = re.compile(r"(?<!\bneeds\s)(?<!\bneed\s)(?<!\bhas\s)(?<!\bhave\s)(?<!\bhad\s)(?<!\bwants\s)(?<!\bwant\s)"
                       r"(?<!\bought\s)(?<!\bable\s)(?<!\bgoing\s)\bto\s+(?!be\b)[a-z]{2,}\b", re.IGNORECASE)  # "7 weeks to save $210": after a quantity
 
@@ -469,11 +479,13 @@ def _asserted(sentence, candidates):
         return solved  # "So $6w + 6 = 36$, $w = 5$": equations in w, then w solved for
     position, value = candidates[-1]
     before = sentence[:position].rstrip()
-    if re.search(r"(?<![!<>=])=$|:$", before) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
+    if re.search(r"(?<![!<>=])=\s*\$?$|:$|→$|->$|=>$", before.rstrip(" *_")) or re.match(r"\s*=(?!=)", value) or re.search(r"\b(?:is|be|are|was|were|equals?|gives?|get|obtain|total)"
                                                             r"(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
         parallel = [c for c in candidates[:-1] if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:c[0]].rstrip(), re.I)
                     and re.search(r"\b(?:and|but|while|whereas)\b|[,;]", sentence[c[0] + len(c[1]) + 1:position])]
-        return None if parallel else candidates[-1]  # "the length is 8 and the width is 12": two quantities
+        if parallel and not re.search(r"\b(?:gives?|equals?|get|obtain|total)(?:\s+(?:a|an|the))?\s*[$¤]?$", before, re.I):
+            return None  # "the length is 8 and the width is 12": two quantities (not "... is 8 h; minus 15 min gives 7 h 45")
+        return candidates[-1]
     subject = sentence[:candidates[0][0]]
     if len(candidates) == 2 and sentence[candidates[0][0]] in "$\\" and re.fullmatch(
             r"\s*(?:(?:so|thus|hence|therefore),?\s+)?(?:the|this|our|a|an)\s+[A-Za-z\s-]{1,40}?\s*", subject, re.I) \
@@ -490,14 +502,22 @@ def _asserted(sentence, candidates):
             is_asserted = previous_asserted  # "for 4 shirts and 2 pants": the same phrase goes on
         else:
             is_asserted = _RESULT_WORDS.search(sentence[:position]) is not None or (
-                not _MODIFIER_START.search(" ".join(lead_in[-3:])) and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
+                not _MODIFIER_START.search(re.split(r"\b(?:is|are|was|were|equals?)\b|=", " ".join(lead_in[-3:]))[-1])
+                and not (lead_in and re.fullmatch(r"(?:the|these|those|both|all|its|their|his|her|my|our|your)", lead_in[-1], re.I))
+                and not (previous_end and _PURPOSE.search(" ".join(lead_in)))
                 and not (previous_end and _SUBORDINATE.search(" ".join(lead_in))))
         if is_asserted:
             asserted.append((position, value))
         previous_end, previous_asserted = position + len(value), is_asserted
+    finals = {re.sub(r"[\s,$¤]|\\text\{[^{}]*\}", "", v.split("=")[-1]) for _, v in asserted}
+    if len(asserted) > 1 and len(finals) == 1 and finals != {""}:
+        return asserted[-1]  # "= $250,000 -- each heir receives a quarter of a million (250000) dollars": one value, twice
     results = [(p, v) for p, v in asserted if _RESULT_WORDS.search(sentence[:p])]
     if len(asserted) > 1 and len(results) == 1:
         return results[0]  # "12 ways for each shelf, giving 144 ways in total": the value the sentence arrives at
+    predicates = [(p, v) for p, v in asserted if re.search(r"\b(?:is|are|was|were)\s*[$¤]?$", sentence[:p].rstrip())]
+    if len(asserted) > 1 and len(predicates) == 1 and all(p < predicates[0][0] for p, _ in asserted if (p, _) != predicates[0]):
+        return predicates[0]  # "So 20 is 0.25 percent of 80": the subject, then the value the copula states
     if len(asserted) > 1:  # "Janet sells 16 - 3 - 4 = 9 eggs a day, making $18": the one sum of money
         money = [(p, v) for p, v in asserted if sentence[p - 1:p] == CURRENCY
                  or re.match(r"\s*(?:dollars?|cents?)\b", sentence[p + len(v):], re.I)]
@@ -543,7 +563,13 @@ def _one_candidate(sentence):
     value = re.sub(r"^\s*=\s*", "", value)  # "P(at least one six) $= 1 - 25/36 = 11/36$": a chain after a label in words
     segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
     if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
-        after = sentence[segment.end():]
+        after = sentence[segment.end():].lstrip("*_")
+    provisional = _PROVISIONAL.search(sentence, 0, position)
+    if provisional and not re.search(r"=|;|\b(?:gives?|giving|leaves|leaving|makes?|making|so|then|now)\b", sentence[provisional.end():position]):
+        return None  # "Total so far: 36": a value given for now
+    if re.search(r"\b(?:would|could|might)\s+(?:be|have|get|give|make|cost|take|equal)\s*[$¤]?$", before, re.I) \
+            and re.match(r"\s*(?:[\w-]+\s+){0,3}?if\b", after, re.I):
+        return None  # "The answer would be 12 if the boxes were full": a counterfactual
     if _conditional_after(after) or _qualified(sentence, position, segment.end() if segment else position + len(value)):
         return None  # "5 if n is even", "over 40", "not 40", "12 or more"
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
@@ -554,7 +580,7 @@ def _one_candidate(sentence):
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
     percent = re.match(r"\s*(?:\\?%|percent\b|per\s+cent\b)", after)
     after = after[percent.end():] if percent else after
-    before = re.split(r"\b(?:is|are|was|were|be|equals?)\b|=", before)[-1]  # "the inverse is $y = ...$": asserted
+    before = re.split(r"\b(?:is|are|was|were|be|equals?|gives?|makes?|yields?|gets?)\b|=", before)[-1]  # "the inverse is $y = ...$"
     nearby = " ".join(re.split(r"[,;:]", before)[-1].split()[-4:] + re.split(r"[,;:]", after)[0].split()[:2])
     if _MODIFIER_WORDS.search(nearby):
         return None
@@ -633,19 +659,24 @@ def _reduce_span(span):
     they hold an answer sentence; prose spans go through sentence_value; a qualifier of the span in its sentence
     (a doubt, a condition, another case) makes it no answer."""
     if span.decimal_comma or span.kind in ("phrase", "line", "conclusion"):
-        span = span._replace(text=number_conventions(span.text, span.decimal_comma))
+        span = span._replace(text=_scale_suffixes(number_conventions(span.text, span.decimal_comma)))  # ("12k", "$2.5M")
+    if span.kind in ("phrase", "line", "conclusion"):  # "0.285714...", "0.\overline{3}" in prose: one value each
+        span = span._replace(text=_outside_math(span.text, lambda t: repeating_decimals(t, "$")))
     if span.kind == "field" and len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", span.text))
                                      if is_english(w)]) >= 2:
         value = sentence_value(_strip_currency(span.text.strip()))  # <answer>There are 12 outfits.</answer>
         return value if value or re.search(r"\d", span.text) else span.text.strip()  # (a word answer stays as written)
     if span.kind in ("box", "field", "formula"):
-        text = span.text.strip()
+        text = _scale_suffixes(span.text.strip(), formula=True) if span.kind == "formula" else span.text.strip()  # `$2.4M × 1.25 = $3M`
         if span.kind != "formula" and re.search(r"\banswer\s+is\b|^\\text\s*\{\s*\(?[A-E]\)?\s*\}\s*\S", text, re.I):
             text = phrase_value(unwrap_commands(text)) or _choice_with_value(text) or text  # `\boxed{\text{The answer is } 5}`
         if span.kind == "box" and span.context:
             rest = _first_sentence(span.context[span.end:span.end + MAX_ANSWER_CHARS].split("\n", 1)[0].lstrip("$ )\\]"))
-            if _UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(span.context, span.start, span.end):
+            if UNSURE.search(rest) or _conditional_after(rest) or _case_of_several(span.context, span.start, span.end):
                 return None  # "\boxed{7}, but I'm not sure." / "\boxed{5} if n is even, else 6": no answer
+            other = re.match(_OR_VALUE, rest, re.I)
+            if other:  # "\boxed{12} (or 24 if order matters)"
+                return f"{_last_step(text)} \\text{{ or }} {other.group(2).strip('$' + CURRENCY)}"
         return _last_step(text)
     if span.kind == "phrase":
         return phrase_value(span.text, span.context, span.start, span.end)
@@ -656,26 +687,6 @@ def _reduce_span(span):
     return conclusion_value(span.text)
 
 
-# Thousands separators and decimal marks. Every language: digit groups of three set apart by thin or no-break spaces,
-# or by points or spaces twice or more (`1 234 567`, `1.234.567`: no number has two decimal points). In a response
-# written in a language whose decimal mark is a comma (Russian, German, French, Spanish, Portuguese, Italian; see
-# answer_span.decimal_comma_language), a comma between digits is the decimal mark and a point or a space between
-# groups of three a thousands separator: `0,875` is 0.875, `1.562,50` is 1562.5, `2.210 €` is 2210, `12 500` is 12500
-# (English `1,250` stays a thousand; `2, 3` and `1,2,3` stay lists).
-_GROUPED_POINTS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d.]|,\d)")
-_GROUPED_SPACES = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[\u2009\u202f\u00a0]|\\[,;:! ]|\{,\})\d{3})+(?![\d])|(?<![\d.,])\d{1,3}(?: \d{3}){2,}(?![\d]|[.,]\d)")
-_LOCAL_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:[. \u2009\u202f\u00a0]\d{3})+(?:,\d+)?(?![\d]|[.,]\d)")
-_LOCAL_DECIMAL = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d]|[.,]\d)")
-
-
-def number_conventions(text, decimal_comma=False):
-    """Numbers written with another language's separators as plain numbers (see above)."""
-    text = _GROUPED_POINTS.sub(lambda m: m.group(0).replace(".", ""), text)
-    text = _GROUPED_SPACES.sub(lambda m: re.sub(r"[^\d]", "", m.group(0)), text)
-    if decimal_comma:
-        text = _LOCAL_GROUPED.sub(lambda m: re.sub(r"[.\s]", "", m.group(0)).replace(",", "."), text)
-        text = _LOCAL_DECIMAL.sub(r"\1.\2", text)
-    return text
 
 
 # An option letter that ends a clause: "option B", "choice (C)", "(D)"
@@ -707,21 +718,29 @@ def _choice_with_value(text):
 def phrase_value(rest, context="", start=0, end=0):
     """The answer after an answer phrase ("The final answer is $5$. I hope it is correct." -> `5`): the first
     sentence of `rest`, or the block below a phrase on a line of its own ("**Final Answer**\\n\\n\\[ ... \\]")."""
-    rest = re.sub(r"^[ \t*_:=]*(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)
+    rest = re.sub(r"^[ \t*_:=]*(?:\((?=[^()\n]*[A-Za-z]{3})[^()\n]{0,40}\)[ \t*_:]*)?(?:is\b)?[ \t*_:]*", "", rest, flags=re.IGNORECASE)  # ("(spoiler)")
     line, _, after = rest.partition("\n")
     if not line.strip():  # "**Final Answer**" on a line of its own: the answer is the block below
-        block = after.strip()
+        block = re.split(r"\n[ \t]*#{1,6}[ \t]", after.strip())[0]  # (up to the next heading)
         return _display_math(block) or (sentence_value(_strip_currency(block)) if "\n" not in block
                                         else conclusion_value(block, finished=False))
     display = _display_math(rest.lstrip())
     if display:
         return display
     line = _strip_currency(line[:4 * MAX_ANSWER_CHARS])  # (a longer line is no answer: bounded work)
+    line = re.split(r"\s\|\s+(?=[*_]*[^\W\d_][\w ]{0,30}[*_]*\s*:)", line)[0]  # "7 | **Confidence:** 8/10": the next field
+    if context and not after.strip() and _cut_off(line):
+        return None  # "The answer is 42 apples per": the response stops mid-sentence
     sentence = _first_sentence(line)
-    if context and not _UNSURE.search(sentence) and not _case_answer(sentence) and _case_of_several(context, start, end):
+    if context and not UNSURE.search(sentence) and not _case_answer(sentence) and _case_of_several(context, start, end):
         sentence_start = max(context.rfind(stop, max(0, start - 300), start) for stop in (". ", "\n", "! ", "? ")) + 1
         return _case_answer(context[sentence_start:].split("\n", 1)[0] if context[sentence_start:start].strip() else
                             context[sentence_start:start] + line)  # an answer by cases (see parse_cases), else none
+    if context and re.search(r"\b(?:would|could|might)\b", context[start:end], re.I):  # "The answer would be 12 if ..."
+        contrast = re.search(r",\s*but\s+", sentence)
+        if contrast is None:
+            return None  # a counterfactual, and no actual value after it
+        sentence = sentence[contrast.end():]  # "..., but since two are empty it's 10."
     value = sentence_value(sentence)
     if value and value.startswith("\\approx ") and _ROUNDING_ASKED.search(context[max(0, start - 200):start].split("\n")[-1]):
         return value[len("\\approx "):]  # "Rounding to the nearest whole number, the answer is approximately 12."
@@ -745,18 +764,17 @@ def _unicode_in_prose(sentence):
     sentence = re.sub(r"(?<![A-Za-z][A-Za-z])(?<=[A-Za-z])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+(?=\s*[-+=<>*/−·×),≤≥≠])", lambda m: superscripts(m.group(0)),
                       sentence)  # x² + 2x + 1, x³ = 27 (a letter's power in a formula; not "12 m².")
     sentence = re.sub(r"(?<![\w])[−–](?=\s*\d)", "-", sentence)
+    sentence = unit_vector_hats(sentence)  # 2î + ĵ
+    sentence = re.sub(r"(?:(?<=\d)|(?<=[A-Za-z]{2})) [xX] (?=[$¤]?\d)", " × ", sentence)  # "5 shelves x 4 rows": a times sign
     sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
-    sentence = re.sub(r"(\d*)\s?([½⅓⅔¼¾⅛⅜⅝⅞⅕])", lambda m: m.group(1) + _VULGAR[m.group(2)], sentence)  # 2½, ½
     sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
-    if re.search(r"=>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
+    if re.search(r"=>|[⇒⟹∴]|\s->\s|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
         sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
     return sentence
 
 
-_VULGAR = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}", "¾": "\\frac{3}{4}",
-           "⅛": "\\frac{1}{8}", "⅜": "\\frac{3}{8}", "⅝": "\\frac{5}{8}", "⅞": "\\frac{7}{8}", "⅕": "\\frac{1}{5}"}
-_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
+_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|(?<=\S)\s+->\s+(?=\S)|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
 
 
 def _outside_math(sentence, change):
@@ -784,19 +802,103 @@ def _words_as_values(sentence):
     sentence = re.sub(sign + r"(" + NUMBER_WORDS.pattern + r")", lambda m: "-" + number_words(re.match(r"(?s).*", m.group(1))),
                       sentence, flags=re.I)
     sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
+    if re.search(r"(?<![A-Za-z])[IVXLCDM]{2,}(?![A-Za-z])", sentence):  # a Roman numeral (numerals.roman_value) is a value: MCMXCIV
+        sentence = _outside_math(sentence, lambda t: re.sub(r"(?<![A-Za-z$\\])[IVXLCDM]{2,}(?![A-Za-z$])", lambda m: f"$\\mathrm{{{m.group(0)}}}$"
+                                                            if roman_value(m.group(0)) else m.group(0), t))
     sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
                       lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
-    sentence = re.sub(r"\b([ap])\.\s?m\.(?=\W|$)", r"\1m", sentence, flags=re.I)
+    sentence = _outside_math(sentence, _clock_words)
+    sentence = _outside_math(sentence, lambda t: _WEEKDAY_ENDING.sub(lambda m: f"{m.group(1)}$\\text{{{m.group(2)}}}$", t))  # "→ Fri"
+    if re.search(r"\d\s*[A-Za-z]+\.?,?\s*(?:and\s+)?\d", sentence):
+        sentence = _outside_math(sentence, lambda t: _COMPOUND.sub(lambda m: f"$\\text{{{m.group(1)} {m.group(2)} {m.group(3)} "
+                                                                   f"{m.group(4)}}}$" if compound_units(m.group(2), m.group(4))
+                                                                   else m.group(0), t))  # "1 h 30 min"
+    sentence = re.sub(r"(?<![\w.-])(\d+(?:\.\d+)?)((?:\s*[^\W\d_]+){0,2}?)\s+below\s+(?:zero|sea\s+level|freezing|ground)\b", r"-\1\2",
+                      sentence, flags=re.I)  # "7 degrees below zero" -> -7 degrees: a position under the zero of its scale
     sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
-    sentence = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
-                      lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", sentence, flags=re.I)
-    sentence = re.sub(r"(?<!\{)\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
-                      sentence, flags=re.I)
+    sentence = _outside_math(sentence, _set_values) if re.search(r"[∞∅ℝ{]|infinit|empty|solution|real", sentence, re.I) else sentence
     sentence = _BETWEEN_WORDS.sub(lambda m: f"${m.group(2)} < {m.group(1)} < {m.group(3)}$", sentence)
     sentence = _BOUND_WORDS.sub(lambda m: f"${m.group(1)} {_bound_sign(m.group(2))} {m.group(3)}$", sentence)
-    sentence = re.sub(r"\b(?:all|every)\s+real\s+numbers?\s+(?:except|other\s+than|but)\s+\$?\s*([a-z])\s*=\s*(-?\d+(?:\.\d+)?)\s*\$?",
-                      r"$\1 \\ne \2$", sentence, flags=re.I)
-    return re.sub(r"\b(?:is|be|equals?)\s+the\s+empty\s+set\b", r"is $\\emptyset$", sentence, flags=re.I)
+    return sentence
+
+
+# Sets and infinity in prose as the values they are: the empty set (∅, `{ }`, "the empty set", "there are no solutions",
+# "the equation has no solution"), the reals ("x ∈ ℝ"; "all real x except x = 2 and x = -2" is R \ {2, -2}), infinitely
+# many ("∞ many"), infinity (∞, +∞, "negative infinity")
+_EXCEPT = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?\s+|values?\s+)?(?:[a-z]\s+)?(?:except|other\s+than|but)\s+(?:for\s+)?"
+                     r"((?:\s*(?:,|and|or|[a-z]\s*=|±|\\pm|-?\d+(?:\.\d+)?))+)", re.I)
+
+
+def _set_values(text):
+    text = re.sub(r"(?:(?<=\s)|^)\+?\s*∞\s+many\b", "infinitely many", text)
+    text = re.sub(r"(?<![\w\\])([+-])?\s*∞", lambda m: "$-\\infty$" if m.group(1) == "-" else "$\\infty$", text)
+    text = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
+                  lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", text, flags=re.I)
+    text = re.sub(r"(?<!\{)\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
+                  text, flags=re.I)
+    text = re.sub(r"(?:\b(?:the\s+)?empty\s+set\b|∅)(?:\s*\{\s*\}|\s*∅)?|(?<=set\s)\{\s*\}", r"$\\emptyset$", text, flags=re.I)
+    text = re.sub(r"\b(?:there\s+(?:is|are|exists?)|(?:it|(?:the\s+)?(?:equation|system|inequality)(?:\s+\w+)?)\s+has)\s+no\s+(?:real\s+)?"
+                  r"solutions?\b", r"the solution set is $\\emptyset$", text, flags=re.I)
+    text = re.sub(r"(?<![\w$\\])([a-z])\s*∈\s*ℝ", r"$\1 \\in \\mathbb{R}$", text)
+    excepted = _EXCEPT.search(text)
+    if excepted:  # "all real x except x = 2 and x = -2": the reals without those points
+        values = re.findall(r"(±|\\pm)?\s*(-?\d+(?:\.\d+)?)", excepted.group(1))
+        points = [v for sign, number in values for v in ([number, f"-{number}"] if sign else [number])]
+        text = text[:excepted.start()] + f"$\\mathbb{{R}} \\setminus \\{{{', '.join(points)}\\}}$" + text[excepted.end():]
+    return text
+
+
+# A weekday that ends a sentence after a colon, an arrow or a copula is its value ("6 days after Wednesday: Tue", "→ **Fri**",
+# "it's also a Sun."); elsewhere a weekday names a time, not an answer ("On Monday she sold 5")
+_WEEKDAY_ENDING = re.compile(r"((?:[:→]|->|=>|\b(?:is|be|was|'s|on|a|an)\b)\s*(?:(?:also|still|then|again)\s+)?(?:an?\s+)?[*_]*)"
+                             r"((?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day)?)\b\.?[*_]*(?=\s*[.!]?\s*$)", re.IGNORECASE)
+# Two quantities of one kind in a larger and a smaller unit are one value: "1 h 30 min", "2 hours and 24 minutes", "5 ft 3 in"
+_COMPOUND = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?,?\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*([A-Za-z]+)\b\.?")
+
+
+_DAYPART = {"morning": "am", "afternoon": "pm", "evening": "pm", "night": "pm"}
+
+
+# A time said in words: "half past nine", "quarter to ten", "seven o'clock", "half past midnight" (the hour in digits or
+# words; then "in the morning" and a.m./p.m. read as with digits)
+_HOURS = {w: k for k, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
+_SPOKEN_TIME = re.compile(r"\b(?:(half|quarter)\s+(past|after|to|before)\s+)?(" + "|".join(_HOURS) + r"|1[0-2]|[1-9]|noon|midnight)"
+                          r"(\s+o'?clock)?\b", re.IGNORECASE)
+# A date written in numbers, with its year: ISO 2024-04-04, day or month first 14/02/2023, 2/27/2024 (answer_compare reads
+# the order: the first number is the month unless it cannot be one)
+_NUMERIC_DATE = re.compile(r"(?<![\d/.$-])(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?![\d/-])")
+
+
+def _spoken_time(match):
+    part, direction, hour, oclock = match.groups()
+    if not part and not oclock:
+        return match.group(0)
+    named = hour.lower()
+    hours = 12 if named in ("noon", "midnight") else _HOURS.get(named) or int(hour)
+    minutes = {"half": 30, "quarter": 15}.get((part or "").lower(), 0)
+    if direction and direction.lower() in ("to", "before"):
+        hours, minutes = (hours - 2) % 12 + 1, 60 - minutes
+    suffix = " \\text{ am}" if named == "midnight" else " \\text{ pm}" if named == "noon" else ""
+    return f"${hours}:{minutes:02d}{suffix}$" if suffix else f"{hours}:{minutes:02d}"
+
+
+def _clock_words(sentence):
+    """Times as `H:MM am`: "7:15 A.M." and "7:15AM" -> `7:15 am`, "7 in the evening" -> `7 pm`; "noon" and "midnight"
+    (in a sentence with no number in digits) -> `12:00 pm`, `12:00 am`."""
+    sentence = re.sub(r"(?<![\w:.])(\d{1,2})h(\d{2})\b", r"\1:\2", sentence)  # 19h05
+    sentence = re.sub(r"(?<![\w:.])(\d{1,2})\.(\d{2})(?=\s*[apAP]\.?\s?[mM]\b)", r"\1:\2", sentence)  # 7.15 p.m.
+    if re.search(r"\b[A-Z][a-z]{2,8}\.?\s+\d|\d\s+[A-Z][a-z]{2,8}\b", sentence):  # "March 14", "14 March 2025": a date
+        sentence = DATE_WORDS.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)
+    sentence = _SPOKEN_TIME.sub(_spoken_time, sentence) if re.search(r"o'?clock|half|quarter", sentence, re.I) else sentence
+    sentence = _NUMERIC_DATE.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)  # 2024-04-04, 14/02/2023, 2/27/2024
+    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)\s*([ap])\.?\s?m\b\.?(?=\W|$)",
+                      lambda m: f"${m.group(1)} \\text{{ {m.group(2).lower()}m}}$", sentence, flags=re.I)
+    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)(?:\s*o'?clock)?\s+(?:in\s+the\s+(morning|afternoon|evening)|at\s+(night))\b",
+                      lambda m: f"${m.group(1)} \\text{{ {_DAYPART[(m.group(2) or m.group(3)).lower()]}}}$", sentence, flags=re.I)
+    if re.search(r"\b(?:noon|midday|midnight)\b", sentence, re.I) and not re.search(r"\d", re.sub(r"\b12\b", "", sentence)):
+        sentence = re.sub(r"(?:\b12\s*)?\b(noon|midday|midnight)\b", lambda m: "$12:00 \\text{ am}$" if m.group(1).lower() ==
+                          "midnight" else "$12:00 \\text{ pm}$", sentence, flags=re.I)
+    return sentence
 
 
 # A variable bounded in words: "x is greater than 3" -> x > 3, "k must be at least 2" -> k \ge 2, "p lies strictly between
@@ -820,59 +922,39 @@ def _bound_sign(words):
 # An exact value followed by its rounding ("$\\sqrt{27}$, about 5.196", "2/3 (≈ 0.67)"): one value, `X \\approx Y`
 _ROUNDED_AFTER = re.compile(r"(\$[^$]{1,80}\$|(?<![\w.])\d+/\d+)\s*(?:,\s*|\(\s*)(?:about|approximately|roughly|≈|\\approx)\s*"
                             r"(\$?-?\d+\.\d+\$?)\s*\)?", re.IGNORECASE)
-# A scale letter written against a number of money or people: "$3.2k", "3.2k dollars", "$2.5M", "$1.2bn"
-_SCALE_SUFFIX = re.compile(r"(?<![\w.])([$¤]\s*)?(\d+(?:\.\d+)?)(k|K|M|bn|B)\b(?(1)|(?=\s+(?:dollars?|euros?|pounds|people|users|"
-                           r"views|visitors|followers|subscribers|downloads|residents|copies|units)\b))")
-_SCALE_LETTERS = {"k": 1000, "K": 1000, "M": 10**6, "bn": 10**9, "B": 10**9}
+# A scale letter written against a number: "12k", "$3.2k", "$2.5M", "$1.2bn", "8 bn", "2M people" (thousand, million,
+# billion). A lowercase k, bn or mn is no unit, so it always scales; K, M and B are also kelvin, molar or bytes, so
+# they scale only after a currency sign or before a word that is no unit ("300K" alone may be a temperature). In a
+# formula the letter is a variable when the text also uses it alone (`k = 3`, `2k^2`) or adds a plain number to the
+# scaled one (`3k + 2`); where every number added is scaled alike (`12k + 3k = 15k`) or the others only multiply or
+# divide it (`$2.4M × 1.25 = $3M`, `8 bn ÷ 4 = 2 bn`), it scales.
+_SCALE_SUFFIX = re.compile(r"(?<![\w.^_/*+=-])([$¤]\s*)?(\d+(?:\.\d+)?)(k|K|M|\s?bn|\s?mn|B)(?![\w^(_\\]|\.\d)")
+_SCALED_NUMBER = r"[$¤]?\d+(?:\.\d+)?\s?(?:k|K|M|bn|mn|B)\b"
+_SCALE_LETTERS = {"k": 1000, "K": 1000, "M": 10**6, "mn": 10**6, "bn": 10**9, "B": 10**9}
 
 
-def _scale_suffixes(sentence):
-    def value(match):
-        number = Fraction(match.group(2)) * _SCALE_LETTERS[match.group(3)]
-        if match.group(3) in "KB" and not match.group(1):
-            return match.group(0)  # 300K without a currency sign may be kelvin
-        return (match.group(1) or "") + (str(number.numerator) if number.denominator == 1 else str(float(number)))
-    return _SCALE_SUFFIX.sub(value, sentence) if re.search(r"\d(?:k|K|M|bn|B)\b", sentence) else sentence
-
-
-_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10**4, "亿": 10**8}
-
-
-def _cn_value(run):
-    """一千二百 -> 1200, 三千 -> 3000, 十五 -> 15, 两万 -> 20000; None for a run that is no number (二三)."""
-    total, section, digit = 0, 0, None
-    for ch in run:
-        if ch in ("零", "〇"):
-            digit = None
-        elif ch in _CN_DIGITS:
-            if digit is not None:
-                return None
-            digit = _CN_DIGITS[ch]
-        elif _CN_UNITS[ch] < 10**4:
-            section += (1 if digit is None else digit) * _CN_UNITS[ch]
-            digit = None
-        else:
-            total = (total + section + (digit or 0)) * _CN_UNITS[ch]
-            section, digit = 0, None
-    return total + section + (digit or 0)
-
-
-def _chinese_numbers(sentence):
-    """Chinese numbers as digits: a scale after digits (`1.2 万` -> 12000) and, in a sentence with no number in digits,
-    numerals (`学生有三千人` -> 学生有3000人; not the 一 of words such as 一共, 一起, 第一)."""
-    sentence = re.sub(r"(\d+(?:\.\d+)?)\s*(万|亿)", lambda m: str(Fraction(m.group(1)) * _CN_UNITS[m.group(2)]).split("/")[0]
-                      if (Fraction(m.group(1)) * _CN_UNITS[m.group(2)]).denominator == 1 else m.group(0), sentence)
-    if re.search(r"\d", sentence):
+def _scale_suffixes(sentence, formula=False):
+    """Scale letters as their numbers (see above); in a formula (formula=True) only after a currency sign or as bn, mn."""
+    if not re.search(r"\d\s?(?:k|K|M|bn|mn|B)\b", sentence):
         return sentence
+    rest = _SCALE_SUFFIX.sub(" ", sentence)
+    variables = {letter for letter in ("k", "K", "M", "B") if re.search(rf"(?<![\w\\]){letter}(?![\w])|{letter}\s*\^", rest)}
+
     def value(match):
-        run = match.group(0)
-        if run == "一" and re.match(r"[共起样定下般些直切旦同个]", sentence[match.end():match.end() + 1]) \
-                or re.search(r"[第统唯同万千]$", sentence[:match.start()]) or run in ("万", "亿", "千万"):
-            return run
-        number = _cn_value(run)
-        return run if number is None else str(number)
-    return re.sub(r"[零〇一二两三四五六七八九十百千万亿]+", value, sentence)
+        letter = match.group(3).strip()
+        number = Fraction(match.group(2)) * _SCALE_LETTERS[letter]
+        after, before = sentence[match.end():], sentence[:match.start()]
+        word = re.match(r"\s+([a-z]+)", after)
+        if formula and not match.group(1) and letter not in ("bn", "mn"):
+            return match.group(0)
+        if letter in "KMB" and not match.group(1) and not (word and not unit_key(word.group(1))):
+            return match.group(0)  # 300K without a currency sign may be kelvin
+        if letter in variables or re.match(r"\s*[-+]\s*[$¤]?\d", after) and not re.match(r"\s*[-+]\s*" + _SCALED_NUMBER, after) \
+                or re.search(r"\d\s*[-+]\s*[$¤]?$", before) and not re.search(_SCALED_NUMBER + r"\s*[-+]\s*[$¤]?$", before) \
+                or re.match(r"\s*[\^(]|\s*[-+*/=]\s*[A-Za-z]", after):
+            return match.group(0)  # `x = 3k + 2`, `2k^2`: a letter in a formula
+        return (match.group(1) or "") + (str(number.numerator) if number.denominator == 1 else str(float(number)))
+    return _SCALE_SUFFIX.sub(value, sentence) if formula else _outside_math(sentence, lambda t: _SCALE_SUFFIX.sub(value, t))
 
 
 # Numbers in words joined by arithmetic words: "two hundred forty thousand dollars plus twenty-four thousand dollars plus
@@ -882,37 +964,59 @@ _WORD_ARITHMETIC = re.compile(rf"\b(?:{NUMBER_WORD})\b[\w\s-]{{0,40}}?\b(?:plus|
                               rf"added\s+to)\s+(?:{NUMBER_WORD})\b", re.I)
 
 
+# The domain of a parameter declared after the value that uses it ("$x = 5k + 2$, $k \\in \\mathbb{Z}$", "x = (2k + 1)π, k an
+# integer", "for any integer n"): no part of the statement's value (latex.PARAMETER_DOMAIN for a whole answer)
+_PROSE_DOMAIN = re.compile(r"(?:\s*[,;]\s*(?:where\s+|for\s+(?:all\s+|any\s+|every\s+|some\s+)?)?|\s+(?:where|for(?:\s+(?:all|any|every|some))?)\s+)"
+                           r"(?:(?:an?\s+)?integers?\s+)?\$?\s*(?<![A-Za-z\\])[a-z]\s*"
+                           r"(?:\\in|∈)\s*(?:\\mathbb\s*\{?\s*[ZNRQ]\s*\}?|[ℤℕℝℚ])\s*\$?|\s*[,;]\s*(?:where\s+)?[a-z]\s+(?:is\s+)?(?:an?\s+|any\s+)?"
+                           r"(?:integer|whole\s+number|real\s+number)s?\b|\s+for\s+(?:all\s+|any\s+|every\s+)?integers?\s+[a-z]\b")
+
+
 @lru_cache(maxsize=1024)
 def _prepared(sentence):
     """A sentence made ready to choose its value: its list marker, the clause before a last ", so", a rounding note,
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
-    sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: ellipsis_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
+    sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence  # ", k ∈ ℤ"
+    sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
+    sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
     sentence = _words_as_values(_scale_suffixes(sentence))
-    sentence = re.sub(r"(?<![\w.])(\d+)\s+and\s+(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet" (a unit after it)
+    sentence = re.sub(r"(?<![\w.])(\d+)(?:\s+and\s+|-)(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet", "1-1/2 ft" (a unit after)
                       lambda m: f"${m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}$" if unit_word(m.group(4)) else m.group(0), sentence)
     if re.search(r"[\u4e00-\u9fff]", sentence):
-        sentence = _chinese_numbers(sentence)
+        sentence = cjk_numbers(sentence)
     sentence = _ROUNDED_AFTER.sub(lambda m: f"${m.group(1).strip('$')} \\approx {m.group(2).strip('$')}$", sentence)
+    sentence = _alternatives(sentence)
     # the conclusion is the clause after a last "so"/"hence" (when it states something)
-    parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)
+    parts = re.split(r"[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus|which\s+means(?:\s+that)?)\s+", sentence)
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
                            or NUMBER_WORDS.search(parts[-1])):
         sentence = parts[-1]
+    confirmed = re.search(r"\s[—–]\s+(?:(?:yes|so|indeed|exactly|that's|that\s+is|i\.e\.)\W+)*([^—–]{1,30})$", sentence, re.I)
+    if confirmed and len(_candidates(confirmed.group(1))) == 1 and not re.search(r"[A-Za-z]{3}", re.sub(
+            r"\$[^$]*\$", "", confirmed.group(1))):
+        sentence = confirmed.group(1)  # "4 on top, 4 below and 4 vertical ones — yes, 12.": the value it confirms
+    if "(" in sentence:  # an aside in parentheses ("0.3 (a computer would print 0.30000000000000004)") is no answer
+        sentence = _without_asides(sentence)
     sentence = _wrap_raw_math(ROUNDING_NOTE.sub(" ", sentence))  # "(to 3 s.f.)" says how the value is rounded
     if re.search(r"\b(?:ratio|odds)\b", sentence, re.I):  # "the ratio of boys to girls is 1 to 2", "odds of 1 to 4": 1:2
         sentence = re.sub(r"(?<![\w.])(\d+)\s+to\s+(\d+)(?!\w|\.\d)", r"$\1:\2$", sentence)
+    sentence = re.sub(r"(\b(?:is|are|was|were|be)\s+|:\s+)(\d+)\s+to\s+(\d+)(?=\s*[.!]?\s*$)", r"\1$\2:\3$", sentence)  # "... is 1 to 2"
     if not _candidates(sentence) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, sentence, re.I):
         if not _WORD_ARITHMETIC.search(sentence):  # (arithmetic done in words is working, not an answer in words)
             sentence = _spelled_out(sentence)
     else:  # numbers in words after the last copula ("..., so the probability is one half")
-        copula = list(re.finditer(r"\b(?:is|are|was|were|equals?)\b", sentence))
+        copula = list(re.finditer(r"\b(?:is|are|was|were|equals?|gives?|makes?|yields?)\b", sentence))
         tail = sentence[copula[-1].end():] if copula else ""
         if tail and not _candidates(tail) and re.search(NUMBER_WORDS.pattern + "|" + FRACTION_WORDS.pattern, tail, re.I):
             sentence = sentence[:copula[-1].end()] + _spelled_out(tail)
     if re.search(r"\b(?:probability|chances?|odds|likel(?:y|ihood))\b", sentence, re.I):  # "1 in 4", "5 out of 36"
         sentence = _CHANCE.sub(lambda m: f"$\\frac{{{_number_text(m.group(1))}}}{{{_number_text(m.group(2))}}}$", sentence)
+    elif re.search(r"\b(?:out\s+of|in)\s+\S+\s*[.!;]?\s*$", sentence):  # "3 out of 10", "i.e. 1 out of 13.": a part of a whole,
+        sentence = re.sub(_CHANCE.pattern + r"(?=\s*[.!;]?\s*$)", lambda m: f"$\\frac{{{_number_text(m.group(1))}}}{{"  # the statement's end
+                          f"{_number_text(m.group(2))}}}$", sentence, flags=re.I)
+    sentence = re.sub(r"(\b(?:is|are|was|were|be)\s+|:\s+)(\d+)\s+to\s+(\d+)(?=\s*[.!]?\s*$)", r"\1$\2:\3$", sentence)  # "five to eight"
     reason = _LEADING_REASON.match(sentence)  # "Since f(-x) = f(x), the function is even.": the main clause
     if reason and (_candidates(sentence[reason.end():]) or _word_predicate(sentence[reason.end():])
                    or _set_words(sentence[reason.end():])):
@@ -920,11 +1024,41 @@ def _prepared(sentence):
     return sentence
 
 
+def _without_asides(text):
+    """Parentheses that set an aside apart from the statement (found with the sentence's math set aside, so that an
+    aside may hold math): three English words or more ("0.3 (a computer would print 0.30000000000000004)"), a
+    verification or a rejection ("(check $(1,0,0)$: $12 = 12$ ✓)", "($x = -2$ is rejected)"), or, after a value and its
+    unit words, working or words without a letter of a formula ("150 minutes (2 h = 120 min, 0.5 h = 30 min)", "60 (15
+    × 4)", "12,00,000 रुपये (12 लाख)"); not "3 (2x + 1)", "(or 24 ...)", "(not 40 ...)", "(assuming n is even; ...)": another
+    value offered or rejected, a condition."""
+    masked = _MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), text) if "$" in text or "\\" in text else text
+    kept, last = [], 0
+    for match in re.finditer(r"\s*\([^()]*\)", masked):
+        inner = text[match.start():match.end()]
+        if re.match(r"\s*\(\s*(?:or|not)\b", inner) or re.search(r"\b(?:if|unless|assuming|provided|otherwise|else|depending)\b",
+                                                                inner, re.I) and not re.search(r"\b(?:would|could|might)\b", inner, re.I) \
+                or re.search(r"\d\s*[ap]\.?\s?m\b|\\text\s*\{\s*[ap]m\s*\}", inner, re.I):  # ("half past four (4:30 a.m.)": the time, said precisely)
+            continue  # (another value offered or rejected, a condition: they qualify the value; not a counterfactual aside)
+        english = [w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", inner)) if is_english(w)]
+        after_value = re.search(r"\d[%¤]?(?:\s*[^\s\d()=+*/^<>,.;:]+){0,3}\s*$", text[:match.start()])
+        formula = re.sub(r"(?<=\d)\s*([A-Za-z]+)\b", lambda u: " " if unit_key(u.group(1)) else u.group(0), inner)
+        if len(english) >= 3 or re.match(r"\s*\(\s*(?:check|verif|substitut)", inner, re.I) \
+                or re.search(r"\b(?:rejected|extraneous|discarded|excluded|invalid|ruled\s+out)\b", inner, re.I) \
+                or after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula):
+            kept.append(text[last:match.start()])
+            last = match.end()
+    return "".join(kept) + text[last:]
+
+
 def sentence_value(sentence):
     """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
     sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
-    if not sentence or _UNSURE.search(sentence) or _conditional(sentence):
+    sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
+    sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence
+    if "(" in sentence:
+        sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
+    if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
     if _REFUSAL.search(sentence):
         return "\\text{cannot be determined}"  # "There is not enough information to determine it."
@@ -934,12 +1068,21 @@ def sentence_value(sentence):
     if re.match(r"\s*(?:if|when|whenever|unless|assuming)\b", sentence, re.I) and re.search(
             r"[;,]\s*(?:and\s+|but\s+)?(?:if|when|whenever|otherwise|else)\b[^;]*?(?:\d|\$)", sentence, re.I):
         return None  # "If order matters it is 10; if not, it is 5": two cases, neither of them alone
+    if re.search(r"[,;]\s*(?:and\s+|but\s+|while\s+)?(?:for|if|when)\s+\$?[a-z]\$?\s+(?:is\s+)?(?:even|odd|positive|negative)\b",
+                 sentence, re.I) and len(_candidates(sentence)) > 2:
+        return None  # "\boxed{2} for n even, for n odd it is \boxed{3}": the second of two cases is not the answer
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
-    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa]s|[Ww]e)(?![a-zA-Z])|" + _FOREIGN_LETTER,
+    counterfactual = re.search(r"\b(?:would|could|might)\b[^.;]*?\bif\b[^.;]*?,\s*but\s+", sentence, re.I)
+    if counterfactual and _candidates(sentence[counterfactual.end():]):
+        sentence = sentence[counterfactual.end():]  # "It would be 12 if the boxes were full, but since two are empty it's 10."
+    words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa][st]|[Ww]e)(?![a-zA-Z])|" + OTHER_SCRIPT_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
-    if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*[.,;:]\s*\S", sentence):
+    tail = _equation_tail(sentence) if words_outside_math else None
+    if tail:
+        return sentence_value(tail)  # "24 h × 60 min × 60 s = 86 400 s", "96 ÷ 4 = 24 dollars each"
+    if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*(?:[.,;]|:(?!\d))\s*\S", sentence):
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
         steps = _candidates(sentence)
         solved = _solved_for(sentence, steps) if len(steps) > 1 else None
@@ -974,6 +1117,8 @@ def sentence_value(sentence):
     named = re.search(r"[,;]?\s+(?:which|that)\s+is\s+(?:a\s+)?(" + _DAYS + r")\s*[.!]?\s*$", sentence)
     if named:
         return named.group(1)  # "..., which is Monday."
+    if re.search(r"[,;]\s*which\s+(?:(?:we|I)\s+)?(?:still\s+)?(?:needs?|has|have|must|should)\b", sentence, re.I):
+        return None  # "We get 36, which still needs to be halved.": a value the sentence defers
     cut = re.search(r"[,;]?\s+(?:because|since|as(?!\s+an?\s)|which|where)\b", sentence)  # a reason, a relative clause
     # (not "as a decimal": "$\frac23$ as a decimal is about 0.67" states 0.67)
     if cut and _candidates(sentence[:cut.start()]):
@@ -984,6 +1129,22 @@ def sentence_value(sentence):
     if value and rounding_asked and value.startswith("\\approx "):
         value = value[len("\\approx "):]  # "Rounding to the nearest whole number as asked, the answer is approximately 12."
     return _given_letters(_last_step(value), whole) if value else value
+
+
+def _equation_tail(sentence):
+    """The text after the last `=` of a statement in prose whose side before it computes on numbers (units and words
+    allowed: "24 h × 60 min × 60 s = 86 400 s", "5 shelves × 4 rows × 6 books = 120 books", "2^15 = 32 768") or names
+    the result in words ("Total cost = $18"), when one value follows it; None when that side has an unknown
+    (`y = 2x + 1 = 7` stays an equation) or math delimiters (`$y = 2x + 1 = 7$` is compared as written)."""
+    equals = [m.start() for m in re.finditer(r"(?<![<>!=])=(?![=>])", re.sub(r"\$[^$]*\$", lambda m: "#" * len(m.group(0)), sentence))]
+    if not equals:
+        return None
+    left = re.split(r"[,;:]\s", sentence[equals[-2] + 1 if len(equals) > 1 else 0:equals[-1]])[-1]
+    tail = sentence[equals[-1] + 1:]
+    units_dropped = re.sub(r"(?<=\d)\s+[A-Za-z]{1,12}(?:/[A-Za-z]{1,12})?\b|\b[A-Za-z]{2,}\b", " ", left)  # (45 km/h × 3 h)
+    if re.search(r"[A-Za-z$\\]", units_dropped) or len(_candidates(_prepared(tail))) != 1:
+        return None
+    return tail
 
 
 # A rounding the sentence says was asked for: the approximate value is the rounded answer
@@ -1016,26 +1177,30 @@ _REFUSAL = re.compile(r"\b(?:not\s+enough\s+information|insufficient\s+(?:inform
 
 def _last_step(value):
     """The value a derivation written as one formula arrives at: after its last implication (`3n = 15 \\Rightarrow
-    n = 5` -> `n = 5`), and the residue of a congruence (`2^{100} \\equiv 2 \\pmod 7` -> 2)."""
+    n = 5` -> `n = 5`), and the residue of a congruence with its modulus (`2^{100} \\equiv 2 \\pmod 7` -> `2 \\pmod{7}`: it equals
+    the gold 2 and the class `x \\equiv 9 \\pmod 7`, answer_forms.congruence)."""
     inline = re.fullmatch(r"\$([^$]+)\$", value.strip())
     value = inline.group(1) if inline else value
     value = re.split(r"\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])|⇒|⟹|∴|==?>", value)[-1].strip()
-    arrow = re.split(r"\\to(?![a-z])|\\rightarrow(?![a-z])|→", value)
+    arrow = re.split(r"\\to(?![a-z])|\\rightarrow(?![a-z])|→|(?<![<-])->(?!>)", value)
     if len(arrow) == 2 and not re.fullmatch(r"\s*[A-Za-z]\s*", arrow[0]) and "\\lim" not in arrow[0] and arrow[1].strip():
         value = arrow[1].strip()  # `\frac{3x^2+1}{x^2-5} \to 3` (as x -> oo): the value it tends to
-    residue = re.fullmatch(r"\s*(-?\d+)\s*(?:\\pmod\s*\{?\s*\d+\s*\}?|\(\s*\\?(?:bmod|mod)\s*\d+\s*\))\s*", value)
+    residue = re.fullmatch(r"\s*(-?\d+)\s*(?:\\pmod\s*\{?\s*(\d+)\s*\}?|\(\s*\\?(?:bmod|mod)\s*(\d+)\s*\))\s*", value)
     if residue:
-        return residue.group(1)  # `3 \pmod 7`: the residue 3
-    congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*[^{}$]+\}?|\(\s*\\?(?:bmod|mod)\s*[^()]+\))\s*\$?\s*\.?", value,
+        return f"{residue.group(1)} \\pmod{{{residue.group(2) or residue.group(3)}}}"  # `3 (mod 7)`: the residue and its modulus
+    congruence = re.fullmatch(r"(?:.*\\equiv)\s*(.+?)\s*(?:\\pmod\s*\{?\s*([^{}$]+)\}?|\(\s*\\?(?:bmod|mod)\s*([^()]+)\))\s*\$?\s*\.?", value,
                               re.DOTALL)
-    return congruence.group(1).strip() if congruence else value
+    if congruence is None:
+        return value
+    last, modulus = congruence.group(1).split("=")[-1].strip(), (congruence.group(2) or congruence.group(3)).strip()
+    return f"{last} \\pmod{{{modulus}}}" if re.fullmatch(r"-?\d+", last) and modulus.isdigit() else congruence.group(1).strip()
 
 
 def _leading_value(sentence):
     """A sentence that starts with its value is that value and its unit ("3 (since 8 - 3 = 5)" -> 3, "18 miles in six
     hours" -> 18 miles); "" when a bound follows it ("12 or more"); None when it does not start with a value that an
     explanation follows."""
-    lead = _LEADING_VALUE.match(sentence)
+    lead = LEADING_VALUE.match(sentence)
     if not lead:
         return None
     rest, units = sentence[lead.end():], ""
@@ -1049,9 +1214,9 @@ def _leading_value(sentence):
         units, rest = units + word.group(0), rest[word.end():]
     if _BOUND_AFTER.match(sentence, lead.end()) or _conditional_after(rest):
         return ""
-    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=)\s*(?:(?:about|approximately|roughly|around|nearly|"
-                 r"almost|exactly|just|over|under)\s+)?[$¤]?-?\d", re.sub(r"\([^()]*\)", "", rest)):
-        return None  # "1.5498 eV, which rounded gives 1.55 eV": the value is asserted later
+    if re.search(r"(?:\b(?:is|are|was|gives?|equals?|makes?|becomes?)\b|=|:\s|→|->)\s*(?:(?:about|approximately|roughly|around|"
+                 r"nearly|almost|exactly|just|over|under)\s+)?(?:[$¤]?-?\d|\$)", re.sub(r"\([^()]*\)", "", rest)) or _RESTATED.search(rest):
+        return None  # "1.5498 eV, which rounded gives 1.55 eV", "6 days after Wednesday: Tue": the value is asserted later
     if _EXPLANATION.match(rest) and not re.match(r"\s*(?:,|and|or)\s*[$¤]?-?\d", rest):
         return _last_step(lead.group(1)) + units.rstrip()
     return None
@@ -1061,17 +1226,26 @@ def conclusion_value(text, finished=True):
     """Free text: the answer is the one value of the conclusion (the last sentence that has any, of the last three),
     reduced by sentence_value. finished=False: the text need not end a sentence."""
     tail = _strip_currency(text.strip()[-4000:].replace("\\$", ""))
-    tail = re.sub(r"[ \t]*[✓✔✅]+[ \t]*(?=\S)", ". ", tail)  # "... gives 17. ✓ So $a = 4$.": a check mark ends a sentence
+    tail = re.sub(r"\n[ \t]*(?==[^=])", " ", tail)  # a line that goes on with `= ...` continues the equation above
+    tail = re.sub(r"(\$\$|\\\])\s*\n+\s*(?=(?:which|where|giving|so\s+that)\b)", r"\1 ", tail)  # "$$n = 60$$ / which has 12 divisors"
     if "```" in tail:  # a code block that holds only a value is that value (code itself is no answer: it was not run)
         tail = re.sub(r"```[\w+-]*[ \t]*\n\s*([$¤]?-?\d[\d,]*(?:\.\d+)?)\s*\n[ \t]*```", r"\1", tail)
     check = _CHECK.search(tail)
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
-        tail = tail[:check.start()]  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the answer is no answer
-    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])\s*(?=[A-Z])|(?<=\$\$|\\\])\s+(?=[A-Z])", tail) if s.strip()]
-    sentences = [_words_as_values(x) for x in sentences]
-    if finished and len(sentences) > 1 and not re.search(r"(?:[.!?$)\]}。]|\\\])[\s*_]*$|^\s*[*_]+[^*_]+[*_]+\s*$", sentences[-1]) \
-            and not _VALUE_LINE.fullmatch(sentences[-1]):
+        later = _CONCLUDING_LINE.search(tail, check.end())  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the
+        tail = tail[:check.start()] + ("\n" + tail[later.start():] if later else "")  # answer is no answer (a conclusion after it is)
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
+                 if s.strip()]
+    sentences = [_words_as_values(_PROSE_DOMAIN.sub("", x) if re.search(r"\\in|∈|integer|whole|real", x) else x) for x in sentences]
+    if finished and len(sentences) > 1 and not _finished(sentences[-1]) and not _candidates(_prepared(sentences[-1])) \
+            and not _TASK.match(sentences[-1]) and re.match(r"\s*(?:therefore|thus|hence|so(?!\s+far)|in\s+total|in\s+conclusion|"
+                                                            r"finally)\b", sentences[-2], re.I):
+        sentences = sentences[:-1]  # "Therefore, they have 56 legs. This shows how multiplication is a fundamental": commentary
+    if finished and sentences and not _finished(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    parts = _labelled_parts(tail)
+    if parts:
+        return parts  # "(a) 9\n(b) 2", "Mean: 4; Median: 3", "Length = 8, width = 7.": the parts, in order
     if sentences and _set_words(sentences[-1]):
         return _set_words(sentences[-1])
     if sentences and not _candidates(sentences[-1]) and _word_predicate(sentences[-1]) \
@@ -1085,8 +1259,13 @@ def conclusion_value(text, finished=True):
         prepared = _prepared(sentence)
         if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)) and not _NOT_VALUE.search(sentence):
             continue  # "The other root, -9, is rejected.": the answer was stated before
-        if _ASIDE.match(sentence):
-            continue  # "Interestingly, her brother will be 31 ...", "If there were 8 boxes, it would be 56.": not the answer
+        if not _candidates(prepared) and _RETRACTION.search(sentence):
+            return None  # "The total is 36. But I double counted the corners.": the value before is taken back
+        labelled = re.fullmatch(r"\s*\(\s*([A-Za-z][\w ]{0,20}:\s*[^()]+)\)\s*[.!]?\s*", sentence)
+        if labelled and len([w for w in re.findall(r"[A-Za-z]{3,}", labelled.group(1).split(":", 1)[1]) if is_english(w)]) < 2:  # "(Majority: 8)": a labelled value set apart, no aside
+            sentence, prepared = labelled.group(1), _prepared(labelled.group(1))
+        elif _ASIDE.match(sentence) or re.fullmatch(r"\s*\([^()]*\)[.!]?\s*", sentence):
+            continue  # "Interestingly, her brother will be 31 ...", "(Banker's rounding would give 2, ...)": not the answer
         missing = re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", prepared, re.I)
         if missing and all(position < missing.start() for position, _ in _candidates(prepared)) and (
                 not _candidates(prepared) or re.search(r"\\lim|\blimits?\b", prepared[:missing.start()], re.I)):
@@ -1094,24 +1273,119 @@ def conclusion_value(text, finished=True):
         if _case_answer(sentence) or _set_words(prepared) or _candidates(prepared) or _word_predicate(prepared) \
                 or _REFUSAL.search(sentence):
             value = sentence_value(sentence)
+            if value and re.fullmatch(r"(?:.*=)?\s*[-+]?\d[\d.,]*(?:\s*[-+*/×÷]\s*\d[\d.,]*)+\s*", value.replace(CURRENCY, "")
+                                      .replace("\\$", "")) and re.search(r"\d\s*[-+*×÷]\s*\d", value.split("=")[-1]) \
+                    and not re.fullmatch(r"\s*\d[\d,.]*\s*", value.split("=")[0]):  # ("360 = 2 × 2 × 2 × 3 × 3 × 5" decomposes 360)
+                return None  # "Remaining = 27 - 4": a computation the response stops before finishing
             if value is None and len(_candidates(prepared)) > 1 and not _OTHER_CASE.search(sentence) \
-                    and not _UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
+                    and not UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
                 return _asked_for(prepared, tail) or _last_clause(prepared)  # else the last clause's ("...; the larger is 11")
             return value
     return None
 
 
+# A part of a multi-part answer: its label ("(a)", "b)", "(ii)", "Part c:"), or a name in words of any script before a
+# colon or `=` ("Mean:", "width ="; not "Step 2:", a step of the working)
+_PART_LABEL = re.compile(r"\s*(?:[*_]{1,2})?(?:part\s*)?(?:\(([a-h]|i{1,3}|iv|vi{0,3})\)|([a-h]|i{1,3}|iv|vi{0,3})\))(?:[*_]{1,2})?\s*[:.]?\s*",
+                         re.IGNORECASE)
+_WORD = r"(?:[A-Za-z]|" + OTHER_SCRIPT_LETTER + r"){2,}"
+_NAME_LABEL = re.compile(r"\s*(?:[*_]{1,2})?(?!(?:so|then|thus|hence|and|but|therefore)\b)((?:the\s+)?" + _WORD + r"(?:[\s-]" + _WORD
+                         + r"){0,2})(?:[*_]{1,2})?\s*(?::|=(?!=))\s*", re.IGNORECASE)
+
+
+def _labelled_parts(tail):
+    """A conclusion that gives the parts of a multi-part answer: the last lines each opening with a part label in order
+    ((a), (b), ... or (i), (ii), ...), or one last line of two or more items "name: value" / "name = value" set apart
+    by `;` or `,`; `a = v1, b = v2` (answer_compare reads it as the ordered tuple), else None."""
+    lines = [line for line in tail.strip().split("\n") if line.strip()][-8:]
+    if lines and len(_PART_LABEL.findall(lines[-1])) > 1:  # "Part (a): 5. Part (b): 11." on one line: its sentences
+        lines = lines[:-1] + re.split(r"(?<=[.;])\s+(?=(?:[*_]{1,2})?(?:part\s*)?\(?(?:[a-h]|i{1,3}|iv|vi{0,3})\))", lines[-1], flags=re.I)
+    labelled = [(_PART_LABEL.match(line), line) for line in lines]
+    k = len(labelled)
+    while k > 0 and labelled[k - 1][0]:
+        k -= 1
+    items = [line[match.end():] for match, line in labelled[k:]]
+    names = [(match.group(1) or match.group(2)).lower() for match, _ in labelled[k:]]
+    if len(items) < 2 or names != (["i", "ii", "iii", "iv", "v", "vi", "vii", "viii"] if names[0] == "i" else list("abcdefgh"))[:len(names)]:
+        last = re.split(r"(?<=[.!?])\s+(?=[A-Z])", re.sub(r"[.!]\s*$", "", lines[-1]))[-1] if lines else ""
+        items = re.split(r"\s*;\s*", last)
+        if len(items) < 2:
+            items = re.split(r"\s*,\s*(?=[^\W\d_][^,=:]{0,30}(?::|=(?!=)))", last)
+        named = [_NAME_LABEL.match(item) for item in items]
+        if len(items) < 2 or not all(named) or any(re.search(r"\b(?:step|case)\b", m.group(1), re.I) for m in named):
+            return None
+        items = [item[m.end():] for m, item in zip(named, items)]
+    values = [sentence_value(item.strip().rstrip(".")) for item in items]
+    if not all(values) or len(values) > 8 or any(re.search(rf"(?<![\w.]){re.escape(v.split('=')[-1].strip())}(?![\w.])",
+                                                           item.rsplit("=", 1)[0]) for k, item in enumerate(items)
+                                                 for v in values[:k] if "=" in item):
+        return None  # (a step that computes with an earlier result is working: "Eggs = 9; money = 9 x 2 = 18")
+    values = [v.split("=")[-1].strip() if "=" in v and not re.search(r"[A-Za-z]", v.rsplit("=", 1)[0]) else v for v in values]
+    return ", ".join(f"{chr(ord('a') + k)} = {v}" for k, v in enumerate(values))
+
+
+# A statement that the working went wrong ("But I double counted the corners.", "That's wrong.")
+_RETRACTION = re.compile(r"\b(?:double[- ]?counted|over-?counted|under-?counted|miscounted|miscalculated|(?:a|an|my)\s+(?:mistake|error)|"
+                         r"(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+right)|I\s+forgot|I\s+missed)\b", re.I)
 # A last line that holds only a value, perhaps labelled ("Output: 42", "42", "Total: $48"): finished, though unpunctuated
 _VALUE_LINE = re.compile(r"\s*(?:[A-Za-z][A-Za-z ]{0,20}:\s*)?[$¤]?-?\d[\d,]*(?:\.\d+)?\s*[A-Za-z%]{0,10}\s*")
+# Words that cannot end a sentence (articles, prepositions, conjunctions, pronouns, auxiliaries and modals): a text
+# that stops on one was cut off ("... but we still have to remove the")
+OPEN_WORD = re.compile(r"(?:the|an?|of|to|in|on|at|by|for|with|from|into|onto|than|as|and|or|but|so|then|if|that|which|"
+                        r"is|are|was|were|be|been|being|we|i|you|he|she|it|they|this|these|those|has|have|had|will|would|"
+                        r"can|could|must|should|shall|may|might|need|needs|per|every|its|their|our|my|your|his|her|no|"
+                        r"plus|minus|because)",
+                        re.IGNORECASE)
+
+
+def _cut_off(line):
+    """A line that stops where no sentence can: on a function word, an operator, a comma or an open bracket, or trailing
+    off into an ellipsis after words."""
+    line = line.rstrip(" *_\t")
+    last = re.search(r"([^\W\d_]+)$", line)
+    return bool(re.search(r"(?:[-+*/=×÷^,(\[{]|(?<!\d)\s*(?:\.\.\.|…))$", line)) or (last is not None and
+                                                                          OPEN_WORD.fullmatch(last.group(1)) is not None)
+
+
+def _finished(sentence):
+    """Does the last sentence of a text end the way a statement ends? With its punctuation or a closed math block, not
+    an ellipsis ("we still have to remove ..." trails off); or, unpunctuated, with a value and at most two words after it
+    that are not function words: a last line that is an equation or a statement ending in its value ("5 shelves x 4 rows x
+    6 books = 120 books", "Total cost = $18") is finished."""
+    sentence = sentence.rstrip(" *_\t\n")
+    if re.search(r"(?<!\d)\s*(?:\.\.\.|…|\\[lc]?dots)$", sentence):
+        return False  # (after digits an ellipsis marks a repeating decimal: "0.333...")
+    if re.search(r"(?:[.!?$)\]}。]|\\\])$", sentence) or re.fullmatch(r"\s*[*_]+[^*_]+[*_]+\s*", sentence) \
+            or _VALUE_LINE.fullmatch(sentence):
+        return True
+    if re.match(r"\s*(?:therefore|thus|hence|so|in\s+total|altogether|finally)\b", sentence, re.I) and re.search(r"\d", sentence) \
+            and not _cut_off(sentence):
+        return True  # "Therefore, Janet makes $18 every day at the farmers' market": a conclusion, unpunctuated
+    if "=" in sentence and not re.search(r"[A-Za-z]{3}", sentence) and re.search(r"[\w)\]}′″']$", sentence) \
+            or re.search(r"(?:[=*/^]|->|→)\s*[\w.]{1,12}$", sentence):
+        return True  # a line of formulas without words, ending on a term: "x = 3 + 4t, y = 6 + 8t", "∠C = 22°30′"
+    label = re.match(r"\s*[^\W\d_][^:\n]{0,30}:\s*", sentence)  # "Result: 3 + 7j", "Solutions: x = 3, x = -2": one value
+    rest = sentence[label.end():] if label else sentence
+    candidates = _candidates(rest)
+    if len(candidates) == 1 and not rest[:candidates[0][0]].strip() and not rest[candidates[0][0] + len(candidates[0][1]):].strip():
+        return True
+    tail = re.search(r"(?:\d|[%)\]}|!°π∞¤\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f])(?:\s*¤)?((?:\s+[^\s\d=+*/^(\[{,<>-]+){0,2})$",
+                     re.sub(r"\s+(?:per|each|a|an)\s+[^\W\d_]+$|\s+each$", "", sentence))  # ("2 bn people per group": a rate)  # (a word of any script: its letters and combining marks, `ตารางหน่วย`, `रुपये`)
+    return tail is not None and not OPEN_WORD.fullmatch((tail.group(1).split() or [""])[-1].rstrip(".").lower())
 _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
 # boxes, it would be 56.")
 _ASIDE = re.compile(r"\s*(?:(?:interestingly|incidentally|by\s+the\s+way|as\s+a\s+side\s+note|as\s+an\s+aside|fun\s+fact|"
                     r"for\s+comparison|side\s+note|btw)\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)
 # A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
-_CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
+_CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\d+[.)]\s+)?(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
                     r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:check|verify))\b", re.I)
-_STOP_WORDS = set("""the and that this with from have has had for are was were what which how many much does did find
+# A line that concludes (after a verification: "5. Therefore, she has 12 apples left.", "The number of students who play
+# both is 4.")
+_CONCLUDING_LINE = re.compile(r"\n[ \t]*(?:\d+[.)][ \t]+)?(?:\*\*)?(?:(?:therefore|thus|hence|so|in\s+total|finally|in\s+conclusion)\b|"
+                              r"(?:the\s+)?(?:final\s+)?answer\b|the\s+[^\n=]{3,80}?\s+(?:is|are|was|were)\s+[$¤]?-?\d[^\n]*$)",
+                              re.IGNORECASE | re.MULTILINE)
+STOP_WORDS = set("""the and that this with from have has had for are was were what which how many much does did find
 their there they them into than then each other when where will would should could your its also some more most
 asked determine compute calculate value number total""".split())
 
@@ -1128,18 +1402,39 @@ def _asked_for(sentence, text):
     question = re.search(r"(?:^|[.!?]\s+|\n)([^.!?\n]{5,200}\?|(?:find|determine|compute|we\s+are\s+asked\s+for|we\s+need|we\s+want)\b"
                          r"[^.!?\n]{3,200})",
                          text, re.I)
-    if question is None:
-        return None
+    return clause_for(sentence, question.group(1)) if question else None
+
+
+def clause_for(sentence, asked):
+    """The value of the one clause of `sentence` (parts set apart by commas, "and", "while", "whereas", "where") that
+    shares the most words with `asked` (a question), else None."""
     def stems(text):
-        return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - _STOP_WORDS
-    asked = stems(question.group(1))
-    clauses = [c for c in re.split(r"[,;]\s*(?:and\s+)?|\s+and\s+", sentence) if len(_candidates(c)) == 1]
-    scores = [len(asked & stems(c)) for c in clauses]
+        return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - STOP_WORDS
+    words = stems(asked)
+    clauses = [c for c in re.split(r"[,;]\s*(?:and\s+|while\s+|whereas\s+|where\s+)?|\s+(?:and|while|whereas)\s+", sentence)
+               if len(_candidates(c)) == 1]
+    scores = [len(words & stems(c)) for c in clauses]
     best = [c for c, k in zip(clauses, scores) if k == max(scores, default=0) and k > 0]
     return _one_candidate(best[0]) if len(best) == 1 else None
 
 
+def final_statement(text):
+    """The last sentence of a text that states a value (made ready as sentence_value reads it), else None."""
+    sentences = [x for x in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z(])", _strip_currency(text.strip()[-2000:])) if x.strip()]
+    for sentence in reversed(sentences[-3:]):
+        prepared = _prepared(_words_as_values(sentence))
+        if _candidates(prepared):
+            return prepared
+    return None
+
+
+def candidates(sentence):
+    """The values a sentence states, in order (see _candidates): [(position, text)]."""
+    return list(_candidates(sentence))
+
+
 # A sentence that sets the task rather than answering it: a question, or "We need to find ...", "Let's compute ..."
-_TASK = re.compile(r"\s*(?:we\s+(?:need|want|have|are\s+asked)\s+to|we\s+are\s+(?:told|given)\b|the\s+(?:problem|question)\s+"
+_TASK = re.compile(r"\s*(?:(?:but|and|now|next|however|then|so|first)\b[,\s]*)*(?:" + _PENDING + r"|we\s+are\s+asked\s+to|"
+                   r"we\s+are\s+(?:told|given)\b|the\s+(?:problem|question)\s+"
                    r"(?:says|states|tells\s+us|gives)\b|let'?s|let\s+us|I\s+(?:need|want)\s+to|(?:now\s+)?(?:find|"
                    r"compute|calculate|determine|evaluate|simplify|solve|what|how|which)\b)", re.IGNORECASE)

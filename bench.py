@@ -436,9 +436,9 @@ def bench_grader(dev=DEV_SET, math_verify_repo=None, show_disagreements=False, v
     table = [(p, g, want) for rows_ in EQUIV.values() for p, g, want in rows_]
     print(f"\n== adversarial table: {len(table)} answer pairs ({sum(not w for *_, w in table)} wrong answers that look "
           f"right) + {len(RESPONSES)} whole responses")
-    graders = {"ours": lambda g, r: reward.math_reward(r, g) == 1.0}
+    graders = {"ours": lambda g, r, question=None: reward.math_reward(r, g, question=question) == 1.0}
     if have_mv:
-        graders["math-verify"] = _math_verify
+        graders["math-verify"] = lambda g, r, question=None: _math_verify(g, r)  # (math-verify reads no question)
     for name, grade in graders.items():
         pairs = [(g, "$" + p + "$" if name == "math-verify" else "\\boxed{" + p + "}", want) for p, g, want in table]
         pairs += [(g, r, want == 1.0) for r, g, want in RESPONSES]
@@ -465,7 +465,8 @@ def bench_grader(dev=DEV_SET, math_verify_repo=None, show_disagreements=False, v
             rows = [json.loads(line) for line in f if line.strip()]
         print(f"\n== independent variants ({len(rows)} from {variants}): agreement per family (wrong answers "
               f"rewarded / right answers refused)")
-        verdicts = {name: [grade(r["gold"], r["response"]) for r in rows] for name, grade in graders.items()}
+        verdicts = {name: [grade(r["gold"], r["response"], question=r.get("question")) for r in rows]
+                    for name, grade in graders.items()}  # a row's `question` reaches the grader, as score_problems passes it
         for r in rows:
             r["label"] = bool(r["expected"])
         _agreement_table(rows, verdicts, lambda r: r["family"])
@@ -778,7 +779,7 @@ def main():
                         "verdict differ")
     parser.add_argument("--threads", type=int, default=1, help="pack: torch CPU threads")
     parser.add_argument("--variants", default=None, help="grader: JSONL of independently written variants (fields "
-                        "family, response, gold, expected): pass rate per family")
+                        "family, response, gold, expected; optional question): pass rate per family")
     parser.add_argument("--lengths", default="long-tailed,uniform", help="pack: length distributions "
                         "(long-tailed, uniform, all-at-cap)")
     parser.add_argument("--like", default="qwen2.5-1.5b", choices=sorted(QWEN), help="pack: the model whose FLOP "

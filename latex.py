@@ -1,10 +1,14 @@
 r"""The text of one value -> canonical LaTeX -> sympy (used by the grader's stages 2 and 3; see reward.py).
 
+`plain_unicode(text)`: the digits, separators and punctuation of any script as ASCII, read through the Unicode database
+(Arabic-Indic, Persian, Devanagari, Bengali, full-width digits; ٫ ٬ ٪; 。 ， ： ؟ ।; currency signs as `¤`).
 `clean(text)`: the canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs,
-thousands separators, currency signs ($, €, £) and ordinals gone; percent signs as `%`; Unicode mathematics (`½`,
-`π`, `×`, superscript exponents `10⁶`, subscript indices `x₁`) as LaTeX, a Unicode root over the whole number after
-it (`√27` is \sqrt{27}, never \sqrt{2}·7; `∛27`); repeating decimals as fractions (`0.(3)`, `0.333...`, `1.2666\ldots`;
-`1.5...` stays 1.5); numbers in words and with a scale word ("two hundred", "4 million") as numerals.
+digit groups (`1,234`, the Indian `12,34,567`, `13 983 816`), currency signs and ordinals gone; percent signs as `%`;
+Unicode mathematics (`½`, `π`, Greek letters by name, `×`, `≈`, `ᵀ`, superscripts `10⁶`, subscripts `x₁`, plain `sin`,
+`log`) as LaTeX, a Unicode root over the whole number after it (`√27` is \sqrt{27}); repeat marks as fractions
+(`0.(3)`, `0.\overline{3}`, `0.\dot{3}`, `0.333...`; a decimal trailing off without a period shown is `0.2857\ldots`);
+numbers in words and with scale words ("two hundred", "4 million", "3 lakh", "two dozen", "a quarter million") as
+numerals; whole answers written as a weekday, a date, a ratio in words or labelled parts in one canonical form.
 `split_unit(text)`: a value and its trailing unit words ('5 cm' -> ('5', 'cm')).
 `parse_math(text)`: a small recursive-descent parser that builds the sympy tree itself. Untrusted model text is
 never evaluated: no `eval`, `sympify` or `parse_expr` (which run Python). It takes the cleaned text of one value and
@@ -25,10 +29,13 @@ Guards (each refuses with ParseError, so the text does not parse; every step sta
 """
 import math
 import re
-from fractions import Fraction
+import unicodedata
 from functools import lru_cache
 
 import sympy
+
+from numerals import (DENOMINATORS, DIGIT_MARKS, FRACTION_WORDS, GROUPED_DIGITS, NUMBER_WORDS, base_numerals, degrees_minutes_seconds,
+                      number_words, plain_unicode, repeating_decimals, scaled_numbers)
 
 MAX_INT_DIGITS = 400         # integer literals longer than this are refused
 MAX_RESULT_BITS = 20_000     # refuse to compute b**e (and n!) past ~6000 decimal digits
@@ -179,6 +186,7 @@ class _Parser:
         self.symbols_seen = False
         self.infinity_seen = False
         self.bound = []  # summation indices in scope: letters, never e or i
+        self.bars = 0    # absolute values open: outside them a `|` after a factor opens one (`x|x|`), inside it closes
 
     def parse(self):
         if not self.tokens:
@@ -235,7 +243,7 @@ class _Parser:
                 if divisor == 0:
                     raise ParseError("division by zero")
                 value = value / divisor
-            elif token is not None and self._ATOM_START.match(token):
+            elif token is not None and (self._ATOM_START.match(token) or token == "|" and self.bars == 0):
                 if _NUMERAL.fullmatch(token) and _NUMERAL.fullmatch(self.tokens[self.pos - 1]):
                     raise ParseError("two numbers side by side")  # `1 \quad 2` lists two values; it is not 1*2
                 value = value * self.power()  # implicit multiplication: 2x, 2\pi, x(y+1)
@@ -309,7 +317,11 @@ class _Parser:
         if token in ("(", "[", "{"):
             return self.delimited({"(": ")", "[": "]", "{": "}"}[token])
         if token == "|":
-            return sympy.Abs(self.delimited("|"))
+            self.bars += 1
+            try:
+                return sympy.Abs(self.delimited("|"))
+            finally:
+                self.bars -= 1
         name = token[1:] if token.startswith("\\") else None
         if name == "lfloor":
             return sympy.floor(self.delimited("\\rfloor"))
@@ -515,16 +527,19 @@ def braced(text, start, limit=MAX_ANSWER_CHARS + 2):
 
 
 
+
+
 ROUNDING_NOTE = re.compile(r"\s*[,(]?\s*\b(?:(?:which\s+|when\s+)?(?:correct(?:ly)?|rounded|accurate)\s+to|to|(?<=\()\s*)\s*(?:the\s+nearest\s+\w+|"
                             r"(?:\d+|one|two|three|four|five|six)\s+(?:s\.?\s*f\.?|d\.?\s*p\.?|sig(?:nificant)?\.?\s*(?:fig(?:ure)?s?|digits?)|"
                             r"decimal\s+(?:places?|digits?)|dp|sf)(?![A-Za-z]))\s*\)?", re.IGNORECASE)
 
 
-_UNICODE = {"½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}",
-            "¾": "\\frac{3}{4}", "−": "-", "–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
+_UNICODE = {"–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "×": "\\times ", "·": "\\cdot ",
             "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "°": "^\\circ ", "¤": " ",
             "′": "'", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "∈": "\\in ", "±": "\\pm ", "∅": "\\emptyset ",
-            "€": " ", "£": " ", "¥": " ", "\\pounds": " ", "\\euro": " ", "\\texteuro": " "}
+            "€": " ", "£": " ", "¥": " ", "\\pounds": " ", "\\euro": " ", "\\texteuro": " ", "≈": "\\approx ", "≃": "\\approx ",
+            "⋅": "\\cdot ", "∗": "*", "→": "\\to ", "⇒": "\\Rightarrow ", "ℝ": "\\mathbb{R}", "ℤ": "\\mathbb{Z}", "ℕ": "\\mathbb{N}", "ℚ": "\\mathbb{Q}", "∠": "\\angle ", "ᵀ": "^T",
+            "∣": "|", "″": "''", "∖": "\\setminus ", "↦": "\\mapsto "}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
              r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
 
@@ -542,59 +557,11 @@ def unwrap_commands(s):
     return re.sub(_TEXT_CMDS + r"(?![a-zA-Z])\s*", " ", s)  # \text X without braces
 
 
-def _repeating_decimal(match):
-    """0.1\\overline{6} -> \\frac{1}{6}: the exact value of a repeating decimal."""
-    whole, fixed, period = match.group(1) or "0", match.group(2), match.group(3)
-    value = Fraction(int(whole)) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0) \
-        + Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
-    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
-_SMALL_NUMBERS = {w: k for k, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * k for k, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "trillion": 10**12}
-NUMBER_WORD = "|".join(sorted(list(_SMALL_NUMBERS) + list(_TENS) + list(_SCALES), key=len, reverse=True))
-NUMBER_WORDS = re.compile(rf"\b(?:{NUMBER_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{NUMBER_WORD}))*\b", re.IGNORECASE)
 
 
-def number_words(match):
-    """'two hundred ninety-four' -> '294' (answers written in words); an ungrammatical run ('five five') is left
-    as it is, and so fails to compare."""
-    total, current, last = 0, 0, None
-    for word in re.split(r"[\s-]+", match.group(0).lower()):
-        if word == "and":
-            continue
-        kind = "small" if word in _SMALL_NUMBERS else "tens" if word in _TENS else word
-        if (kind == "small" and last in ("small",)) or (kind == "tens" and last in ("small", "tens")) \
-                or (kind == "small" and last == "tens" and _SMALL_NUMBERS[word] >= 10) \
-                or (kind == "hundred" and last not in ("small", None)):
-            return match.group(0)
-        if kind == "small":
-            current += _SMALL_NUMBERS[word]
-        elif kind == "tens":
-            current += _TENS[word]
-        elif kind == "hundred":
-            current = max(current, 1) * 100
-        else:
-            total, current = total + max(current, 1) * _SCALES[word], 0
-        last = kind
-    return str(total + current)
-
-
-_SCALED = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?|\d+(?:\.\d+)?)\s*(\\text\s*\{\s*)?(thousand|million|billion|"
-                     r"trillion)\b(?(2)\s*\})", re.IGNORECASE)
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
-
-
-def scaled_numbers(s):
-    """Numbers with a scale word: "4 million" -> 4000000, "2.5 billion" -> 2500000000 (exact; a fraction of a unit
-    stays a decimal: "1.25 thousand" -> 1250)."""
-    def value(match):
-        number = Fraction(match.group(1).replace(",", "")) * _SCALES[match.group(3).lower()]
-        return str(number.numerator) if number.denominator == 1 else str(float(number))
-    return _SCALED.sub(value, s)
 
 
 _SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")
@@ -609,38 +576,10 @@ def _unicode_roots(s):
         s = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                    lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", s)
         s = s.replace("∛", "\\sqrt[3]").replace("∜", "\\sqrt[4]")
-    s = ellipsis_decimals(s)
+    s = repeating_decimals(s)
     return re.sub(r"[₀₁₂₃₄₅₆₇₈₉]+", lambda m: "_{" + m.group(0).translate(_SUBSCRIPTS) + "}", s)
 
 
-def ellipsis_decimals(s, wrap=""):
-    """`0.333...` -> `\\frac{1}{3}` (see _ellipsis_decimal), `0.(3)` -> `\\frac{1}{3}`, put between `wrap` marks (`$` in
-    prose)."""
-    if "(" in s:
-        s = re.sub(r"(?<![\d.])(\d*)\.(\d*)\((\d+)\)(?![\d(])", lambda m: wrap + _repeating_decimal(m) + wrap, s)
-    if not re.search(r"\d\s*(?:\\[lc]?dots|\.\.\.|…)", s):
-        return s
-    def value(match):
-        exact = _ellipsis_decimal(match)
-        return exact if exact == match.group(0) else wrap + exact + wrap
-    return re.sub(r"(?<![\d.])(\d*)\.(\d+)\s*(?:\\[lc]?dots(?![a-z])|\.\.\.|…)", value, s)
-
-
-def _ellipsis_decimal(match):
-    """`0.333...` -> 1/3: the shortest period that the decimals end with at least twice (three times for one digit),
-    else the text as written."""
-    whole, decimals = match.group(1), match.group(2)
-    for size in range(1, 7):
-        period = decimals[-size:]
-        repeats = 3 if size == 1 else 2
-        if len(decimals) >= size * repeats and decimals.endswith(period * repeats):
-            fixed = decimals[:-size * repeats]
-            while fixed.endswith(period):
-                fixed = fixed[:-size]
-            while fixed and fixed[-1] == period[-1]:  # 0.1666: fixed 1, period 6 (rotate the period into place)
-                fixed, period = fixed[:-1], period[-1] + period[:-1]
-            return _repeating_decimal(re.match(r"(.*)\|(.*)\|(.*)", f"{whole}|{fixed}|{period}"))
-    return match.group(0)
 
 
 def superscripts(s):
@@ -648,10 +587,132 @@ def superscripts(s):
     return re.sub(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
 
 
-DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4,
-                 "fourths": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7,
-                 "eighth": 8, "eighths": 8, "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}
-FRACTION_WORDS = re.compile(r"\b(?:(\d+)|an?)\s+(" + "|".join(DENOMINATORS) + r")\b", re.IGNORECASE)
+
+
+# Answers written in words or marks with one canonical form each (the whole answer only): a weekday or its abbreviation
+# (`Thu.`, `Thurs` -> Thursday), a date with its month in words (`March 14`, `14 March 2024`, `Mar. 14th`, `2024-03-14`
+# -> `date(3,14,2024)`, which answer_compare also reads from `3/14`), a ratio in words (`5 to 8` -> `5:8`), parts
+# labelled (a), (b) or (i), (ii) (`(a) 5 (b) 11` -> `a = 5, b = 11`: in order), angle brackets and transposed tuples
+# (`\langle 1, 2 \rangle`, `(1, 2)^T` -> `(1, 2)`: a tuple has no orientation).
+_DAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_MONTHS = "january february march april may june july august september october november december".split()
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+
+
+# A date written with its month in words, in prose: "March 14", "Mar. 14th, 2025", "14 March 2025" (capitalized)
+DATE_WORDS = re.compile(r"\b(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?"
+                        r"(?:,?\s+\d{4})?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)"
+                        r"[a-z]*\.?(?:,?\s+\d{4})?)\b")
+
+
+def _month(word):
+    """The month a word names (its first three letters, the rest of the name if longer: `Sept`, `Mar.`), else None."""
+    word = word.lower().rstrip(".")
+    found = [k for k, name in enumerate(_MONTHS, 1) if name.startswith(word) or word.startswith(name[:3]) and name.startswith(
+        word[:len(name)])]
+    return found[0] if len(found) == 1 and len(word) >= 3 and (word in _MONTHS[found[0] - 1] or word == "sept") else None
+
+
+def _written_forms(s):
+    """The canonical form of a whole answer written as a weekday, a date, a ratio in words, labelled parts (above)."""
+    s = s.strip()
+    words = s.rstrip(".").lower()
+    day = [d for d in _DAYS if d.startswith(words)] if re.fullmatch(r"[A-Z][A-Za-z]{2,8}\.?|[a-z]{3,8}\.", s) else []
+    if len(day) == 1:
+        return day[0].capitalize()
+    date = re.fullmatch(rf"{_MONTH}\s*(\d{{1,2}})(?:\s*,?\s*(\d{{4}}))?|(\d{{1,2}})\s*(?:of\s+)?{_MONTH}(?:\s*,?\s*(\d{{4}}))?"
+                        r"|(\d{4})-(\d{2})-(\d{2})", words)
+    if date:
+        g = date.groups()
+        month, day_, year = ((_month(words.split()[0]), g[1], g[2]) if g[0] else (_month(re.sub(r"[\d\s,]|of", " ", words).split()[0]),
+                             g[3], g[5]) if g[4] else (int(g[7]), g[8], g[6]))
+        if month and 1 <= int(day_) <= 31:
+            return f"date({month},{int(day_)}" + (f",{int(year)})" if year else ")")
+    ratio = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)", s.strip())
+    if ratio:
+        return f"{ratio.group(1)}:{ratio.group(2)}"
+    if "(" in s or ")" in s:
+        s = _labelled_parts(s)
+    if "\\langle" in s or "⟨" in s:
+        s = re.sub(r"\\langle|⟨", "(", re.sub(r"\\rangle|⟩", ")", s))
+    return re.sub(r"(\([^()]*,[^()]*\)|\[[^\[\]]*,[^\[\]]*\])\s*\^\s*\{?\s*(?:T|\\top|\\intercal)\s*\}?", r"\1", s)
+
+
+_PART_LABEL = re.compile(r"(?:^|(?<=[\s,;]))(?:part\s*)?\(?\s*([a-h]|i{1,3}|iv|vi{0,3})\s*\)\s*[:.=]?\s*", re.IGNORECASE)
+_ROMAN = ["i", "ii", "iii", "iv", "v", "vi", "vii", "viii"]
+
+
+def _labelled_parts(s):
+    """`(a) 5 (b) 11`, `(i) 5, (ii) 11`, `a) 5; b) 11` -> `a = 5, b = 11` when the labels run in order from the first."""
+    labels = list(_PART_LABEL.finditer(s))
+    if len(labels) < 2 or labels[0].start() != 0:
+        return s
+    names = [m.group(1).lower() for m in labels]
+    order = _ROMAN if names[0] == "i" and (len(names) < 2 or names[1] == "ii") else "abcdefgh"
+    if names != list(order[:len(names)]):
+        return s
+    values = [s[m.end():n.start() if n else len(s)].strip().rstrip(",;").strip() for m, n in zip(labels, labels[1:] + [None])]
+    if not all(values):
+        return s
+    return ", ".join(f"{chr(ord('a') + k)} = {v}" for k, v in enumerate(values))
+
+
+
+
+def unit_vector_hats(s):
+    """The unit vectors written with a circumflex (î, ĵ, k̂: a letter and U+0302 once decomposed) as `\\hat{i}`, where
+    the letter stands alone (not in a word: "île")."""
+    if not re.search("[îĵ\u0302]", s):
+        return s
+    return re.sub("(?<![^\\W\\d_])([ijk])\u0302(?![^\\W\\d_])", r"\\hat{\1}", unicodedata.normalize("NFD", s))
+
+
+def _greek_command(match):
+    """A Greek letter as its LaTeX command, from its Unicode name (GREEK SMALL LETTER THETA -> \\theta)."""
+    name = unicodedata.name(match.group(0), "").split()
+    if len(name) < 4 or name[:2] != ["GREEK", "SMALL" if name[1] == "SMALL" else "CAPITAL"] or name[2] != "LETTER":
+        return match.group(0)
+    word = name[3].lower().replace("lamda", "lambda")  # (Unicode spells it LAMDA)
+    word = word if name[1] == "SMALL" else word.capitalize()
+    return f"\\{word} " if word.lower() in _GREEK or word.lower() in ("omicron", "pi") else match.group(0)
+
+
+# An answer written as code or as a computer algebra system prints it: `**` is a power, a module's prefix names the same
+# function (`math.log(5)` is \ln 5, `np.sqrt`), `lambda x: (x + 1)**2` and `x ↦ ...` are the formula, a nested list
+# (`[[1, 2], [3, 4]]`, `Matrix([[...]])`, numpy's `array([[-2. , 1. ], ...])`) is a matrix, its rows in order;
+# `_{7}C_{2}`, `{}^{12}P_{2}` and `7C2` are counts (\binom{7}{2}, 12!/10!).
+_NESTED_LIST = re.compile(r"(?:(?:sympy\.|sp\.|np\.|numpy\.)?(?:Matrix|array)\s*\(\s*)?\[\s*(\[[^\[\]]*\](?:\s*,\s*\[[^\[\]]*\])*)\s*,?\s*\]\s*\)?")
+
+
+def _matrix_rows(match):
+    rows = [[re.sub(r"(?<=\d)\.(?!\d)", "", cell.strip()) for cell in row.split(",")] for row in re.findall(r"\[([^\[\]]*)\]", match.group(1))]
+    if not rows or any(len(row) != len(rows[0]) or not all(row) for row in rows):
+        return match.group(0)
+    return "\\begin{pmatrix} " + " \\\\ ".join(" & ".join(row) for row in rows) + " \\end{pmatrix}"
+
+
+def code_forms(s):
+    """An answer written as code (see above) as LaTeX."""
+    s = re.sub(r"\b(?:math|cmath|np|numpy|sympy|sp)\.(log10|log2|log|ln|sqrt|exp|sin|cos|tan|pi|e)\b",
+               lambda m: {"log10": "\\log_{10}", "log2": "\\log_{2}", "log": "\\ln", "pi": "\\pi", "e": "e"}.get(m.group(1), m.group(1)), s)
+    s = re.sub(r"^\s*(?:[A-Za-z_]\w*\s*=\s*)?lambda\s+[A-Za-z_]\w*\s*:\s*", "", s)
+    s = re.sub(r"(?<=[\w)\]])\s*\*\*\s*(?=[\w(.-])", "^", s)  # (a power between operands; `**5**` is bold)
+    s = re.sub(r"^\s*(?:[A-Za-z](?:\^\s*\{?-1\}?)?(?:\([a-z]\))?\s*:\s*)?[a-z]\s*\\mapsto\s*", "", s)  # f^{-1}: x \mapsto (x + 1)/3
+    s = _NESTED_LIST.sub(_matrix_rows, s) if "[[" in re.sub(r"\s", "", s) else s
+    s = re.sub(r"(?:\{\}\s*)?[_^]\s*\{?\s*(\d{1,3})\s*\}?\s*([CP])\s*_\s*\{?\s*(\d{1,3})\s*\}?|(?<![\w\\])(\d{1,3})([CP])(\d{1,3})(?![\w])",
+               lambda m: _count(m.group(1) or m.group(4), m.group(2) or m.group(5), m.group(3) or m.group(6)), s)
+    return s
+
+
+def _count(n, kind, k):
+    return f"\\binom{{{n}}}{{{k}}}" if kind == "C" else f"\\frac{{{n}!}}{{({n}-{k})!}}"
+
+
+# The domain of a parameter declared after an answer that uses it ("..., k \\in \\mathbb{Z}", "k an integer", "for any
+# integer n", "t \\in R"): no part of the value
+PARAMETER_DOMAIN = re.compile(r"\s*(?:[,;]\s*(?:where\s+|for\s+(?:all\s+|any\s+|some\s+|every\s+)?)?|\s+(?:where|for(?:\s+(?:all|any|some|every))?)\s+)"
+                              r"(?:(?:an?\s+)?(?:integers?|reals?|real\s+numbers?)\s+)?(?<![A-Za-z\\])[a-z]\s*(?:\\in\s*(?:\\mathbb\s*)?\{?\s*[ZNRQ]\s*\}?"
+                              r"|(?:is\s+)?(?:an?\s+|any\s+)?(?:integers?|whole\s+numbers?|real\s+numbers?|natural\s+numbers?))\s*$", re.IGNORECASE)
 
 
 @lru_cache(maxsize=8192)
@@ -660,14 +721,22 @@ def clean(s):
     separators and ordinals gone; percent signs as `%`. None if empty or too long."""
     if s is None:
         return None
-    s = s.strip()
+    s = plain_unicode(s).strip()
     if not s or len(s) > MAX_ANSWER_CHARS:
         return None
     s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
+    s = base_numerals(degrees_minutes_seconds(s))                               # 22°30′ -> 22.5°; 0xFF -> FF_{16}
     s = _unicode_roots(s)                                                       # √27, ∛27, 0.(3), x₁
     for old, new in _UNICODE.items():
         s = s.replace(old, new)
     s = superscripts(s)
+    s = code_forms(s) if re.search(r"\*\*|\[\s*\[|lambda|\b(?:math|np|numpy|sympy|sp|cmath)\.|\d\s*\}?\s*[CP]|\\mapsto", s) else s
+    if "\\" in s:  # `ℝ \ [-1, 3]`: a backslash between the reals and a set is a set minus, not a LaTeX space
+        s = re.sub(r"(\\mathbb\{R\})\s*\\(?=\s*[\[(\\{])(?![\[(])", r"\1 \\setminus ", s)
+    if re.search(r"[\u0370-\u03ff]", s):  # Greek letters by their Unicode names: θ -> \theta, Δ -> \Delta
+        s = re.sub(r"[\u0370-\u03ff]", _greek_command, s)
+    s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",
+               r"\\\1 ", s)                                                        # cos 30°, log₂ 5: the functions
     s = re.sub(r"\\not\s*=", "\\\\ne ", s)
     s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2
     s = re.sub(r"\{\s*([^{}]+?)\s*\\choose\s*([^{}]+?)\s*\}", r"\\binom{\1}{\2}", s)      # {10 \choose 3}
@@ -679,7 +748,6 @@ def clean(s):
     s = re.sub(r"\\frac\s*\{\s*d\s*\^\s*\{?2\}?\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\^\s*\{?2\}?\s*\}",
                r"\\ddot{\1}\2", s)
     s = re.sub(r"\\frac\s*\{\s*d\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\}", r"\\dot{\1}\2", s)
-    s = re.sub(r"(\d*)\.(\d*)\s*\\overline\s*\{(\d+)\}", _repeating_decimal, s)
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
     s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])", "", s)
     s = re.sub(r"\\[hv]space\*?\s*\{[^}]*\}", " ", s)
@@ -706,9 +774,14 @@ def clean(s):
                r"(-\\infty, \\infty)", s)                                        # \{x \mid x \in \mathbb{R}\}
     s = re.sub(r"\\operatorname\s*\{\s*(sgn|sign|max|min)\s*\}|\\(sign)(?![a-z])", lambda m: "\\sgn" if "sign" in m.group(0)
                else "\\" + m.group(1), s)                                             # \operatorname{sgn} -> \sgn
+    s = unit_vector_hats(s)                                                      # 2î + ĵ, k̂
+    if re.search(r"\\(?:mathbf|boldsymbol|bm|vec|hat)|\\[ij]math", s):   # 2\mathbf{j} + \mathbf{k}: unit vectors
+        s = re.sub(r"\\(?:mathbf|boldsymbol|bm|vec|hat)\s*\{?\s*\\?([ijk])(?:math)?\s*\}?|\\([ij])math", r"\\hat{\1\2}", s)
     s = unwrap_commands(s)
+    s = re.sub(r"(?<![\\A-Za-z])(?:sgn|sign)(?=\s*\(|\s+[a-z](?![A-Za-z]))", r"\\sgn ", s)  # sgn(x), \text{sgn}(x), sgn x
     s = re.sub(r"(\d)\s*\^\s*\{?\s*(?:st|nd|rd|th)\s*\}?", r"\1", s)           # 12^{th} -> 12
     s = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", s)                             # 12th -> 12
+    s = _written_forms(s)
     s = re.sub(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[eE]\s*([-+]?\d+)(?![\w.])", r"\1\\times 10^{\2}", s)  # 4.4e7
     s = re.sub(r"\\(?:leqslant|leq|le)(?![a-z])|≤", "\\\\le ", s)
     s = re.sub(r"\\(?:geqslant|geq|ge)(?![a-z])", "\\\\ge ", s)
@@ -720,12 +793,12 @@ def clean(s):
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"(?:\s*(?:\\\\|[.,;]))+$", "", s).strip()                     # trailing punctuation / row breaks
     s = re.sub(ROUNDING_NOTE.pattern + r"$", "", s, flags=re.I).strip() or s           # 12.3 (to 3 s.f.)
-    # thousands separators: 1,000 and 1,234,567.5 -- not `1, 000` or `1,2` (lists), and not inside a list
-    thousands = re.compile(r"(?<![\d,.(\[{])(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,)\]}])")
+    s = DIGIT_MARKS.sub(lambda m: re.sub(r"['’_]", "", m.group(0)), s)            # 1'234'567, 1_000_000
+    # thousands separators: 1,000 and 1,234,567.5, the Indian 3,45,210 -- not `1, 000` or `1,2` (lists), nor in a list
+    thousands = re.compile(r"(?<![\d,.(\[{])" + GROUPED_DIGITS + r"(?:\.\d+)?(?![\d,)\]}])")
     if thousands.search(s) and "," not in thousands.sub("", s):
         s = thousands.sub(lambda m: m.group(0).replace(",", ""), s)
-    if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):                    # 1 000 000
-        s = s.replace(" ", "")
+    s = re.sub(r"(?<![\d.,] )(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d]| \d|[.,]\d{4})", lambda m: m.group(0).replace(" ", ""), s)  # 13 983 816
     s = scaled_numbers(s)                                                       # 4 million -> 4000000
     s = NUMBER_WORDS.sub(number_words, s)
     s = FRACTION_WORDS.sub(lambda m: f"\\frac{{{m.group(1) or 1}}}{{{DENOMINATORS[m.group(2).lower()]}}}", s)
@@ -736,10 +809,12 @@ def clean(s):
     s = re.sub(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}", r"\\emptyset", s)                   # {} is the empty set
     s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:the\s+)?(?:empty(?:\s+set)?|no\s+(?:real\s+)?solutions?)$",
                r"\\emptyset", s, flags=re.I)                                          # "the solution set is empty"
+    s = re.sub(r"^(?:(-|negative\s+|minus\s+)|\+|positive\s+|plus\s+)?\s*infinity$", lambda m: "-\\infty" if m.group(1) else "\\infty", s,
+               flags=re.I)                                                          # "Infinity" as a whole answer
     # every real number is the interval (-oo, oo)
     s = re.sub(r"^(?:[A-Za-z\s]{0,40}?\b(?:is|are)\s+)?(?:[a-z]\s*\\in\s*)?(?:the\s+set\s+of\s+)?(?:all|every|the)?\s*(?:real\s+(?:numbers?|values?)|reals)(?:\s+[a-z])?$",
                r"(-\\infty, \\infty)", s, flags=re.I)
-    s = re.sub(r"\s*,?\s*(?:where\s+)?[a-z]\s*\\in\s*(?:\\mathbb\s*)?\{?\s*[ZN]\s*\}?\s*$", "", s)  # ..., k \in Z
+    s = PARAMETER_DOMAIN.sub("", s) if "," in s or " for " in s or "where" in s else s  # x = 7k + 3, k \in Z; (3 - z, 2 - z, z), z \in R
     return s or None
 
 
@@ -805,6 +880,17 @@ def unit_key(word):
     return key
 
 
+_COMPOUND_UNITS = {("h", "min"): 60, ("min", "s"): 60, ("day", "h"): 24, ("week", "day"): 7, ("yr", "month"): 12,
+                   ("ft", "in"): 12, ("yd", "ft"): 3, ("lb", "oz"): 16, ("m", "cm"): 100, ("km", "m"): 1000}
+
+
+def compound_units(big, small):
+    """(big unit, small unit, how many small in one big) when two unit words name a larger and a smaller unit of one
+    kind (`hours`, `minutes` -> ('h', 'min', 60)), else None."""
+    pair = unit_key(big), unit_key(small)
+    return (*pair, _COMPOUND_UNITS[pair]) if pair in _COMPOUND_UNITS else None
+
+
 def split_unit(s):
     """'5 cm' -> ('5', 'cm'); '99\\pi square inches' -> ('99\\pi', 'sq in'); '12 grade' -> ('12', 'word:grade');
     '50%' -> ('50', '%'); '3 or more' -> ('3 or more', None): a trailing run of unit words after a value."""
@@ -828,6 +914,6 @@ def split_unit(s):
         rest = re.sub(r"(?:\s*(?:/|\\cdot|\*|\bper\b))$", "", rest).rstrip()
     if not units or not rest or not re.search(r"[\d}\)a-zA-Z]$", rest) or rest.endswith("\\"):
         return s, None
-    if len(units) == 1 and len(units[0]) == 1 and not s[len(rest):].startswith(" "):
+    if len(units) == 1 and len(units[0]) == 1 and not s[len(rest):].lstrip("/").startswith(" ") and "/" not in s[len(rest):]:
         return s, None  # "5m" is 5*m; a one-letter unit needs a space: "5 m"
     return rest, " ".join(units)

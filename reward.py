@@ -22,7 +22,9 @@ all_failed feed train.py's log and its stop when every call of a step failed.
 
 Training uses strict=True (train.py `--strict_answers 1`, its default: only explicit answers are rewarded: stage 1
 skips the free-text fallbacks); eval.py uses the default mode (`--strict_answers 0`). score_problems passes each
-problem's text, so an expression the question asks to compute, given back unevaluated, is not paid.
+problem's text: an expression the question asks to compute, given back unevaluated, is not paid; a decimal for an
+exact gold is paid when the question asks for that rounding; a value is the option it equals; a yes-or-no question's
+verdict is read from the last statement (answer_compare.rounded_equal, option_letter; answer_value.question_verdict).
 
 Safety: untrusted text is never evaluated. latex.py's parser builds the sympy tree itself (no `eval`, `sympify` or
 `parse_expr`, which run Python), and refuses numbers too large to compute (power towers, huge factorials,
@@ -46,12 +48,14 @@ import threading
 import time
 import traceback
 
-from answer_compare import _equiv, gold_is_valid, restates_question
+from answer_compare import equivalent, gold_is_valid
+from answer_question import (asked_letter, asked_value, family_equal, form_violated, new_value, option_letter, option_value, question_options,
+                             question_verdict, restates_question, rounded_equal, rounding_asked)
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
 from code_reward import score_code_batch
-from latex import MAX_ANSWER_CHARS, clean
+from latex import MAX_ANSWER_CHARS
 from workers import close_pools, get_pool
 
 DEFAULT_TIMEOUT_S = 5.0      # hard limit per graded item (worker processes and in-process alarm)
@@ -61,24 +65,23 @@ def extract_answer(response, strict=False, think_prefilled=False):
     """The final answer a response commits to (a string), or None: the grader's first two stages.
     strict=True: only explicit answers (JSON field, <answer>, box, ####, answer phrase), no free-text fallback;
     think_prefilled: the prompt itself opened a `<think>` block (see final_text)."""
+    return _extract(response, strict, think_prefilled)[0]
+
+
+def _extract(response, strict=False, think_prefilled=False):
+    """(the answer or None, the kind of span it was found in or None): see extract_answer."""
     span = find_span(final_text(response, think_prefilled), strict)   # 1. the span the response commits to
     found = reduce_span(span) if span is not None else None           # 2. its one value, or no answer
     if found is None or not found.strip() or len(found) > MAX_ANSWER_CHARS:
-        return None
+        return None, span and span.kind
     found = found.strip()
     inline = re.fullmatch(r"\$([^$]+)\$|\\\((.+)\\\)", found, flags=re.DOTALL)  # "$42$" -> "42"
     found = (inline.group(1) or inline.group(2)).strip() if inline else found
-    return found.replace(CURRENCY, "\\$")  # a dollar sign found in the text is shown as one
+    return found.replace(CURRENCY, "\\$"), span.kind  # a dollar sign found in the text is shown as one
 
 
 def _is_equiv_unbounded(pred, gold):
-    try:
-        p, g = clean(pred), clean(gold)
-        if p is None or g is None:
-            return False
-        return bool(_equiv(p, g))
-    except Exception:  # noqa: BLE001 -- sympy raises many kinds (PrecisionExhausted, ...): unsure means not equal
-        return False
+    return equivalent(pred, gold)  # (cleans both; never raises: unsure means not equal)
 
 
 def _plain_text(text):
@@ -105,10 +108,31 @@ def _choice_reward_unbounded(response, gold, options, strict=False, think_prefil
 
 
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
-    answer = extract_answer(response, strict=strict, think_prefilled=think_prefilled)
-    if answer is None or (question and restates_question(answer, question, gold)):
-        return 0.0  # no answer, or the expression the question asks to compute, given back unevaluated
-    return 1.0 if _is_equiv_unbounded(answer, gold) else 0.0
+    answer, kind = _extract(response, strict, think_prefilled)
+    if answer is not None and question and (restates_question(answer, question, gold) or form_violated(answer, question)):
+        return 0.0  # the expression the question asks to compute, given back unevaluated; a fraction not in lowest terms
+    free = not strict and kind in (None, "conclusion", "formula")  # (the free text is read only where no answer is marked)
+    lettered = asked_letter(final_text(response, think_prefilled), question) if question and free else None
+    if lettered is not None:  # "At what value of x ...?": the value given to x, whatever else the sentence states
+        return 1.0 if _is_equiv_unbounded(lettered, gold) else 0.0
+    if answer is not None and _is_equiv_unbounded(answer, gold):
+        return 1.0
+    if not question:
+        return 0.0
+    # with the question (answer_question.py): a rounding it asks for (`0.6931` for ln 2), the option a value is (`29` is
+    # (C)) or a letter stands for, an object defined up to a factor or a parameter, the value it asks about
+    options = question_options(question)
+    if answer is not None and (rounded_equal(answer, gold, rounding_asked(question))
+                               or _is_equiv_unbounded(option_letter(answer, options) or "", gold)
+                               or _is_equiv_unbounded(option_value(answer, options) or "", gold)
+                               or family_equal(answer, gold, question)):
+        return 1.0
+    text = final_text(response, think_prefilled)
+    readings = [asked_value(text, answer, question, strict=not free)] + ([new_value(text, answer, question)] if free else [])
+    if any(r is not None and _is_equiv_unbounded(r, gold) for r in readings):
+        return 1.0
+    verdict = question_verdict(text, question) if not strict else None  # (strict: no free text)
+    return 1.0 if verdict and _is_equiv_unbounded(verdict, gold) else 0.0
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -151,7 +175,8 @@ def is_equiv(pred, gold, timeout_s=DEFAULT_TIMEOUT_S):
 def math_reward(response, gold, strict=False, think_prefilled=False, timeout_s=DEFAULT_TIMEOUT_S, question=None):
     """1.0 if the answer extracted from `response` equals `gold`, else 0.0 (also when the check runs past
     timeout_s). strict / think_prefilled: see extract_answer. question: the problem's text, when known: an answer
-    that gives back the expression it asks to compute or simplify is not paid (answer_compare.restates_question)."""
+    that gives back the expression it asks to compute or simplify is not paid (answer_compare.restates_question); a
+    rounding, the options and a yes-or-no verdict it asks for are read (see the module docstring)."""
     return _bounded(_math_reward_unbounded, (response, gold, strict, think_prefilled, question), timeout_s) or 0.0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reward import extract_answer, format_reward, gold_is_valid, is_equiv, math_reward, score_batch
+from reward import extract_answer, format_reward, gold_is_valid, is_equiv, last_boxed, math_reward, score_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -133,7 +133,7 @@ def test_every_solution_matches_its_own_answer(name):
 
 def _last_of_several(solution, gold):
     """The solution boxes several answers and the gold is only its last box."""
-    last_box = extract_answer(solution[solution.rfind("\\boxed"):])
+    last_box = last_boxed(solution[solution.rfind("\\boxed"):])
     return extract_answer(solution) != last_box and is_equiv(last_box, gold)
 
 
@@ -220,7 +220,7 @@ def test_in_process_checks_are_bounded_in_any_thread(monkeypatch):
     assert math_reward(slow, "\\sin(e^{e^{e^{5}}}) + 0", timeout_s=2) == 0.0
     assert time.time() - start < 3
     # the alarm: a check that would never end returns False at its deadline, in this (main) thread
-    monkeypatch.setattr(reward, "_equiv", lambda p, g: time.sleep(1000))
+    monkeypatch.setattr(reward, "equivalent", lambda p, g: time.sleep(1000))
     start = time.time()
     assert is_equiv("1", "2", timeout_s=1) is False and math_reward("\\boxed{1}", "2", timeout_s=1) == 0.0
     assert time.time() - start < 4
@@ -260,8 +260,9 @@ def test_agreement_with_careful_verdicts_on_real_model_outputs():
     # disputed verdicts: 26 Minerva answers in e-notation (counted correct when the held-out set was re-judged,
     # issue 21), 2 more from round 2, and 3 equivalent answers of round 3's families (`\\frac{\\pi}{6} + n\\pi` for
     # `... + \\pi k`, two ODEs rearranged: row ids 839, 1934, 1940). (Row 5725, arithmetic done in words after "the
-    # answer (arabic numerals) is", is refused again since round 7: working in words is no answer in words.)
-    assert false_pos <= 31, false_pos
+    # answer (arabic numerals) is", is refused again since round 7: working in words is no answer in words.) Round 9 pays
+    # row 2356, the same four solution families as its gold with n for k (`\\frac{\\pi}{6} + n\\pi, ...`), as row 839.
+    assert false_pos <= 32, false_pos
 
 
 def test_power_tower_gold_against_itself_does_not_hang():

@@ -1,0 +1,305 @@
+"""Readings of an answer that need the problem's text (reward.math_reward passes it when the caller does: score_problems,
+bench.py's variant sets). Each returns a verdict or a value, or None/False when the question says nothing about it.
+
+  restates_question(pred, question, gold): the answer gives back the expression the question asks to compute.
+  rounding_asked(question), rounded_equal(pred, gold, rounding): a decimal for an exact gold, where a rounding is asked.
+  question_options(question), option_letter(answer, options): the option a value is (`29` is (C)); option_value(answer,
+    options): the value an option letter stands for (`\boxed{B}` for the gold 1/4 when (B) is 1/4).
+  question_verdict(text, question): the verdict of a yes-or-no question.
+  asked_value(text, question): the value the conclusion gives the quantity the question asks about: the clause that
+    shares its words ("How old is Ann now?" -> "Ann is 24 years old now, while Ben is 8."), the side of an equation
+    that is the question's own expression ("what is $2x$?" -> "so $2x = 36$"), a bound that is the extremum asked
+    ("What is the minimum number ...?" -> "at least 4", "no fewer than 13"; "largest ..." -> "at most 13").
+  asked_letter(text, question): the value the conclusion gives the letter a question asks for ("At what value of x
+    ...?" -> "The maximum value 5 occurs at x = 2": 2, and not 5).
+  new_value(text, answer, question): the conclusion's one value the question does not give, where the answer read
+    without the question is a number it gives ("Fifteen percent of what number is 9?" -> "9 is 15% of 60").
+  form_violated(answer, question): the answer is not in the form the question asks ("in lowest terms": 375/1000).
+"""
+import math
+import re
+
+from answer_compare import canon, equivalent, rounds_to, significant_digits, split_top, vector_entries
+from answer_forms import proportional, same_line
+from answer_value import OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement
+from latex import clean, parse_math, split_unit
+from numerals import NUMBER_WORDS, number_words
+
+_COMPUTE = re.compile(r"\b(?:compute|evaluate|simplify|calculate|find\s+the\s+(?:exact\s+)?value|what\s+is\s+the\s+(?:exact\s+)?value|"
+                      r"express\s+.{0,40}\s+in\s+(?:simplest|lowest|closed)|write\s+.{0,40}\s+in\s+(?:simplest|lowest|closed))\b",
+                      re.IGNORECASE)
+_QUESTION_MATH = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
+
+
+def restates_question(pred, question, gold):
+    """The answer is the expression the question asks to compute, given back unevaluated: the question asks to
+    compute, evaluate or simplify, and the prediction (an expression with an operation or a function, not a single
+    number or name) is one of the question's formulas, written differently from the gold ("Compute
+    $\\sin 30^\\circ \\cos 60^\\circ$." answered `\\sin 30^\\circ \\cos 60^\\circ` for the gold 1/4; "Simplify
+    $(x+1)^2 - x^2$." answered `(x+1)^2 - x^2`). Its value equals the gold, but it is not the answer asked for."""
+    if not question or not _COMPUTE.search(question):
+        return False
+    p, g = clean(pred), clean(gold)
+    if p is None or g is None or canon(p) == canon(g) or not re.search(r"[-+*/^!]|\\[a-zA-Z]+", p):
+        return False
+    formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
+    return any(f is not None and (canon(f) == canon(p) or canon(f.split("=")[0]) == canon(p)) for f in formulas)
+
+
+# ---- a rounding the question asks for --------------------------------------------------------------------------
+_PLACE_WORDS = {"tenth": 1, "hundredth": 2, "thousandth": 3, "ten-thousandth": 4, "ten thousandth": 4,
+                "whole number": 0, "integer": 0, "unit": 0, "one": 0, "dollar": 0, "cent": 2, "percent": 0,
+                "degree": 0, "ten": -1, "hundred": -2, "thousand": -3}
+_COUNT_WORDS = {w: k for k, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+_ROUNDING = re.compile(r"\b(?:nearest|closest)\s+(ten[- ]thousandth|tenth|hundredth|thousandth|whole\s+number|integer|unit|one|dollar|"
+                       r"cent|percent|degree|ten|hundred|thousand)s?\b|\bnearest\s+(0\.0*1)\b|\b(integer|whole\s+number)\s+(?:nearest|closest)\s+to\b"
+                       r"|\b(\d+|" + "|".join(_COUNT_WORDS) + r")\s+(?:(decimal\s+(?:places?|digits?)|d\.\s?p\.?|dp)|"
+                       r"(significant\s+(?:figures?|digits?)|sig\.?\s*figs?|s\.\s?f\.?|sf))(?![A-Za-z])", re.IGNORECASE)
+
+
+def rounding_asked(question):
+    """The rounding a problem's text asks for: ("places", n) for "to the nearest hundredth" (2), "to 4 decimal
+    places", "to the nearest whole number" (0), "nearest hundred" (-2); ("figures", n) for "to 3 significant figures";
+    None when it asks for none."""
+    match = _ROUNDING.search(question or "")
+    if match is None:
+        return None
+    if match.group(1) or match.group(3):  # ("the integer nearest to 1000/7")
+        return "places", _PLACE_WORDS[" ".join((match.group(1) or match.group(3)).lower().replace("-", " ").split())]
+    if match.group(2):
+        return "places", len(match.group(2)) - 2
+    count = int(match.group(4)) if match.group(4).isdigit() else _COUNT_WORDS[match.group(4).lower()]
+    return ("places" if match.group(5) else "figures"), count
+
+
+def rounded_equal(pred, gold, rounding):
+    """The decimal policy's one exception for an exact gold: when the question asks for a rounding (rounding_asked),
+    a decimal prediction (`0.6931`, `\\approx 0.69`, `x = 0.69`, `0.69 m`) that is the gold correctly rounded, with at
+    least the precision asked, is its answer. Never raises; False when unsure."""
+    try:
+        p, g = clean(pred), clean(gold)
+        if p is None or g is None or rounding is None:
+            return False
+        p = split_top(p, ["\\approx"])[-1] if "\\approx" in p[1:] else p  # `1000/7 \approx 142.86 \approx 143`: its last rounding
+        p = re.sub(r"^(?:[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\approx)\s*|\\approx\s*|(?:approximately|about|roughly)\s+)", "", p)
+        p = re.sub(r"\s*\\[lc]?dots$", "", p)
+        (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
+        if pu != gu and pu is not None and gu is not None or "%" in (pu, gu) and pu != gu:
+            return False
+        decimal, exact = re.fullmatch(r"[-+]?\d+(?:\.\d+)?", pv.strip()), parse_math(gv)
+        if decimal is None or exact is None or exact.free_symbols or re.fullmatch(r"[-+]?\d*\.\d+", gv.strip()):
+            return False  # (a decimal gold is compared by its own precision: _values_equal)
+        kind, asked = rounding
+        shown = len(pv.split(".")[1]) if "." in pv else 0
+        if kind == "places" and shown < asked or kind == "figures" and significant_digits(pv) < asked:
+            return False
+        return rounds_to(pv, exact, places=None if kind == "figures" or asked >= 0 else asked, asked=True)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
+        return False
+
+
+def option_letter(answer, options):
+    """The option letter an answer commits to, given the question's options ({letter: text}, answer_value.
+    question_options): its own label (`c) 360°` is C), or the one option whose text its value equals (`29` is `(C) 29`
+    when (C) is 29); None otherwise. Never raises."""
+    try:
+        label = re.match(r"\s*\(?([A-Ea-e])\)\s*(.*)", answer or "", re.DOTALL)
+        if label and label.group(1).upper() in options:
+            rest = clean(label.group(2))
+            return label.group(1).upper() if not rest or equivalent(rest, options[label.group(1).upper()]) else None
+        value = clean(answer or "")
+        matches = [letter for letter, text in options.items() if value and clean(text) and equivalent(answer, text)]
+        return f"({matches[0]}) {answer}" if len(matches) == 1 else None
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
+        return None
+
+
+_OPTION_LABEL = re.compile(r"(?:(?<=\s)|^)\(([A-Ea-e])\)\s*|(?:^|(?<=\n))[ \t]*([A-E])[.:)][ \t]+")
+
+
+def question_options(question):
+    """{letter: option text} of the options a question lists ("(A) 21 (B) 27 (C) 29", "(a) 180° (b) 270°", one per
+    line "A. 5", AMC's `$\\textbf{(A) }20\\qquad\\textbf{(B) }24$`), in order from A; {} when it lists none."""
+    if question and "\\text" in question:  # AMC's layout: the labels in bold, the options apart by \qquad, in math
+        question = re.sub(r"\\text(?:bf|rm|it)?\s*\{\s*(\([A-Ea-e]\))\s*\}|\\q?quad(?![a-zA-Z])|\\\s|\$", lambda m: f" {m.group(1)} "
+                          if m.group(1) else " ", question)
+    labels = list(_OPTION_LABEL.finditer(question or ""))
+    letters = [(m.group(1) or m.group(2)).upper() for m in labels]
+    start = next((k for k, letter in enumerate(letters) if letter == "A" and letters[k:k + 2] == ["A", "B"]), None)
+    if start is None:
+        return {}
+    options = {}
+    for k in range(start, len(labels)):
+        if letters[k] != "ABCDE"[k - start]:
+            break
+        end = labels[k + 1].start() if k + 1 < len(labels) else len(question)
+        options[letters[k]] = re.sub(r"[\s,;]*(?:or)?\s*$", "", question[labels[k].end():end].split("\n")[0]).strip()
+    if len(options) < 2 or any(not re.search(r"\w", text) or OPEN_WORD.fullmatch(text) for text in options.values()):
+        return {}  # ("Solve (a) and (b).": labels of parts, not options)
+    return options
+
+
+_POLAR = re.compile(r"(?:^|[.!?:]\s+|\n)\s*(?:is|are|was|were|does|do|did|can|could|will|would|has|have|should|must)\s+([^?.]{3,200})\?",
+                    re.IGNORECASE)
+_VERDICT_WORD = re.compile(r"(?:^|(?<=[\s,;:*(—–-]))(yes|no|true|false)(?=[\s,.;:!*)—–-]|$)|\b(impossible|not\s+possible|cannot|can't|"
+                           r"does\s+not\s+exist|doesn't\s+exist|no\s+such)\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|never|no|isn't|aren't|doesn't|don't|didn't|cannot|can't|won't|fails?\s+to)\s+(?:\w+\s+){0,2}$", re.I)
+
+
+def question_verdict(text, question):
+    """'Yes' or 'No': the verdict the last statement of a response gives to a yes-or-no question ("Is 221 a prime
+    number?"): a verdict word ("so yes, it is prime", "**No.**", "True -- it is odd", "impossible", "no such triangle
+    exists"), else the question's own predicate, negated or not ("so it is not prime", "It converges."); None when the
+    question asks no yes-or-no question, the statement doubts, or it gives no verdict."""
+    polar = _POLAR.search(question or "")
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=\S)", (text or "").strip()[-2000:]) if s.strip()]
+    if polar is None or not sentences or UNSURE.search(sentences[-1]):
+        return None
+    last = sentences[-1]
+    said = {"Yes" if (m.group(1) or "").lower() in ("yes", "true") else "No" for m in _VERDICT_WORD.finditer(last)}
+    asked = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", polar.group(1))[-3:]} - STOP_WORDS - {"there", "such"}  # (its predicate)
+    found = [m for m in re.finditer(r"[A-Za-z]{4,}", last) if any(m.group(0).lower().startswith(w[:max(4, len(w) - 2)])
+                                                                 for w in asked)]
+    stated = {"No" if _NEGATION.search(last[:m.start()][-40:]) else "Yes" for m in found}
+    kinds = said or stated
+    return kinds.pop() if len(kinds) == 1 and not (said and stated and said != stated) else None  # ("Yes, it is not prime")
+
+
+# ---- the value the question asks about ------------------------------------------------------------------------------
+_ASKING = re.compile(r"[^.!?\n]*\?|(?:^|(?<=[.!]\s))(?:find|compute|determine|calculate|evaluate|give|write|express)\b[^.!?\n]*",
+                     re.IGNORECASE | re.MULTILINE)
+_LEAST = re.compile(r"\b(?:minimum|minimal|least|fewest|smallest|lowest)\b", re.I)
+_MOST = re.compile(r"\b(?:maximum|maximal|most|greatest|largest|highest)\b", re.I)
+_LOWER_BOUND = r"(?:at\s+least|no\s+(?:fewer|less)\s+than|a\s+minimum\s+of|not\s+(?:fewer|less)\s+than)"
+_UPPER_BOUND = r"(?:at\s+most|no\s+more\s+than|a\s+maximum\s+of|not\s+more\s+than)"
+_NUMBER = r"\$?(-?\d+(?:\.\d+)?)\$?"
+
+
+def _asking(question):
+    """The sentence of the question that asks (its last question, or its last instruction)."""
+    asks = _ASKING.findall(question or "")
+    return asks[-1] if asks else ""
+
+
+def asked_value(text, answer, question, strict=False):
+    """The value the response's conclusion gives the quantity the question asks about (see the module docstring), or
+    None. `answer` is what the response was read to state without the question (reward.extract_answer); strict: only
+    that answer's own equation is read (no free text)."""
+    asking = _asking(question)
+    if not asking or not text:
+        return None
+    statement = final_statement(text) if not strict else None
+    if statement is not None and UNSURE.search(statement):
+        return None
+    if answer and "=" in answer:  # "what is $2x$?" ... "so $2x = 36$": the side that is the question's own expression
+        sides = split_top(clean(answer) or "", ["="])
+        formulas = [clean(next(g for g in m if g)) for m in _QUESTION_MATH.findall(question)]
+        if len(sides) >= 2 and any(f and canon(f) == canon(sides[0]) for f in formulas):
+            return sides[-1]
+    if strict or statement is None:
+        return None
+    tail = (text or "").strip()[-600:]
+    bound = None
+    if _LEAST.search(asking):
+        bound = re.findall(_LOWER_BOUND + r"\s+" + _NUMBER, tail, re.I)
+    elif _MOST.search(asking):
+        bound = re.findall(_UPPER_BOUND + r"\s+" + _NUMBER, tail, re.I)
+    if bound and re.search(_LOWER_BOUND + "|" + _UPPER_BOUND, statement, re.I):
+        return bound[-1]  # "What is the minimum number ...?" ... "so you need at least 4 socks"
+    divided = re.findall(r"(\d+)\s*(?:R|r|rem\.?|remainder)\s*(\d+)\b", statement)
+    if len(divided) == 1 and re.search(r"\b(?:remainder|quotient)\b", asking, re.I):  # "1234 ÷ 7 = 176 R 2": the part asked for
+        return divided[0][1] if re.search(r"\bremainder\b", asking, re.I) else divided[0][0]
+    named = re.search(r"\(((?:\s*\\text\s*\{\s*[A-Za-z ]+\}\s*,?)+)\)\s*=\s*\(([^()]*)\)", statement)
+    if named:  # `(\text{mean}, \text{median}, \text{mode}) = (6, 7, 7)`: the component the question names
+        names = [n.strip().lower() for n in re.findall(r"\\text\s*\{([^{}]*)\}", named.group(1))]
+        values = [v.strip() for v in named.group(2).split(",")]
+        asked = [v for n, v in zip(names, values) if re.search(rf"\b{re.escape(n)}\b", asking, re.I)]
+        if len(names) == len(values) and len(asked) == 1:
+            return asked[0]
+    return clause_for(statement, asking)
+
+
+def asked_letter(text, question):
+    """The one value the conclusion gives the letter the question asks for ("At what value of $x$ ...?", "the
+    $x$-coordinate", "for which $n$"): "The maximum value 5 occurs at x = 2" -> 2. Else None."""
+    asking, statement = _asking(question), final_statement(text or "")
+    letter = re.search(r"\b(?:value|values)\s+of\s+\$?([a-z])\$?|\$?\b([a-z])\$?[- ]coordinate|\bfor\s+which\s+\$?([a-z])\$?\b", asking)
+    if letter is None or statement is None or UNSURE.search(statement):
+        return None
+    name = next(g for g in letter.groups() if g)
+    given = re.findall(rf"(?<![A-Za-z\\])\$?{name}\s*=\s*{_NUMBER}(?![\d.])", statement)
+    return given[0] if len(set(given)) == 1 else None
+
+
+def given_numbers(question):
+    """The numbers a question gives, in digits or words."""
+    return {float(x) for x in re.findall(r"\d+(?:\.\d+)?", NUMBER_WORDS.sub(number_words, question or ""))}
+
+
+def new_value(text, answer, question):
+    """The conclusion's one value the question does not give, when the answer read without the question is a number
+    the question gives ("Fifteen percent of what number is 9?" ... "9 is 15% of 60, because ..."), else None."""
+    given = given_numbers(question)
+    number = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*\\?%?\s*", answer or "")
+    statement = final_statement(text or "")
+    if number is None or float(number.group(1)) not in given or statement is None:
+        return None
+    statement = re.split(r"[,;]?\s+(?:because|since|as)\b", statement)[0]
+    new = [value for _, value in candidates(statement) if re.fullmatch(r"-?\d+(?:\.\d+)?", value) and float(value) not in given]
+    return new[0] if len(set(new)) == 1 else None
+
+
+# ---- what the question says about the answer's form -------------------------------------------------------------------
+_LOWEST_TERMS = re.compile(r"\b(?:lowest\s+terms|simplest\s+(?:form|terms)|reduced\s+(?:form|fraction)|common\s+fraction|"
+                           r"fully\s+simplified|simplify)\b", re.I)
+
+
+def form_violated(answer, question):
+    """The answer is a fraction not in lowest terms (`\\frac{375}{1000}`, `6/8`) where the question asks for lowest terms,
+    a common fraction or a simplified form."""
+    if not question or not _LOWEST_TERMS.search(question):
+        return False
+    fractions = re.findall(r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\w.])(-?\d+)\s*/\s*(\d+)(?![\w.])", answer or "")
+    for top, bottom in [(a or c, b or d) for a, b, c, d in fractions]:
+        if int(bottom) > 1 and math.gcd(int(top), int(bottom)) > 1:
+            return True
+    return False
+
+
+# ---- objects defined up to a factor or a parameter ----------------------------------------------------------------------
+_UP_TO_SCALE = re.compile(r"\b(?:an?|any)\s+(?:\w+\s+){0,2}(?:eigenvector|normal\s+vector|direction\s+vector|vector\s+(?:normal|parallel|"
+                          r"perpendicular|orthogonal)|normal\s+to)|\bequation\s+of\s+the\s+plane\b", re.I)
+_SOLUTION_SET = re.compile(r"\ball\s+(?:real\s+)?solutions\b|\bsolution\s+set\b|\bparametri[sz]|\bparametric\b|\bequations?\s+of\s+the\s+line\b",
+                           re.I)
+
+
+def entries(answer):
+    """The entries of a vector or tuple answer, however it is written (a tuple, a column, angle brackets, labelled
+    `\\mathbf{d} = ...`, assignments `x = 3 + 4t, y = 6 + 8t`, a set `\\{(s, s - 1) : s \\in R\\}`), else None."""
+    text = clean(answer or "")
+    if text is None:
+        return None
+    text = re.sub(r"^\\?\{\s*(\(.*\))\s*(?::|\\mid|\|)\s*[a-z]\s*\\in.*\\?\}$", r"\1", text)
+    assignments = [split_top(part, ["="]) for part in split_top(text, [","])]
+    if len(assignments) > 1 and all(len(a) == 2 and re.fullmatch(r"[a-z]", a[0].strip()) for a in assignments):
+        return [a[1] for a in assignments]
+    return vector_entries(split_top(text, ["="])[-1])
+
+
+def family_equal(answer, gold, question):
+    """With a question that asks for an object defined up to a factor (an eigenvector, a normal or direction vector)
+    or up to its parameter (all solutions, a parametrization of a line): the answer is the same object."""
+    if not question or not answer:
+        return False
+    p, g = entries(answer), entries(gold)
+    if p is None or g is None:
+        return False
+    if _UP_TO_SCALE.search(question) and proportional(p, g):
+        return True
+    return bool(_SOLUTION_SET.search(question) and same_line(p, g))
+
+
+def option_value(answer, options):
+    """The text of the option an answer names by its letter alone (`B`, `(B)`, `\\textbf{(B)}`), else None."""
+    letter = re.fullmatch(r"\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?\s*\.?\s*", answer or "")
+    return options.get(letter.group(1)) if letter else None
