@@ -51,6 +51,7 @@ import time
 import workers
 
 WALL_CAP_FACTOR = 10          # an item's wall clock never runs past this x its CPU allowance (idle time stops it first)
+LOOK_EVERY_S = 0.1            # an item's processes are looked at this often (what a process waited dies with it)
 KILL_MARGIN_S = 0.5           # the pool kills the program's processes this far past their item's allowance
 CLEANUP_S = 60.0              # a worker removing what an item left may take this long past the item's wall clock
 CPU_MARGIN_S = 1              # RLIMIT_CPU per process = ceil(allowance) + this (the kernel's own backstop)
@@ -536,7 +537,9 @@ class ItemClock:
         self.start, self.cores = time.monotonic(), max(1, len(os.sched_getaffinity(0)))
         me = os.getpid()
         self.base, self.peak, self.idle = self._own(), 0.0, 0.0
-        self.last = {pid: cpu + waited for pid, (_, cpu, waited) in workers.process_tree(me, waits=True).items()}
+        tree = workers.process_tree(me, waits=True)
+        self.last = {pid: cpu + waited for pid, (_, cpu, waited) in tree.items()}
+        self.last_cpu, self.reaped = {pid: cpu for pid, (_, cpu, _) in tree.items()}, os.times()[2:4]
         self.item_cpu, self.item_wall = cpu_s, self.start + backstop_s(cpu_s)
         self.cpu_until, self.idle_until, self.wall_until = cpu_s, cpu_s, self.item_wall
         self.last_look, self.next_look, self.narrowed = self.start, None, False
@@ -547,33 +550,38 @@ class ItemClock:
         return sum(own) + sum(children)
 
     def _measure(self):
-        """(CPU seconds used, {pid: CPU + wait seconds}) of this worker's tree, the worker's CPU counted since
-        the item began."""
+        """(CPU seconds used, {pid: (parent, CPU seconds, wait seconds)}) of this worker's tree, the worker's CPU
+        counted since the item began."""
         me = os.getpid()
         tree = workers.process_tree(me, waits=True)
-        busy = {pid: cpu + waited for pid, (_, cpu, waited) in tree.items()}
-        return self._own() - self.base + sum(cpu for pid, (_, cpu, _) in tree.items() if pid != me), busy
+        return self._own() - self.base + sum(cpu for pid, (_, cpu, _) in tree.items() if pid != me), tree
 
-    def used(self, _busy=None):
+    def used(self, _tree=None):
         """CPU seconds charged to the item so far: this worker's, and its descendants' (live ones from /proc).
         The most ever read, since a PID namespace's init that dies reaps its processes with their times (bwrap's),
         of two readings in a row: a child reaped between two /proc reads is counted twice in one of them."""
-        first, busy = self._measure()
+        first, tree = self._measure()
         if first > self.peak:
-            second, busy = self._measure()
+            second, tree = self._measure()
             self.peak = max(self.peak, min(first, second))
-        if _busy is not None:
-            _busy.update(busy)
+        if _tree is not None:
+            _tree.update(tree)
         return self.peak
 
     def _look(self):
         """Measure now: CPU used, and the idle time since the last look (the interval minus the time any process
         of the tree ran or waited to run in it, each process's own since it was last seen)."""
-        now, busy = time.monotonic(), {}
-        used = self.used(busy)
+        now, tree, reaped = time.monotonic(), {}, os.times()[2:4]
+        used = self.used(tree)
+        busy = {pid: cpu + waited for pid, (_, cpu, waited) in tree.items()}
+        cpu = {pid: seconds for pid, (_, seconds, _) in tree.items()}
         active = sum(max(0.0, value - self.last.get(pid, 0.0)) for pid, value in busy.items())
+        # processes reaped since the last look ran for the CPU the worker's children times gained, less what was
+        # seen of them alive (a stdio case's sandbox is often born and gone between two looks)
+        gone = sum(seconds for pid, seconds in self.last_cpu.items() if pid not in cpu)
+        active += max(0.0, sum(reaped) - sum(self.reaped) - gone)
         self.idle += max(0.0, now - self.last_look - active)
-        self.last, self.last_look = busy, now
+        self.last, self.last_cpu, self.reaped, self.last_look = busy, cpu, reaped, now
         return used
 
     def limit_test(self, limit_s=None):
@@ -588,7 +596,7 @@ class ItemClock:
             self.cpu_until = min(self.item_cpu, used + limit_s)
             self.idle_until = min(self.item_cpu, self.idle + limit_s)
             self.wall_until = min(self.item_wall, now + backstop_s(limit_s))
-            self.next_look = now + min((self.cpu_until - used) / self.cores, self.idle_until - self.idle)
+            self.next_look = now + min((self.cpu_until - used) / self.cores, self.idle_until - self.idle, LOOK_EVERY_S)
         if limit_s is not None or self.narrowed:   # the pool enforces what the worker does
             cpu_s, wall_s = pool_limits(self.cpu_until)[0], self.wall_until - self.start + KILL_MARGIN_S
             workers.note({"limits": [cpu_s, wall_s]})
@@ -602,12 +610,13 @@ class ItemClock:
         if now >= self.wall_until:
             return True
         if self.next_look is None:
-            self.next_look = self.last_look + min(self.cpu_until / self.cores, self.idle_until - self.idle)
+            self.next_look = self.last_look + min(self.cpu_until / self.cores, self.idle_until - self.idle,
+                                                  LOOK_EVERY_S)
         if now < self.next_look:
             return False
         used = self._look()
         self.next_look = self.last_look + max(0.01, min((self.cpu_until - used) / self.cores,
-                                                        self.idle_until - self.idle))
+                                                        self.idle_until - self.idle, LOOK_EVERY_S))
         return used >= self.cpu_until or self.idle >= self.idle_until
 
     def wait_s(self):

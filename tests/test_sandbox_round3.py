@@ -190,6 +190,22 @@ def test_a_hog_beside_a_correct_program_does_not_make_it_time_out(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_hog_beside_a_stdio_item_of_many_short_cases_does_not_make_it_time_out(mode):
+    """Red team (round 3, ours): every stdio case is a fresh sandbox whose processes are born and gone between two
+    looks at the item's tree, so what they waited for a CPU beside a hog was booked as idle time, and 40 cases of
+    0.04 s CPU each scored "timeout" at case 14. The item's tree is now looked at every LOOK_EVERY_S and what the
+    reaped processes ran counts as activity."""
+    program = ("import time\ns = time.process_time()\nwhile time.process_time() - s < 0.04:\n    pass\n"
+               "print(2 * int(input()))\n")
+    cases = {"kind": "stdio", "cases": [{"input": f"{k}\n", "output": f"{2 * k}\n"} for k in range(40)]}
+    with OneCore():
+        scores, results, _ = grade_all([HOG, program], [functional("assert f() == 1", time_limit_s=10), cases], mode,
+                                       timeout_s=6.0, workers_n=2)
+        assert results[0]["status"] == "timeout", results
+        assert scores[1] == 1 and results[1]["status"] == "passed", results
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_program_over_its_cpu_allowance_times_out_and_one_within_passes(mode):
     """The other side of the same rule: the allowance is the item's CPU time, its processes together (a program
     that spreads its work over children is charged all of it), and a program that sleeps is stopped once it has
