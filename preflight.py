@@ -131,7 +131,7 @@ def context_length(config):
     return tokens, how
 
 
-def check_context(tool, model, wanted, overrides=None, offline=True, max_model_len=None):
+def check_context(tool, model, wanted, *, overrides=None, offline=True, max_model_len=None):
     """Does `wanted` (an int of tokens, with a text naming the flags that make it) fit `model`'s context?
     Returns (error or None, note). The note says what was checked, or why nothing could be.
 
@@ -159,6 +159,90 @@ def check_context(tool, model, wanted, overrides=None, offline=True, max_model_l
 
 
 # ------------------------------------------------------------------------------------------------------------
+# train.py's flags: values, combinations, the model's context, the layout over ranks
+# ------------------------------------------------------------------------------------------------------------
+def check_train_flags(args, parser):
+    """train.py's flag values and combinations that cannot work: one message each (parse_args refuses them all at
+    once), then ignored_flags'."""
+    errors = [message for bad, message in [
+        (args.batch_size < 1 or args.group_size < 2, f"--batch_size {args.batch_size} must be >= 1 and --group_size "
+         f"{args.group_size} >= 2 (a group of one response has advantage 0)"),
+        (args.max_response_len < 1 or args.max_steps < 0 or args.micro_batch_tokens < 1,
+         "--max_response_len, --micro_batch_tokens must be >= 1 and --max_steps >= 0"),
+        (args.clip_low < 0 or (args.clip_low >= 1 and args.loss_type != "cispo") or args.clip_high < 0,
+         "--clip_low must be in [0, 1) (CISPO: >= 1 removes the lower bound) and --clip_high >= 0"),
+        (not 0 < args.top_entropy_quantile <= 1 or args.max_sampling_rounds < 1 or args.tis_low < 0,
+         "--top_entropy_quantile must be in (0, 1], --max_sampling_rounds >= 1, --tis_low >= 0"),
+        (not 0 <= args.overlong_buffer_len <= args.max_response_len,
+         "--overlong_buffer_len must be in [0, --max_response_len]"),
+        (args.kl_coef < 0 or args.entropy_coef < 0 or args.lr <= 0, "--kl_coef and --entropy_coef must be >= 0, --lr > 0"),
+        (args.temperature <= 0 or args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1,
+         "--temperature must be > 0, --eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1]"),
+        (args.top_p != 1.0, f"--top_p {args.top_p}: training rollouts must sample the full distribution (--top_p 1): "
+         f"with a nucleus, vLLM's log-probs are those of the renormalised top-p set, which the trainer does not "
+         f"compute, so the PPO ratio, the IS weights and the alignment check would be wrong. Use --eval_top_p"),
+        (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
+         "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad]
+    return errors + ignored_flags(args, parser)
+
+
+def ignored_flags(args, parser):
+    """A flag set away from its default in a combination where nothing reads it is refused (a message each), so
+    that no run silently differs from what its command line says. Flags that are read but change nothing strictly
+    on-policy (the ratio pi / pi_old is 1) get a printed note instead: they are right for an off-policy run."""
+    changed = {name for name in vars(args) if getattr(args, name) != parser.get_default(name)}
+    needs = [("tis_cap", args.tis_cap > 0, {"tis_mode", "tis_low"}),
+             ("overlong_buffer_len", args.overlong_buffer_len > 0, {"overlong_penalty"}),
+             ("dynamic_sampling", args.dynamic_sampling, {"max_sampling_rounds"}),
+             ("kl_coef", args.kl_coef > 0, {"kl_estimator"}),
+             ("engine vllm", args.engine == "vllm", {"vllm_gpu_memory_utilization", "vllm_runner", "vllm_sleep_level",
+                                                     "enforce_eager", "tensor_parallel_size"})]
+    errors = [f"--{', --'.join(sorted(changed & flags))}: nothing reads {'it' if len(changed & flags) == 1 else 'them'} "
+              f"without --{needed}{'' if ' ' in needed else ' > 0'}" for needed, on, flags in needs
+              if not on and changed & flags]
+    if args.clip_ratio_c and (args.loss_type != "ppo" or args.clip_ratio_c <= 1):
+        errors.append(f"--clip_ratio_c {args.clip_ratio_c}: dual clipping is PPO's (--loss_type ppo) and needs c > 1")
+    on_policy_only = sorted(changed & {"clip_low", "clip_high", "loss_type", "clip_ratio_c"})
+    if on_policy_only and args.ppo_epochs == 1 and args.mini_batches == 1 and int(os.environ.get("RANK", "0")) == 0:
+        print(f"train.py: note: --{', --'.join(on_policy_only)} change nothing strictly on-policy (--ppo_epochs 1, "
+              f"--mini_batches 1: the ratio pi / pi_old is 1); they act with --mini_batches or --ppo_epochs > 1")
+    return errors
+
+
+def check_train_context(args, ckpt, default_model):
+    """train.py: prompt + response (or --max_model_len) must fit the context of the model the run starts from, read
+    from its config (offline in a dry run: a local directory or the Hugging Face cache; a dry run says when it
+    cannot). Sets args.overrides (--config_overrides parsed). Returns (error or None, note to print)."""
+    try:
+        args.overrides = parse_overrides(args.config_overrides)
+        source, note = str(ckpt / "model") if ckpt else args.stage_start, ""
+        if args.dry_run and not os.path.exists(source) and source != args.model:  # an earlier stage will make it
+            if args.model == default_model:  # no --model given: nothing says which model the checkpoint will hold
+                source = args.init_from  # reported as not readable (yet)
+            else:
+                source, note = args.model, f" (--init_from {args.init_from} does not exist yet: checked against --model)"
+        # what vLLM is asked for: --max_model_len, or room for the longest prompt and response
+        wanted = None if args.max_model_len else (args.max_prompt_len + args.max_response_len,
+                                                  f"--max_prompt_len {args.max_prompt_len} + --max_response_len "
+                                                  f"{args.max_response_len}")
+        error, checked = check_context("train.py", source, wanted, overrides=args.overrides, offline=args.dry_run,
+                                       max_model_len=args.max_model_len)
+    except ValueError as exc:
+        return str(exc), ""
+    return error, (checked + note if not error else "")
+
+
+def check_layout(world, tp_size, batch_size):
+    """An error (str) unless the ranks split into vLLM tensor-parallel groups of tp_size and the batch splits evenly
+    over those groups, and each group's share over its tp_size ranks (train.py's batch layout diagram)."""
+    replicas = world // tp_size
+    if world % tp_size or batch_size % replicas or (tp_size > 1 and batch_size // replicas % tp_size):
+        return (f"train.py: need {world} ranks divisible by --tensor_parallel_size {tp_size}, and --batch_size "
+                f"{batch_size} divisible by the {replicas} data-parallel groups (and their share by {tp_size})")
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------------
 # Memory for full fine-tuning
 # ------------------------------------------------------------------------------------------------------------
 def count_parameters(config):
@@ -170,7 +254,7 @@ def count_parameters(config):
     return sum(p.numel() for p in model.parameters())
 
 
-def check_memory(tool, params, gpu_bytes, world=1, cpu_offload=False, vllm_share=None, reference_bytes=0,
+def check_memory(tool, params, gpu_bytes, *, world=1, cpu_offload=False, vllm_share=None, reference_bytes=0,
                  lora=False):
     """An error (str) when full fine-tuning of `params` parameters cannot fit a GPU of `gpu_bytes`, else None.
 
