@@ -4,6 +4,7 @@ Namespaces: reward/, response/ (every sample of the batch); policy/ (the update:
 samples); rollout/ (sampler/trainer mismatch); data/, time/, perf/, memory/. Sums and maxima are taken over ranks,
 so the numbers are the global batch's whatever the number of GPUs.
 """
+import os
 import time
 
 import torch
@@ -119,3 +120,20 @@ def progress_line(m, max_steps):
             f"trunc {m['response/truncated_frac']:.2f} | loss {m['policy/loss']:+.4f} kl {m['policy/kl_ref']:.4f} "
             f"ent {m['policy/entropy']:.3f} grad {m['policy/grad_norm']:.3f} | align {m['rollout/align_mean']:.4f} | "
             f"{m['time/step']:.1f}s (gen {m['time/generate']:.1f}s)")
+
+
+def reward_totals(grading, args, tp_size, step):
+    """--reward's per-component counts of the step (reward.score_components' stats), summed over ranks (the ranks
+    of a replica grade the same samples: counted once); None without --reward. Warns about failed calls."""
+    if not args.reward_components:
+        return None
+    keys = [f"reward/{c['name']}/{key}" for c in args.reward_components
+            for key in ("sum", "responses", "calls", "errors")]
+    totals = all_reduce({key: grading.get(key, 0) / tp_size for key in keys})
+    for c in args.reward_components:
+        errors, calls = totals[f"reward/{c['name']}/errors"], totals[f"reward/{c['name']}/calls"]
+        error = grading.get(f"reward/{c['name']}/error")
+        if 0 < errors < calls and error and int(os.environ.get("RANK", "0")) == 0:
+            print(f"train.py: WARNING: step {step + 1}: {c['function']} failed on {errors:.0f} of {calls:.0f} "
+                  f"responses, scored 0 (reward/{c['name']}/errors), e.g. {error.strip().splitlines()[-1]}")
+    return totals

@@ -161,9 +161,91 @@ def check_context(tool, model, wanted, *, overrides=None, offline=True, max_mode
 # ------------------------------------------------------------------------------------------------------------
 # train.py's flags: values, combinations, the model's context, the layout over ranks
 # ------------------------------------------------------------------------------------------------------------
-def check_train_flags(args, parser):
-    """train.py's flag values and combinations that cannot work: one message each (parse_args refuses them all at
-    once), then ignored_flags'."""
+def add_system_flags(group):
+    """train.py's systems flags: how the run uses the machine (precision, memory, the vLLM engine, FSDP2, the
+    grading processes), not what it learns. The checks below and check_memory read them."""
+    from code_reward import UNSAFE_FLAG
+    from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE
+    from rollout import VLLM_RUNNER
+    g = group
+    g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
+                   help="default: bfloat16 on GPU, float32 on CPU")
+    g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine")
+    g.add_argument("--packing", type=int, default=1, help="1: the trainer's passes run on real tokens only, sequences "
+                   "packed into one row (batching.py, packing.py); 0: padded micro-batches")
+    g.add_argument("--logprob_chunk", type=int, default=256,
+                   help="positions per chunk in logprobs.token_logprobs (memory ~ chunk x vocab)")
+    g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
+    g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="vLLM's share of the GPU while awake")
+    g.add_argument("--max_model_len", type=int, default=None,
+                   help="vLLM context (default max_prompt_len + max_response_len)")
+    g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM (less memory, slower)")
+    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state in "
+                   "host memory (also on one GPU: a one-rank FSDP2 group; distributed.py)")
+    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
+                   help="FSDP2 mixed precision (several ranks or offload): bfloat16 gathers and computes with bf16 "
+                   "copies of the fp32 master weights, reduces gradients in fp32; auto: --dtype's (distributed.py)")
+    g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN,
+                   help="collective timeout under torchrun (NCCL's default is 10: rank 0 alone reads a checkpoint, "
+                   "long generations and eval shards finish unevenly)")
+    g.add_argument("--vllm_runner", default=VLLM_RUNNER, choices=["v1", "v2", "auto"],
+                   help="vLLM's model runner on GPU (rollout.VLLM_RUNNER says why V1; `python bench.py gpu` checks "
+                   "which combination samples correctly)")
+    g.add_argument("--vllm_sleep_level", type=int, default=2, choices=[1, 2], help="2: vLLM discards its weights "
+                   "while the trainer runs (pushed anew every step); 1: keeps a host copy (host RAM of the model's "
+                   "size, slower; the fallback when level 2 fails bench.py gpu's check)")
+    g.add_argument("--tensor_parallel_size", type=int, default=1,
+                   help="vLLM tensor parallelism: groups of this many ranks generate together (multi-GPU)")
+    g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
+    g.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
+    g.add_argument("--strict_answers", type=int, default=1, help="1: reward only explicit answers (box, answer phrase, "
+                   "JSON field, ####); 0: also reward.py's free-text fallback (what eval.py uses)")
+    g.add_argument("--code_timeout_s", type=float, default=None, help="hard limit per code response, all its tests "
+                   "(default code_reward.DEFAULT_TIMEOUT_S)")
+    g.add_argument(UNSAFE_FLAG, type=int, default=0, help="1: grade code with the rlimits fallback when the full "
+                   "sandbox cannot run: programs can then read the datasets' tests and solutions (reward hacking), "
+                   "the network")
+
+
+def add_run_control_flags(group, eval_temperature, eval_top_p):
+    """train.py's run-control flags: where the run writes, when it stops, saves, evaluates and logs (most of
+    train.RUN_CONTROL_FLAGS: a resumed run may change them). The eval defaults are train.py's constants."""
+    g = group
+    g.add_argument("--out_dir", default="out/run", help="checkpoints, metrics.jsonl, samples.jsonl")
+    g.add_argument("--max_steps", type=int, default=500, help="optimizer steps")
+    g.add_argument("--save_every", type=int, default=50, help="checkpoint every N steps (0: only at the end)")
+    g.add_argument("--keep_last", type=int, default=3, help="checkpoints to keep (0: all); each holds the fp32 "
+                   "weights (4 bytes/parameter: 30 GB at 7B), the newest also AdamW's state (8 bytes/parameter); "
+                   "the run prints the sizes at start (runs.py)")
+    g.add_argument("--eval_every", type=int, default=50, help="evaluate every N steps (0: never)")
+    g.add_argument("--eval_data", default="aime2024", help="eval benchmark(s) for periodic evaluation ('' for none)")
+    g.add_argument("--eval_k", type=int, default=1, help="samples per eval problem")
+    g.add_argument("--eval_limit", type=int, default=None, help="only the first N eval problems")
+    g.add_argument("--eval_temperature", type=float, default=eval_temperature,
+                   help="sampling temperature of periodic eval (0: greedy)")
+    g.add_argument("--eval_before_train", type=int, default=0,
+                   help="1: also evaluate the starting weights, logged as step 0 (the baseline of the eval curve)")
+    g.add_argument("--eval_top_p", type=float, default=eval_top_p, help="nucleus sampling of periodic eval")
+    g.add_argument("--seed", type=int, default=0, help="seed for data order, sampling and init")
+    g.add_argument("--wandb", default="", help="wandb project name (logs there too when set and installed)")
+    g.add_argument("--tensorboard", type=int, default=0, help="1: also write TensorBoard logs to out_dir/tb")
+    g.add_argument("--dry_run", action="store_true", help="check flags and paths, load nothing, exit")
+
+
+def check_train_memory(args, source, device, world):
+    """train.py on a GPU: check_memory for the run its flags describe (the model read from `source`'s config, vLLM's
+    share, a bf16 KL reference when --kl_coef > 0, LoRA). An error (str) or None."""
+    import torch
+    params = count_parameters(read_config(source, args.overrides, offline=False)[0])
+    return check_memory("train.py", params, torch.cuda.get_device_properties(device).total_memory, world=world,
+                        cpu_offload=bool(args.fsdp_cpu_offload),
+                        vllm_share=args.vllm_gpu_memory_utilization if args.engine == "vllm" else None,
+                        reference_bytes=2 if args.kl_coef > 0 else 0, lora=args.lora_rank > 0)
+
+
+def check_train_flags(args):
+    """train.py's flag values and ranges that cannot work: one message each (parse_args refuses them all at once,
+    with ignored_flags' and lora.check_flags')."""
     errors = [message for bad, message in [
         (args.batch_size < 1 or args.group_size < 2, f"--batch_size {args.batch_size} must be >= 1 and --group_size "
          f"{args.group_size} >= 2 (a group of one response has advantage 0)"),
@@ -183,7 +265,63 @@ def check_train_flags(args, parser):
          f"compute, so the PPO ratio, the IS weights and the alignment check would be wrong. Use --eval_top_p"),
         (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
          "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad]
-    return errors + ignored_flags(args, parser)
+    return errors
+
+
+def check_train_run(args, parser, ckpt, errors, later):
+    """train.py's flags before anything loads: their values (check_train_flags, lora.check_flags), combinations
+    (ignored_flags against `parser`'s defaults), and what they name: the template, --reward's functions (parsed into
+    args.reward_components), LoRA's target modules, --init_from, the data specs, the code sandbox in a dry run.
+    Appends to `errors`, and to `later` what a dry run only notes (paths an earlier recipe stage will create)."""
+    import data
+    import lora
+    from reward import check_reward_functions, parse_reward_spec
+    errors += check_train_flags(args) + lora.check_flags(args) + ignored_flags(args, parser)
+    errors += list(filter(None, [data.template_error(args.template)]))
+    args.reward_components = None   # --reward parsed, each user's function imported where it will run (reward.py)
+    if args.reward:
+        try:
+            args.reward_components = parse_reward_spec(args.reward)
+        except ValueError as exc:
+            errors.append(str(exc))
+        errors += list(filter(None, [args.reward_components and check_reward_functions(args.reward_components)]))
+        if args.format_reward:
+            errors.append("--format_reward with --reward: name format or format_loose in --reward instead")
+    if args.lora_rank > 0 and args.lora_targets and not ckpt and not errors:
+        errors += lora.check_targets(args.init_from or args.model, args.lora_targets)
+    if args.init_from and not ckpt and not os.path.isdir(os.path.join(args.init_from, "model")) and \
+            not os.path.exists(os.path.join(args.init_from, "config.json")):
+        (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or "
+                                                   "config.json)")
+    specs = args.train_data.split(",") + args.eval_data.split(",")
+    for problem, looks_like_path in data.unknown_specs(specs, probe_hub=args.dry_run):
+        (later if args.dry_run and looks_like_path else errors).append(problem)
+    if args.dry_run:  # a run that grades code needs the sandbox (a real run checks it in main, after its data)
+        errors += list(filter(None, [check_code_sandbox("train.py", specs, args.template,
+                                                        bool(args.allow_unsafe_code_sandbox))]))
+
+
+def check_train_data(args, problems, eval_problems):
+    """train.py, once its data is loaded (before any model): --reward must grade every kind of row it is given
+    (math on code rows, or code on math rows, is refused now, not at the first evaluation); --contamination_check
+    warns about training problems found in eval sets; a run that grades code needs the full sandbox (sets
+    args.code_sandbox; code_reward.require_sandbox exits otherwise). Returns an error or None."""
+    import data
+    from code_reward import require_sandbox
+    from reward import check_rows
+    unfit = args.reward_components and (
+        check_rows(args.reward_components, problems, f"--train_data {args.train_data}") or
+        (eval_problems and check_rows(args.reward_components, eval_problems, f"--eval_data {args.eval_data}")))
+    if unfit:
+        return f"train.py: {unfit}"
+    if args.contamination_check and int(os.environ.get("RANK", "0")) == 0:
+        hits = data.find_contamination(problems, data.SHIPPED_EVAL + tuple(   # and the hub eval sets it evaluates on
+            spec for spec in args.eval_data.split(",") if data.is_hub_set(spec)))
+        if hits:
+            print(f"train.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
+    if any("tests" in p for p in problems + eval_problems):  # code runs: the full sandbox, or refuse to start
+        args.code_sandbox = require_sandbox(bool(args.allow_unsafe_code_sandbox))
+    return None
 
 
 def ignored_flags(args, parser):
