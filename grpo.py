@@ -89,7 +89,7 @@ def overlong_penalty(response_lengths, max_response_len, buffer_len, penalty_fac
 # ----------------------------------------------------------------------------------------------------------
 # Aggregation: per-token values -> one scalar
 # ----------------------------------------------------------------------------------------------------------
-def aggregate(values, mask, mode="token-mean", num_tokens=None, num_seqs=None, max_len=None):
+def aggregate(values, mask, mode="token-mean", *, num_tokens=None, num_seqs=None, max_len=None):
     """Reduce per-token values [B, T] to a scalar, counting only tokens where mask is 1.
 
     token-mean               sum_{b,t} m*v / N_tokens                  (DAPO, Yu et al. 2025; verl default)
@@ -158,7 +158,7 @@ def kl_penalty(logp, ref_logp, estimator="k3"):
 # ----------------------------------------------------------------------------------------------------------
 # The clipped policy-gradient loss
 # ----------------------------------------------------------------------------------------------------------
-def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
+def policy_loss(logp, old_logp, advantages, mask, *, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
                 num_tokens=None, num_seqs=None, max_len=None, is_weights=None, loss_type="ppo", clip_ratio_c=0.0):
     """The policy-gradient loss, per token, then aggregate(L, mask, loss_agg). With r_t = exp(logp_t - old_logp_t):
 
@@ -247,7 +247,7 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
 # ----------------------------------------------------------------------------------------------------------
 # Sampler / trainer mismatch
 # ----------------------------------------------------------------------------------------------------------
-def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_truncate", low=0.0):
+def rollout_correction(old_logp, rollout_logp, mask, *, cap=2.0, mode="token_truncate", low=0.0):
     """Importance weights for the difference between the sampler (vLLM) and the trainer, detached, with
     r_t = pi_old(y_t) / pi_vllm(y_t) = exp(old_logp_t - rollout_logp_t) and rho_b = exp( mean_t log r_t ), the
     sequence's geometric-mean ratio (length-independent, as GSPO's):

@@ -30,6 +30,13 @@ def ends_in_loop(token_ids, min_repeats=4, max_period=64, min_span=32):
 MISMATCH_MEANS = ("align_mean", "out_seq_frac", "kl_k1", "kl_k3", "ratio_mean", "out_token_frac")
 
 
+def update_totals():
+    """The sums train.update_policy accumulates for step_metrics (record_mismatch adds the mismatch ones)."""
+    return dict(loss=0.0, pg_loss=0.0, updates=0, kl=0.0, entropy=0.0, clip=0.0, kl_old=0.0, tokens=0, aligned=0,
+                mismatch_tokens=0, align_max=1.0, max_abs_diff=0.0, ratio_max=1.0, ratio_min=1.0,
+                grad_norm=0.0, skipped=False, **{f"sum_{key}": 0.0 for key in MISMATCH_MEANS})
+
+
 def record_mismatch(totals, mismatch, mask):
     """Accumulate grpo.rollout_correction's sampler/trainer diagnostics of one micro-batch (mask [B, T])."""
     seqs, tokens = int(mask.any(-1).sum()), int(mask.sum())

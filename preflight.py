@@ -161,6 +161,16 @@ def check_context(tool, model, wanted, *, overrides=None, offline=True, max_mode
 # ------------------------------------------------------------------------------------------------------------
 # train.py's flags: values, combinations, the model's context, the layout over ranks
 # ------------------------------------------------------------------------------------------------------------
+# train.py: flags a resumed run may change: when to stop, save, evaluate and log, and memory knobs that leave the
+# maths alone. Every other flag changes what is learned: on --resume it comes from the checkpoint, and giving it
+# with another value is refused.
+RUN_CONTROL_FLAGS = {"max_steps", "save_every", "keep_last", "eval_every", "eval_data", "eval_k", "eval_limit",
+                     "eval_temperature", "eval_top_p", "eval_before_train", "wandb", "tensorboard",
+                     "contamination_check", "micro_batch_tokens", "logprob_chunk", "gradient_checkpointing",
+                     "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers",
+                     "dist_timeout_min", "vllm_runner", "vllm_sleep_level"}
+
+
 def add_system_flags(group):
     """train.py's systems flags: how the run uses the machine (precision, memory, the vLLM engine, FSDP2, the
     grading processes), not what it learns. The checks below and check_memory read them."""
@@ -207,9 +217,26 @@ def add_system_flags(group):
                    "the network")
 
 
+def resolve_dtypes(args):
+    """train.py's --dtype and --fsdp_param_dtype left at their defaults: bfloat16 on GPU, float32 on CPU; FSDP2's
+    "auto" is --dtype's (distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute), float32 with LoRA (each
+    parameter keeps its own dtype)."""
+    if args.dtype is None:
+        args.dtype = "bfloat16" if args.device == "cuda" else "float32"
+    if args.fsdp_param_dtype == "auto":
+        args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype
+
+
+def out_of_memory_message(exc):
+    """What to turn when train.py runs out of GPU memory."""
+    return (f"train.py: out of GPU memory ({exc}).\nTurn down --micro_batch_tokens (activations), "
+            "--vllm_gpu_memory_utilization (vLLM's share), --max_response_len or --batch_size * --group_size "
+            "(rollout size); keep --gradient_checkpointing 1; --enforce_eager 1 saves vLLM's CUDA graphs.")
+
+
 def add_run_control_flags(group, eval_temperature, eval_top_p):
     """train.py's run-control flags: where the run writes, when it stops, saves, evaluates and logs (most of
-    train.RUN_CONTROL_FLAGS: a resumed run may change them). The eval defaults are train.py's constants."""
+    RUN_CONTROL_FLAGS: a resumed run may change them). The eval defaults are train.py's constants."""
     g = group
     g.add_argument("--out_dir", default="out/run", help="checkpoints, metrics.jsonl, samples.jsonl")
     g.add_argument("--max_steps", type=int, default=500, help="optimizer steps")
@@ -350,7 +377,8 @@ def ignored_flags(args, parser):
 def check_train_context(args, ckpt, default_model):
     """train.py: prompt + response (or --max_model_len) must fit the context of the model the run starts from, read
     from its config (offline in a dry run: a local directory or the Hugging Face cache; a dry run says when it
-    cannot). Sets args.overrides (--config_overrides parsed). Returns (error or None, note to print)."""
+    cannot). Sets args.overrides (--config_overrides parsed). Returns an error, or None after printing (rank 0)
+    what was checked."""
     try:
         args.overrides = parse_overrides(args.config_overrides)
         source, note = str(ckpt / "model") if ckpt else args.stage_start, ""
@@ -366,8 +394,10 @@ def check_train_context(args, ckpt, default_model):
         error, checked = check_context("train.py", source, wanted, overrides=args.overrides, offline=args.dry_run,
                                        max_model_len=args.max_model_len)
     except ValueError as exc:
-        return str(exc), ""
-    return error, (checked + note if not error else "")
+        return str(exc)
+    if not error and int(os.environ.get("RANK", "0")) == 0:
+        print(checked + note)
+    return error
 
 
 def check_layout(world, tp_size, batch_size):

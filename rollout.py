@@ -139,7 +139,7 @@ class VLLMEngine:
     as soon as it is built, so that first push wakes only the weights. train.py starts its engine this way.
     """
 
-    def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
+    def __init__(self, model, *, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
                  seed=0, load_format="auto", enable_sleep_mode=None, tensor_parallel_size=1,
                  distributed_executor_backend=None, enable_prefix_caching=True, max_num_batched_tokens=None,
                  cpu_kv_cache_gb=2, hf_overrides=None, runner=VLLM_RUNNER, sleep_level=2, sampling_overrides=None,
@@ -216,7 +216,7 @@ class VLLMEngine:
             self.sleep()
 
     # -- the four calls ---------------------------------------------------------------------------------------
-    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None,
+    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, *, seed=None,
                  logprobs=True):
         """Sample n responses per prompt. Returns len(prompts) * n Samples: n consecutive ones per prompt, in
         prompt order. With a seed, sample j of prompt i uses seed + i * n + j (vLLM gives child k seed + k);
@@ -315,7 +315,7 @@ class VLLMEngine:
         del self.llm
 
 
-def make_engine(kind, model, tokenizer=None, dtype="auto", seed=0, world=1, **vllm_kwargs):
+def make_engine(kind, model, tokenizer=None, *, dtype="auto", seed=0, world=1, **vllm_kwargs):
     """'vllm' (default; colocated in this process) or 'hf' (transformers fallback). vllm_kwargs go to VLLMEngine:
     gpu_memory_utilization, max_model_len, enforce_eager, load_format, tensor_parallel_size, ... world > 1 (under
     torchrun): one vLLM engine per rank inside its process (external_launcher)."""

@@ -40,10 +40,11 @@ import grpo
 import logprobs
 import lora
 import preflight
+from preflight import RUN_CONTROL_FLAGS   # the flags a resumed run may change
 from batching import collate, pad_rows, same_count_micro_batches
 from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model, optimizer_step, \
     shutdown_distributed
-from metrics import MISMATCH_MEANS, progress_line, record_mismatch, reward_totals, step_metrics
+from metrics import progress_line, record_mismatch, reward_totals, step_metrics, update_totals
 from reward import RewardFunctionError, all_failed, combine, component_metrics, format_reward, needs_gold, \
     score_components, score_problems, zero_truncated
 from rollout import make_engine
@@ -66,15 +67,6 @@ GRAD_CLIP = 1.0
 MICRO_BATCH_TOKENS = 32768  # tokens per forward/backward
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95   # periodic eval (AceMath-RL: 0.6 / 0.95; the Perplexity study: 0.7 / 0.95)
 
-# Flags a resumed run may change: when to stop, save, evaluate and log, and memory knobs that leave the maths alone.
-# Every other flag changes what is learned: on --resume it comes from the checkpoint, and giving it with another
-# value is refused.
-RUN_CONTROL_FLAGS = {"max_steps", "save_every", "keep_last", "eval_every", "eval_data", "eval_k", "eval_limit",
-                     "eval_temperature", "eval_top_p", "eval_before_train", "wandb", "tensorboard",
-                     "contamination_check", "micro_batch_tokens", "logprob_chunk", "gradient_checkpointing",
-                     "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers",
-                     "dist_timeout_min", "vllm_runner", "vllm_sleep_level"}
-
 
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -84,8 +76,8 @@ def build_parser():
                    "optimizer, these weights as KL reference, a new data order)")
     g.add_argument("--resume", default=None, help="continue the run in this out_dir exactly (its flags, data order "
                    "and KL reference come from its latest checkpoint; only run-control flags may change)")
-    g.add_argument("--train_data", default=TRAIN_DATA, help="comma-separated shipped name(s), hub set(s) (hub_sets.py), "
-                   "file(s) or hub:org/name[:config][:split] (data.parse_hub_spec)")
+    g.add_argument("--train_data", default=TRAIN_DATA, help="comma-separated shipped name(s), hub set(s) "
+                   "(hub_sets.py), file(s) or hub:org/name[:config][:split] (data.parse_hub_spec)")
     g.add_argument("--problem_field", default="problem", help="column holding the problem (files / hub sets)")
     g.add_argument("--answer_field", default="answer", help="column holding the gold answer")
     g.add_argument("--template", default=TEMPLATE, help="prompt template: " + data.TEMPLATE_HELP)
@@ -128,7 +120,8 @@ def build_parser():
                    "mask r to [--tis_low, --tis_cap] per token (TIS, IcePop) or per sequence (geometric mean)")
     g.add_argument("--tis_low", type=float, default=0.0, help="lower bound of the ratio band (IcePop: 0.5)")
     g.add_argument("--loss_type", default="ppo", choices=grpo.LOSS_TYPES, help="ppo: token ratio, clipped; gspo: "
-                   "sequence ratio; cispo: clipped IS weight x log-prob (grpo.policy_loss); alike strictly on-policy")
+                   "sequence ratio; cispo: clipped IS weight x log-prob (grpo.policy_loss). Only off-policy do they "
+                   "differ: strictly on-policy every ratio is 1")
     g.add_argument("--clip_ratio_c", type=float, default=0.0, help=">1: PPO dual clipping (Ye et al. 2020; verl's "
                    "clip_ratio_c, 3.0 there): the loss of a negative-advantage token is at most -c * A. 0: off (TRL)")
     g.add_argument("--top_entropy_quantile", type=float, default=1.0, help="<1: train only on this top fraction of "
@@ -144,8 +137,8 @@ def build_parser():
     g.add_argument("--format_reward", default="", choices=["", "strict", "loose"],
                    help="add the <think>/<answer> format reward")
     g.add_argument("--reward", default="", help="the reward when not 1 for a correct answer: comma-separated NAME, "
-                   "FILE.py:FUNCTION or module:FUNCTION, each optionally :WEIGHT, e.g. 'math:1.0,my_rewards.py:brevity:"
-                   "0.1' (built-ins: math, code, format, format_loose; reward.parse_reward_spec, README \"Your own task\")")
+                   "FILE.py:FUNCTION or module:FUNCTION, each optionally :WEIGHT, e.g. 'math:1.0,my_rewards.py:"
+                   "brevity:0.1' (built-ins: math, code, format, format_loose; reward.parse_reward_spec; README)")
     lora.add_flags(p.add_argument_group("LoRA (lora.py; a new stage may switch it on or off, a resume may not)"))
     g = p.add_argument_group("systems (preflight.py: defined and checked there, before anything loads)")
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
@@ -173,18 +166,13 @@ def parse_args(argv=None):
         print(f"train.py: dry run: {note} (yet)")
     if errors:
         parser.error("\n  ".join(errors))
-    if args.dtype is None:
-        args.dtype = "bfloat16" if args.device == "cuda" else "float32"
-    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute; LoRA keeps
-        args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype   # each parameter's own dtype
+    preflight.resolve_dtypes(args)   # --dtype and --fsdp_param_dtype left at their defaults
     if ckpt is None:  # a fresh run or stage: where this stage starts (its KL reference) and its data seed
         start_stage(args, args.init_from)
         inherit_template(args, build_parser, argv, args.init_from, "train.py")   # an SFT stage's template
-    error, note = preflight.check_train_context(args, ckpt, default_model=MODEL)  # prompt + response fit the model
+    error = preflight.check_train_context(args, ckpt, default_model=MODEL)  # prompt + response fit the model
     if error:
         parser.error(error)
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(note)
     return args
 
 
@@ -200,9 +188,8 @@ def next_prompts(batcher, tokenizer, template, max_prompt_tokens):
 
 
 def generate(engine, prompts, args, step, *, replica, num_replicas, round=0):
-    """Step 1: group_size responses per prompt (n consecutive Samples each) from the engine's current weights.
-    Sampling seeds: a disjoint range per (stage, step, sampling round, replica); vLLM seeds sample j of prompt i
-    with base + i * n + j."""
+    """Step 1: group_size responses per prompt (n consecutive Samples each) from the engine's current weights. Seeds:
+    a disjoint range per (stage, step, sampling round, replica); sample j of prompt i gets base + i * n + j."""
     if not prompts:
         return []
     span = args.batch_size * args.group_size
@@ -213,12 +200,11 @@ def generate(engine, prompts, args, step, *, replica, num_replicas, round=0):
 
 
 def score(samples, problems, args, think_prefilled=False):
-    """Step 2: rewards [N] float32: 1 for a correct final answer (reward.py; code: every test passes in the
-    sandbox), plus the optional format and overlong terms. Answers must be explicit (--strict_answers 1). A
-    truncated response gets 0 (reward.zero_truncated), and so does one that never closes a <think> its prompt
-    opened (think_prefilled). With --reward: the weighted sum of its components (reward.score_components, which
-    skips truncated responses: 0), correct = the first one's score >= 1.
-    Returns (rewards, correct: list of 0/1 per sample, stats)."""
+    """Step 2: rewards [N] float32: 1 for a correct final answer (reward.py; code: every test passes in the sandbox),
+    plus the optional format and overlong terms. Answers must be explicit (--strict_answers 1). A truncated response
+    gets 0 (reward.zero_truncated), and so does one that never closes a <think> its prompt opened (think_prefilled).
+    With --reward: the weighted sum of its components (reward.score_components; truncated: 0), correct = the first
+    one's score >= 1. Returns (rewards, correct: list of 0/1 per sample, stats)."""
     stats, responses = {}, [s.text for s in samples]
     truncated = [s.finish_reason == "length" for s in samples]
     rows = [p for p in problems for _ in range(args.group_size)]
@@ -236,7 +222,8 @@ def score(samples, problems, args, think_prefilled=False):
             rewards += torch.tensor(zero_truncated(formats, truncated), dtype=torch.float32)
     if args.overlong_buffer_len:   # DAPO eq. 13: added to the reward, -penalty at the length cap
         lengths = torch.tensor([len(s.response_ids) for s in samples])
-        rewards += grpo.overlong_penalty(lengths, args.max_response_len, args.overlong_buffer_len, args.overlong_penalty)
+        rewards += grpo.overlong_penalty(lengths, args.max_response_len, args.overlong_buffer_len,
+                                         args.overlong_penalty)
     return rewards, correct, stats
 
 
@@ -255,17 +242,13 @@ def score(samples, problems, args, think_prefilled=False):
 #   trained by rank            0    0    1    1      |      2    2    3    3   group % tp_size == rank % tp_size
 #   micro-batches              rank 0: [P0.0 P0.1], rank 1: [P2.0 P2.1], ...  a rank's trained samples, packed to
 #                              <= --micro_batch_tokens; every rank runs the same number (batching.py: a collective)
-#
-# Dynamic sampling keeps groups in global batch order: position p of a round is group p // num_replicas of replica
-# p % num_replicas, so any number of ranks keeps the same groups as one rank would.
 def select_samples(samples, rewards, args, rank, tp_size):
     """Which samples this rank counts and trains on (lists of indices into samples; the diagram above):
         own      this rank's prompt groups (the ranks of a replica hold identical samples: nothing counts twice)
         scored   own, minus truncated ones under --mask_truncated: the samples the loss is normalised over
         trained  scored, minus all-equal groups under --skip_equal_groups (grpo.informative_groups): advantage 0,
-                 so skipping their forward/backward changes only compute (still in the normalisers). With
-                 --kl_coef or --entropy_coef > 0 their KL / entropy terms are left out too: a deliberate
-                 difference from verl and TRL, whose KL covers every sample (--skip_equal_groups 0 gives theirs)"""
+                 so skipping their forward/backward changes only compute (still in the normalisers). Their KL /
+                 entropy terms are left out too: unlike verl and TRL, whose KL covers every sample (flag 0)"""
     group_size, skip_equal = args.group_size, bool(args.skip_equal_groups)
     informative = grpo.informative_groups(rewards, group_size).tolist()
     own = [i for i in range(len(samples)) if (i // group_size) % tp_size == rank % tp_size]
@@ -279,11 +262,10 @@ def sample_batch(engine, batcher, tokenizer, args, step, *, rank, tp_size, num_r
     """Steps 1-2 for the next global batch: generate, then score. With --dynamic_sampling (DAPO sec. 3.2) groups
     whose correctness is all equal (grpo.informative_groups: no signal) are dropped and more batches drawn until
     batch_size groups are kept over all ranks, or --max_sampling_rounds (then it trains on what there is, and says
-    so). All ranks draw the same rounds (none waits); a round consumes a whole batch of the data order, so the
-    checkpointed cursor stays exact.
-    Returns (problems, samples, rewards [N], correct, grading stats, skipped prompt ids, sampling counts)."""
+    so). All ranks draw the same rounds; a round consumes a whole batch of the data order (the cursor stays exact).
+    Returns (samples, rewards [N], correct, grading stats, skipped prompt ids, sampling counts)."""
     group_size, replica = args.group_size, rank // tp_size
-    problems, samples, rewards, correct, grading, skipped = [], [], [], [], {}, []
+    samples, rewards, correct, grading, skipped = [], [], [], {}, []
     counts = {"rounds": 0, "groups_generated": 0, "groups_kept": 0}
     for round in range(args.max_sampling_rounds if args.dynamic_sampling else 1):
         t0 = time.perf_counter()
@@ -298,7 +280,9 @@ def sample_batch(engine, batcher, tokenizer, args, step, *, rank, tp_size, num_r
             # on correctness, as DAPO's recipe filters on accuracy: a group all right (or all wrong) whose lengths
             # differ only by the overlong penalty carries no signal about correctness
             informative = grpo.informative_groups(torch.tensor(new_correct), group_size).tolist()
-            # each replica's flags once (its ranks hold the same), then the informative groups in global order
+            # each replica's flags once (its ranks hold the same), then the informative groups in global batch
+            # order: position p of a round is group p // num_replicas of replica p % num_replicas (so any number
+            # of ranks keeps the groups one rank would)
             flags = [f for r, f in enumerate(all_gather_objects(informative)) if r % tp_size == 0]
             order = [(group, owner) for group in range(max(map(len, flags))) for owner in range(num_replicas)
                      if group < len(flags[owner]) and flags[owner][group]]
@@ -308,7 +292,6 @@ def sample_batch(engine, batcher, tokenizer, args, step, *, rank, tp_size, num_r
             counts["groups_kept"] += len(chosen)
         counts["rounds"] += 1
         rows = [group * group_size + j for group in keep for j in range(group_size)]
-        problems += [batch[group] for group in keep]
         samples += [new[i] for i in rows]
         rewards.append(new_rewards[rows])
         correct += [new_correct[i] for i in rows]
@@ -320,15 +303,14 @@ def sample_batch(engine, batcher, tokenizer, args, step, *, rank, tp_size, num_r
     if args.dynamic_sampling and counts["groups_kept"] < args.batch_size and rank == 0:
         print(f"train.py: WARNING: step {step + 1}: dynamic sampling found {counts['groups_kept']} informative "
               f"groups of {args.batch_size} in {counts['rounds']} rounds (--max_sampling_rounds): training on those")
-    return problems, samples, torch.cat(rewards), correct, grading, skipped, counts
+    return samples, torch.cat(rewards), correct, grading, skipped, counts
 
 
 def batch_prepass(policy, samples, scored, trained, args, *, device, autocast, pad_id, totals, old_policy):
-    """One no-grad pass before any update, when something needs the whole batch first: off-policy (--ppo_epochs
-    or --mini_batches > 1), pi_old -- the trainer's log-probs under the weights that sampled the batch -- and the
-    sampler-correction weights from pi_old / pi_vllm, for the trained samples; with --top_entropy_quantile < 1,
-    the entropies of every SCORED token on every rank, all-equal groups included: the quantile is the whole
-    batch's (the 80/20 paper; TRL's mask sees every completion), so --skip_equal_groups still changes compute only.
+    """One no-grad pass before any update, when something needs the whole batch first. Off-policy (--ppo_epochs or
+    --mini_batches > 1): pi_old (the trainer's log-probs under the weights that sampled the batch) and the sampler
+    correction weights from pi_old / pi_vllm, for the trained samples. --top_entropy_quantile < 1: the entropies of
+    every SCORED token on every rank, all-equal groups included (the quantile is the whole batch's, as in the paper).
     Returns ({sample: logp [T]}, {sample: weights [T]}, pool of entropies [n] or None)."""
     old_logp, is_weights, entropies, select = {}, {}, [], args.top_entropy_quantile < 1
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
@@ -372,17 +354,14 @@ def update_policy(policy, reference, optimizer, samples, advantages, *, scored, 
     Per-token weights multiply the policy loss: the sampler correction (--tis_cap) and the high-entropy selection
     (--top_entropy_quantile; unselected tokens weigh 0 but stay in the normalisers, as in TRL). On-policy
     pi_old = pi_theta.detach() (ratio 1: the plain policy gradient); off-policy it comes from batch_prepass.
-    Returns sums for step_metrics (metrics.py): losses over updates, kl / entropy / clip / kl_old over trained
-    tokens, the mismatch once per batch, the last grad_norm (before clipping), skipped (a non-finite update)."""
+    Returns metrics.update_totals' sums for step_metrics (the last grad_norm before clipping; skipped: non-finite)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     on_policy = args.ppo_epochs == 1 and args.mini_batches == 1
     correct_sampler, select_tokens, packed = args.tis_cap > 0, args.top_entropy_quantile < 1, bool(args.packing)
     trained_set = set(trained)
     dummy = data.Sample([pad_id, pad_id], [pad_id], [0.0], "stop", "")  # zero-weight pass when a rank ran out (FSDP)
-    totals = dict(loss=0.0, pg_loss=0.0, updates=0, kl=0.0, entropy=0.0, clip=0.0, kl_old=0.0, tokens=0, aligned=0,
-                  mismatch_tokens=0, align_max=1.0, max_abs_diff=0.0, ratio_max=1.0, ratio_min=1.0,
-                  grad_norm=0.0, skipped=False, **{f"sum_{key}": 0.0 for key in MISMATCH_MEANS})
+    totals = update_totals()   # the sums step_metrics reads (metrics.py)
     pool = None
     if not on_policy or select_tokens:
         old_logp, is_weights, pool = batch_prepass(policy, samples, scored, trained, args, device=device,
@@ -418,8 +397,9 @@ def update_policy(policy, reference, optimizer, samples, advantages, *, scored, 
                     if micro:
                         record_mismatch(totals, mismatch, mask)
                 else:
-                    old = pad_rows([old_logp[i] for i in micro], logp.shape[1]) if micro else logp.detach()
-                    weights = pad_rows([is_weights[i] for i in micro], logp.shape[1]) if micro else torch.ones_like(logp)
+                    width = logp.shape[1]
+                    old = pad_rows([old_logp[i] for i in micro], width) if micro else logp.detach()
+                    weights = pad_rows([is_weights[i] for i in micro], width) if micro else torch.ones_like(logp)
                 if select_tokens:  # 80/20: only the batch's top fraction of tokens by entropy carries a gradient
                     keep = grpo.high_entropy_mask(entropy, mask, args.top_entropy_quantile, pool).float()
                     weights = weights * keep if correct_sampler else keep
@@ -560,7 +540,7 @@ def main(argv=None, engine=None):
         # 1-2. generate group_size responses per prompt from the current policy, and score them: 0/1 correctness
         # (plus the optional format / overlong terms); truncated responses get 0. Then vLLM sleeps (level 2 on GPU)
         # and gives its memory to the trainer.
-        _, samples, rewards, correct, grading, skipped, sampling = sample_batch(
+        samples, rewards, correct, grading, skipped, sampling = sample_batch(
             engine, batcher, tokenizer, args, step, rank=rank, tp_size=tp_size, num_replicas=num_replicas,
             max_prompt_tokens=max_prompt_tokens, think_prefilled=think_prefilled, times=times)
         engine.sleep()
@@ -617,6 +597,4 @@ if __name__ == "__main__":
     except RewardFunctionError as exc:   # the message holds the function's own error and traceback
         sys.exit(str(exc))
     except torch.OutOfMemoryError as exc:  # say which knobs to turn
-        sys.exit(f"train.py: out of GPU memory ({exc}).\nTurn down --micro_batch_tokens (activations), "
-                 "--vllm_gpu_memory_utilization (vLLM's share), --max_response_len or --batch_size * --group_size "
-                 "(rollout size); keep --gradient_checkpointing 1; --enforce_eager 1 saves vLLM's CUDA graphs.")
+        sys.exit(preflight.out_of_memory_message(exc))
