@@ -1,28 +1,24 @@
 """Checks that run before anything heavy loads, so that a run which cannot work fails in seconds with a message that
 names the flag to change, not minutes later inside vLLM or CUDA. train.py, sft.py and eval.py call them in
-parse_args (dry runs included) and at the start of main().
+parse_args (dry runs included) and at the start of main(). Where each rule comes from: docs/training-loop.md.
 
-- Context length.  The model's own context is read from its config WITHOUT loading it: a local directory, or the
-  Hugging Face cache (offline, local_files_only). It is derived as vLLM 0.32 derives it
-  (vllm/config/model.py:_get_and_verify_max_len): the smallest of max_position_embeddings, n_positions,
-  max_seq_len, seq_length, model_max_length, max_sequence_length, max_seq_length, seq_len; times the RoPE scaling
-  factor for scalings that do not already raise max_position_embeddings (linear, dynamic; not yarn, llama3,
-  longrope). The tokenizer's model_max_length does NOT cap it: vLLM reads it for pooling models only
-  (ModelConfig.get_and_verify_max_len), and DeepSeek-R1-Distill-Qwen ships 16,384 there beside a 131,072-token
-  config, which the AceReason and DeepScaleR recipes run past. --config_overrides (a JSON object of config fields)
-  changes the config before this, in the trainer's model AND in vLLM (hf_overrides), identically: the DAPO
-  authors ran Qwen2.5-Math-7B (context 4,096) with max_position_embeddings raised to 32,768 (verl
-  recipe/dapo/test_dapo_7b_math.sh: `+actor_rollout_ref.model.override_config.max_position_embeddings=32768`),
-  which is `--config_overrides '{"max_position_embeddings": 32768}'` here. When the config cannot be read offline
-  (a hub id that is not cached), a dry run says so; a real run reads it (downloading config.json) before loading.
+- Context length.  The model's context is read from its config WITHOUT loading it (a local directory, or the
+  Hugging Face cache, offline), derived as vLLM derives it: the smallest of the CONTEXT_KEYS, times the RoPE
+  factor of scalings that do not already raise max_position_embeddings. The tokenizer's model_max_length does not
+  cap it. --config_overrides (a JSON object of config fields) changes the config first, in the trainer's model
+  and in vLLM alike (vllm_overrides), e.g. '{"max_position_embeddings": 32768}' as DAPO ran Qwen2.5-Math-7B.
+  check_context; train.py's check_train_context.
 - Memory for full fine-tuning: fp32 weights + gradients + AdamW's two moments = 16 bytes per trained parameter,
-  sharded over the ranks by FSDP2 (distributed.py's table). Counted from the config on the meta device (no
-  memory), compared with the GPU before the model loads.
-- The code sandbox. A run that grades code refuses to start without the full sandbox (bubblewrap and libseccomp:
-  code_reward.require_sandbox); check_code_sandbox says so in the dry run, so that a recipe whose code stages
-  follow days of math stages fails at validation, not when they start.
-- Why torch sees no GPU when nvidia-smi does: usually an NVIDIA driver older than torch's CUDA needs (CUDA 13
-  wheels, which setup.sh installs by default, need driver >= 580).
+  sharded over the ranks by FSDP2, counted from the config on the meta device. check_memory, check_train_memory.
+- The code sandbox. A run that grades code refuses to start without the full sandbox (bubblewrap and libseccomp);
+  check_code_sandbox says so in a dry run, so a recipe whose code stages follow days of math fails at validation.
+- Why torch sees no GPU when nvidia-smi does (no_gpu_message): usually a driver older than torch's CUDA needs.
+- train.py's flags: the systems and run-control flags are defined here (add_system_flags, add_run_control_flags,
+  RUN_CONTROL_FLAGS: what a resume may change); check_train_run checks every flag's value, combination
+  (ignored_flags) and what it names; check_layout the batch over ranks and TP groups; check_train_data the data
+  against --reward and the sandbox.
+
+    error, note = check_context("train.py", "Qwen/Qwen2.5-Math-7B", (1024 + 8192, "--max_prompt_len + ..."))
 """
 import copy
 import json
@@ -284,7 +280,8 @@ def check_train_flags(args):
          "--top_entropy_quantile must be in (0, 1], --max_sampling_rounds >= 1, --tis_low >= 0"),
         (not 0 <= args.overlong_buffer_len <= args.max_response_len,
          "--overlong_buffer_len must be in [0, --max_response_len]"),
-        (args.kl_coef < 0 or args.entropy_coef < 0 or args.lr <= 0, "--kl_coef and --entropy_coef must be >= 0, --lr > 0"),
+        (args.kl_coef < 0 or args.entropy_coef < 0 or args.lr <= 0,
+         "--kl_coef and --entropy_coef must be >= 0, --lr > 0"),
         (args.temperature <= 0 or args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1,
          "--temperature must be > 0, --eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1]"),
         (args.top_p != 1.0, f"--top_p {args.top_p}: training rollouts must sample the full distribution (--top_p 1): "
@@ -362,9 +359,9 @@ def ignored_flags(args, parser):
              ("kl_coef", args.kl_coef > 0, {"kl_estimator"}),
              ("engine vllm", args.engine == "vllm", {"vllm_gpu_memory_utilization", "vllm_runner", "vllm_sleep_level",
                                                      "enforce_eager", "tensor_parallel_size"})]
-    errors = [f"--{', --'.join(sorted(changed & flags))}: nothing reads {'it' if len(changed & flags) == 1 else 'them'} "
-              f"without --{needed}{'' if ' ' in needed else ' > 0'}" for needed, on, flags in needs
-              if not on and changed & flags]
+    errors = [f"--{', --'.join(sorted(changed & flags))}: nothing reads "
+              f"{'it' if len(changed & flags) == 1 else 'them'} without --{needed}{'' if ' ' in needed else ' > 0'}"
+              for needed, on, flags in needs if not on and changed & flags]
     if args.clip_ratio_c and (args.loss_type != "ppo" or args.clip_ratio_c <= 1):
         errors.append(f"--clip_ratio_c {args.clip_ratio_c}: dual clipping is PPO's (--loss_type ppo) and needs c > 1")
     on_policy_only = sorted(changed & {"clip_low", "clip_high", "loss_type", "clip_ratio_c"})
@@ -386,7 +383,8 @@ def check_train_context(args, ckpt, default_model):
             if args.model == default_model:  # no --model given: nothing says which model the checkpoint will hold
                 source = args.init_from  # reported as not readable (yet)
             else:
-                source, note = args.model, f" (--init_from {args.init_from} does not exist yet: checked against --model)"
+                source = args.model
+                note = f" (--init_from {args.init_from} does not exist yet: checked against --model)"
         # what vLLM is asked for: --max_model_len, or room for the longest prompt and response
         wanted = None if args.max_model_len else (args.max_prompt_len + args.max_response_len,
                                                   f"--max_prompt_len {args.max_prompt_len} + --max_response_len "
