@@ -144,8 +144,8 @@ def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, 
         for step in range(3):  # the first is a warm-up
             sync()
             start = time.perf_counter()
-            train.update_policy(policy, reference, optimizer, samples, advantages, everyone, everyone, args, step,
-                                device, autocast, 0)
+            train.update_policy(policy, reference, optimizer, samples, advantages, scored=everyone, trained=everyone,
+                                args=args, step=step, device=device, autocast=autocast, pad_id=0)
             sync()
             times.append(time.perf_counter() - start)
         peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0
@@ -619,7 +619,8 @@ def bench_precision(seeds=(0, 1), hidden=128, layers=4, vocab=2048, samples=12):
             net.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
                 logp = logprobs.token_logprobs(net, ids, attention, temperature=1.0, score_mask=mask)
-            loss, _ = grpo.policy_loss(logp, logp.detach(), advantages, mask, 0.2, 0.2, "token-mean", **norm)
+            loss, _ = grpo.policy_loss(logp, logp.detach(), advantages, mask, clip_low=0.2, clip_high=0.2,
+                                       loss_agg="token-mean", **norm)
             loss = loss - 0.01 * (logp * mask).sum() / norm["num_tokens"]   # a likelihood term: the policy loss's
             loss.backward()                                                 # value is -mean(A) at ratio 1
             grad = torch.cat([p.grad.double().reshape(-1) for p in net.parameters()])

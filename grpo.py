@@ -1,7 +1,6 @@
 """The GRPO algorithm as pure tensor functions: no I/O, no model loading, no global state.
 
-Read this file to learn the method; fork it to try a new one. Every function states its equation, the paper
-or code it comes from, and its tensor shapes. Notation used throughout:
+Read it to learn the method, fork it to try a new one: each function states its equation, source and shapes.
 
     B  number of sequences (responses) in a batch,  G  group size (responses per prompt),
     T  response length in tokens (padded),           V  vocabulary size,
@@ -29,10 +28,10 @@ ROLLOUT_CORRECTION_MODES = ("token_truncate", "token_mask", "sequence_truncate",
 # Advantages
 # ----------------------------------------------------------------------------------------------------------
 def informative_groups(rewards, group_size):
-    """Which groups carry a learning signal: those whose rewards are not all equal, i.e. std > 0 (DAPO's dynamic
-    sampling keeps these: Yu et al. 2025, the constraint 0 < |{o_i : is_equivalent(a, o_i)}| < G; verl-recipe
-    dapo_ray_trainer.py filter_groups). For rewards other than 0/1 "all equal" is a zero std, not a mean of 0 or
-    1 (OpenRLHF issue 1270). Tested as max > min: exact, where a float std of seven 0.1s is 8e-9, not 0.
+    """The equal-group rule, written once: a group whose rewards are all equal (std 0) carries no learning signal
+    (its advantages are 0). DAPO's dynamic sampling keeps the others (Yu et al. 2025: 0 < |{o_i correct}| < G); the
+    trainer skips their forward/backward (train.select_samples). Tested as max > min: exact, where a float std of
+    seven 0.1s is 8e-9, not 0; for rewards other than 0/1 "all equal" is not a mean of 0 or 1.
 
     rewards: [B] float, B // group_size consecutive groups. Returns bool [B // group_size]. NaN counts as equal.
     """
@@ -70,11 +69,8 @@ def overlong_penalty(response_lengths, max_response_len, buffer_len, penalty_fac
                     = -1                                  L > L_max
         times penalty_factor.
 
-    Boundaries as TRL's get_soft_overlong_punishment (trl/rewards/other_rewards.py) and the paper: 0 at exactly
-    L_max - L_cache, -1 at exactly L_max. verl's DAPO reward manager (verl/workers/reward_manager/dapo.py,
-    min(-(L - (L_max - L_cache)) / L_cache * factor, 0)) agrees up to L_max and keeps falling beyond it; we clamp
-    at -factor as the paper does (a capped generation never exceeds L_max anyway). buffer_len = 0 is a step.
-    L counts generated tokens, EOS included (verl's valid_response_length, TRL's len(completion_ids)).
+    0 at exactly L_max - L_cache, -1 at exactly L_max (as the paper and TRL); clamped at -factor beyond L_max.
+    buffer_len = 0 is a step. L counts generated tokens, EOS included (docs/training-loop.md compares peers).
 
     response_lengths: [B] int or float. Returns [B] float32, in [-penalty_factor, 0].
     """
@@ -89,7 +85,7 @@ def overlong_penalty(response_lengths, max_response_len, buffer_len, penalty_fac
 # ----------------------------------------------------------------------------------------------------------
 # Aggregation: per-token values -> one scalar
 # ----------------------------------------------------------------------------------------------------------
-def aggregate(values, mask, mode="token-mean", num_tokens=None, num_seqs=None, max_len=None):
+def aggregate(values, mask, mode="token-mean", *, num_tokens=None, num_seqs=None, max_len=None):
     """Reduce per-token values [B, T] to a scalar, counting only tokens where mask is 1.
 
     token-mean               sum_{b,t} m*v / N_tokens                  (DAPO, Yu et al. 2025; verl default)
@@ -99,10 +95,9 @@ def aggregate(values, mask, mode="token-mean", num_tokens=None, num_seqs=None, m
     seq-mean-token-sum-norm  sum_{b,t} m*v / (N_seqs * L_max)          (Dr. GRPO, Liu et al. 2025)
                              a constant normaliser: no length bias. L_max should be the generation limit.
 
-    Normalisers default to this batch's own (num_tokens = mask.sum(), num_seqs = B, max_len = T). For
-    micro-batching pass the full batch's values (and a fixed max_len); the micro-batch losses then SUM to the
-    full-batch loss. Masked positions are zeroed with `where`, so NaN/inf there never reaches the result or
-    its gradient. Returns a 0-d tensor.
+    Normalisers default to this batch's own (num_tokens = mask.sum(), num_seqs = B, max_len = T); pass the full
+    batch's (and a fixed max_len) and micro-batch losses SUM to the full-batch loss. Masked positions are zeroed
+    with `where`, so NaN/inf there never reaches the result or its gradient. Returns a 0-d tensor.
     """
     mask = mask.bool()
     values = torch.where(mask, values, torch.zeros_like(values))
@@ -137,9 +132,8 @@ def kl_penalty(logp, ref_logp, estimator="k3"):
         grad k1:  E[grad log pi(y)] = 0                          no regularisation at all, only noise
         grad k2:  E[log(pi/ref)(y) grad log pi(y)] = grad KL(pi || ref)      the reverse KL's true gradient
         grad k3:  E[(1 - ref/pi)(y) grad log pi(y)] = grad KL(ref || pi)     the FORWARD KL's gradient
-    (Tang & Munos 2025, "On a few pitfalls in KL divergence gradient estimation for RL"; tests/test_grpo.py
-    checks all three by exact expectation over a small vocabulary.) So k3 as a loss pulls toward the reference
-    like forward KL does (mass-covering); k2 is the estimator whose gradient is that of the KL it names.
+    (Tang & Munos 2025; tests/test_grpo.py checks all three by exact expectation.) So k3 as a loss pulls toward
+    the reference like forward KL does (mass-covering); k2's gradient is that of the KL it names.
 
     Inputs [B, T] float; returns [B, T]. As in verl, log r is clamped to [-20, 20] before exp and k3 to
     [-10, 10], so one token with a huge disagreement cannot turn the loss into inf/NaN.
@@ -158,43 +152,37 @@ def kl_penalty(logp, ref_logp, estimator="k3"):
 # ----------------------------------------------------------------------------------------------------------
 # The clipped policy-gradient loss
 # ----------------------------------------------------------------------------------------------------------
-def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
+def policy_loss(logp, old_logp, advantages, mask, *, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
                 num_tokens=None, num_seqs=None, max_len=None, is_weights=None, loss_type="ppo", clip_ratio_c=0.0):
     """The policy-gradient loss, per token, then aggregate(L, mask, loss_agg). With r_t = exp(logp_t - old_logp_t):
 
     ppo    PPO's clipped surrogate (Schulman et al. 2017, eq. 7) as used by GRPO, with DAPO's decoupled clip range
            ("clip-higher", Yu et al. 2025, eq. 10):
                L_t = -min( r_t * A,  clip(r_t, 1 - clip_low, 1 + clip_high) * A )
-           clip_ratio_c > 1 adds dual clipping (Ye et al. 2020, "Mastering Complex Control in MOBA Games with
-           Deep RL", sec. 4.2; verl compute_policy_loss_vanilla, clip_ratio_c=3): for A < 0 the loss is also
-           bounded by -clip_ratio_c * A, so a token whose ratio has grown far above 1 off-policy cannot push its
-           loss without bound:  L_t = min( L_t, -clip_ratio_c * A )  where A < 0.  0: off (TRL has none).
+           clip_ratio_c > 1 adds dual clipping (Ye et al. 2020, sec. 4.2; verl's clip_ratio_c=3): for A < 0 the
+           loss is also bounded, so a token whose ratio grew far above 1 off-policy cannot push its loss without
+           bound:  L_t = min( L_t, -clip_ratio_c * A )  where A < 0.  0: off.
     gspo   GSPO and its GSPO-token form (Zheng et al. 2025, arXiv 2507.18071; verl compute_policy_loss_gspo): the
            same clipped surrogate on the sequence ratio s_b = exp( mean_t log r_t ) (geometric mean of the token
            ratios), made per token with a stop-gradient so its gradient is the sequence's:
                s_bt = sg[s_b] * pi_theta(y_t) / sg[pi_theta(y_t)]       value s_b,  grad s_b * grad log pi_theta(y_t)
            log s_bt is clamped at 10 as verl does. All tokens of a sequence carry the same value, and the
            gradient equals that of s_b itself under every aggregation (tests/test_grpo.py): the mode only sets
-           how sequences weigh. seq-mean-token-mean is the paper's (1/G) sum_b, each sequence once (verl forces
-           it; TRL's importance_sampling_level="sequence" honours the mode, as we do); token-mean weighs by
-           length. The paper clips at 3e-4 / 4e-4.
+           how sequences weigh (seq-mean-token-mean: the paper's (1/G) sum_b). The paper clips at 3e-4 / 4e-4.
     cispo  CISPO (MiniMax-M1 report 2025, arXiv 2506.13585; verl compute_policy_loss_cispo): the clipped IS weight,
            detached, times the log-probability, so no token loses its gradient:
                L_t = -sg[ clip(r_t, 1 - clip_low, 1 + clip_high) ] * A * logp_t
-           (the paper bounds only from above: clip_low >= 1; TRL's epsilon_high = 1 + clip_high.)
+           (the paper bounds only from above: clip_low >= 1.)
     [* w_t]: is_weights, optional [B, T] detached weights: the sampler/trainer mismatch (rollout_correction),
            times the high-entropy token selection when it is on (high_entropy_mask).
 
     logp [B, T] (requires grad), old_logp [B, T], advantages [B] or [B, T], mask [B, T]. Strictly on-policy
     (old_logp = logp.detach()) r_t = s_b = 1 and all three give the plain policy gradient -A * grad(logp): the
-    loss type, the clip range and dual clipping change the update only off-policy (several optimizer steps per
-    batch), where pi_old is the weights that sampled the batch.
+    loss type, the clip range and dual clipping act only off-policy (several optimizer steps per batch).
 
     Returns (loss 0-d tensor, stats dict of floats): clip_frac (ppo/gspo: tokens whose gradient the clip removed;
-    cispo: tokens whose weight was clipped), approx_kl_old (k3 estimate of KL(pi_old || pi_theta) on the tokens,
-    which were sampled from pi_old: (r - 1) - log r, as cleanrl / TRL log it), ratio_min, ratio_max (of r_t;
-    gspo: of s_b).
-    """
+    cispo: tokens whose weight was clipped), approx_kl_old (k3 estimate of KL(pi_old || pi_theta) on the tokens
+    sampled from pi_old, as cleanrl / TRL log it), ratio_min, ratio_max (of r_t; gspo: of s_b)."""
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"unknown loss_type {loss_type!r}; choose one of {LOSS_TYPES}")
     if clip_ratio_c and (loss_type != "ppo" or clip_ratio_c <= 1.0):
@@ -247,7 +235,7 @@ def policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, l
 # ----------------------------------------------------------------------------------------------------------
 # Sampler / trainer mismatch
 # ----------------------------------------------------------------------------------------------------------
-def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_truncate", low=0.0):
+def rollout_correction(old_logp, rollout_logp, mask, *, cap=2.0, mode="token_truncate", low=0.0):
     """Importance weights for the difference between the sampler (vLLM) and the trainer, detached, with
     r_t = pi_old(y_t) / pi_vllm(y_t) = exp(old_logp_t - rollout_logp_t) and rho_b = exp( mean_t log r_t ), the
     sequence's geometric-mean ratio (length-independent, as GSPO's):
@@ -259,20 +247,15 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
         sequence_truncate   w_t = clip(rho_b, low, cap)
         sequence_mask       w_t = rho_b * 1[low <= rho_b <= cap]
 
-    Peers: TRL vllm_importance_sampling_mode has the same four names and rules (default sequence_mask), but its
-    sequence ratio is the PRODUCT of token ratios, which for long responses leaves any fixed band almost surely;
-    OpenRLHF seq-mask-tis masks on the geometric mean as here (weighting by r_t); verl's rollout_rs seq_mean_k1
-    masks on it too (weight 1). Masked tokens keep their place in the loss normalisers (their weight is 0, as in
-    TRL and IcePop's objective), so the per-token weight of the others does not depend on how many were masked.
-    Token modes clamp each log r_t at 20 before exp (overflow; below, exp underflows harmlessly to 0); sequence
-    modes clamp the MEAN log-ratio at +-20, as verl does, so rho_b is exactly exp(mean_t log r_t) whenever that
-    mean is in range (old [0, 0], rollout [-24, 23]: rho = e^0.5, not e^-2).
+    The sequence ratio is the geometric mean, not TRL's product of token ratios, which for long responses leaves
+    any fixed band almost surely (docs/training-loop.md compares peers). Masked tokens keep their place in the loss
+    normalisers (weight 0), so the weight of the others does not depend on how many were masked. Token modes clamp
+    each log r_t at 20 before exp; sequence modes clamp the MEAN log-ratio at +-20, so rho_b is exactly
+    exp(mean_t log r_t) whenever that mean is in range (old [0, 0], rollout [-24, 23]: rho = e^0.5, not e^-2).
 
-    old_logp is the TRAINER's log-prob under the weights that sampled the batch (pi_old), computed once per
-    batch before any update, so w corrects only for the sampler/trainer mismatch. Off-policy (several
-    optimizer steps per batch) the change pi_theta / pi_old is the PPO ratio's job (policy_loss); using
-    pi_theta here instead would count it twice (verl's "decoupled PPO": loss = w * clipped(pi_theta / pi_old)).
-    Strictly on-policy pi_old is pi_theta at the time of the forward, so logp.detach() is the same thing.
+    old_logp is the TRAINER's log-prob under the weights that sampled the batch (pi_old), computed once before any
+    update, so w corrects only for the sampler/trainer mismatch; off-policy the change pi_theta / pi_old is the
+    PPO ratio's job (policy_loss: "decoupled PPO"). Strictly on-policy logp.detach() is pi_old.
 
     old_logp, rollout_logp, mask: [B, T]. Returns (weights [B, T] detached, 0 where mask is 0; stats dict of
     floats) with the mismatch diagnostics, over valid tokens / sequences with a token:
@@ -308,7 +291,7 @@ def rollout_correction(old_logp, rollout_logp, mask, cap=2.0, mode="token_trunca
         align = torch.exp(diff.abs().sum(dim=-1) / n_tok.clamp(min=1))[has_tokens]
         seq_ratio = torch.exp(seq_log_ratio.squeeze(-1))[has_tokens]
         token_ratio = ratio[mask]
-        k3 = kl_penalty(-diff, torch.zeros_like(diff), "k3")  # log r = -diff; estimator evaluated as KL(sampler||trainer)
+        k3 = kl_penalty(-diff, torch.zeros_like(diff), "k3")  # log r = -diff: the k3 of KL(sampler || trainer)
         stats = {
             "align_mean": align.mean().item() if align.numel() else 1.0,
             "align_max": align.max().item() if align.numel() else 1.0,
@@ -331,13 +314,10 @@ def high_entropy_mask(entropy, mask, top_fraction, pool=None):
     top_entropy_quantile, GRPOTrainer.get_high_entropy_mask): keep the valid tokens whose entropy is at least
     tau = the (1 - top_fraction) quantile of the valid tokens' entropies (linear interpolation, as
     torch.quantile; ties at tau are kept). top_fraction 1 keeps every valid token, 0 only the highest.
-    The quantile is taken over `pool` when given (1-D), else over entropy[mask]. The paper's tau is the batch's;
-    TRL's is the micro-batch's, gathered over ranks. Pass the whole batch's valid entropies (all ranks) as pool
-    and the mask does not depend on how the batch is split. Padding is never kept (NaN there is ignored).
-
-    The loop multiplies its per-token weights (policy_loss's is_weights) by this mask: dropped tokens stay in
-    the normalisers (their loss is 0), as in TRL and in the paper's objective (DAPO's 1 / sum_i |o_i| with the
-    indicator 1[H_t >= tau] inside the sum).
+    The quantile is taken over `pool` when given (1-D), else over entropy[mask]: pass the whole batch's valid
+    entropies (all ranks) as pool, as the paper's tau is the batch's, and the mask does not depend on how the batch
+    is split. Padding is never kept (NaN there is ignored). The loop multiplies policy_loss's is_weights by this
+    mask: dropped tokens stay in the normalisers (loss 0), as in the paper's objective and TRL.
 
     entropy, mask: [B, T]. Returns bool [B, T].
     """

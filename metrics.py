@@ -4,6 +4,7 @@ Namespaces: reward/, response/ (every sample of the batch); policy/ (the update:
 samples); rollout/ (sampler/trainer mismatch); data/, time/, perf/, memory/. Sums and maxima are taken over ranks,
 so the numbers are the global batch's whatever the number of GPUs.
 """
+import os
 import time
 
 import torch
@@ -27,6 +28,13 @@ def ends_in_loop(token_ids, min_repeats=4, max_period=64, min_span=32):
 
 
 MISMATCH_MEANS = ("align_mean", "out_seq_frac", "kl_k1", "kl_k3", "ratio_mean", "out_token_frac")
+
+
+def update_totals():
+    """The sums train.update_policy accumulates for step_metrics (record_mismatch adds the mismatch ones)."""
+    return dict(loss=0.0, pg_loss=0.0, updates=0, kl=0.0, entropy=0.0, clip=0.0, kl_old=0.0, tokens=0, aligned=0,
+                mismatch_tokens=0, align_max=1.0, max_abs_diff=0.0, ratio_max=1.0, ratio_min=1.0,
+                grad_norm=0.0, skipped=False, **{f"sum_{key}": 0.0 for key in MISMATCH_MEANS})
 
 
 def record_mismatch(totals, mismatch, mask):
@@ -119,3 +127,20 @@ def progress_line(m, max_steps):
             f"trunc {m['response/truncated_frac']:.2f} | loss {m['policy/loss']:+.4f} kl {m['policy/kl_ref']:.4f} "
             f"ent {m['policy/entropy']:.3f} grad {m['policy/grad_norm']:.3f} | align {m['rollout/align_mean']:.4f} | "
             f"{m['time/step']:.1f}s (gen {m['time/generate']:.1f}s)")
+
+
+def reward_totals(grading, args, tp_size, step):
+    """--reward's per-component counts of the step (reward.score_components' stats), summed over ranks (the ranks
+    of a replica grade the same samples: counted once); None without --reward. Warns about failed calls."""
+    if not args.reward_components:
+        return None
+    keys = [f"reward/{c['name']}/{key}" for c in args.reward_components
+            for key in ("sum", "responses", "calls", "errors")]
+    totals = all_reduce({key: grading.get(key, 0) / tp_size for key in keys})
+    for c in args.reward_components:
+        errors, calls = totals[f"reward/{c['name']}/errors"], totals[f"reward/{c['name']}/calls"]
+        error = grading.get(f"reward/{c['name']}/error")
+        if 0 < errors < calls and error and int(os.environ.get("RANK", "0")) == 0:
+            print(f"train.py: WARNING: step {step + 1}: {c['function']} failed on {errors:.0f} of {calls:.0f} "
+                  f"responses, scored 0 (reward/{c['name']}/errors), e.g. {error.strip().splitlines()[-1]}")
+    return totals

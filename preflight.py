@@ -1,28 +1,24 @@
 """Checks that run before anything heavy loads, so that a run which cannot work fails in seconds with a message that
 names the flag to change, not minutes later inside vLLM or CUDA. train.py, sft.py and eval.py call them in
-parse_args (dry runs included) and at the start of main().
+parse_args (dry runs included) and at the start of main(). Where each rule comes from: docs/training-loop.md.
 
-- Context length.  The model's own context is read from its config WITHOUT loading it: a local directory, or the
-  Hugging Face cache (offline, local_files_only). It is derived as vLLM 0.32 derives it
-  (vllm/config/model.py:_get_and_verify_max_len): the smallest of max_position_embeddings, n_positions,
-  max_seq_len, seq_length, model_max_length, max_sequence_length, max_seq_length, seq_len; times the RoPE scaling
-  factor for scalings that do not already raise max_position_embeddings (linear, dynamic; not yarn, llama3,
-  longrope). The tokenizer's model_max_length does NOT cap it: vLLM reads it for pooling models only
-  (ModelConfig.get_and_verify_max_len), and DeepSeek-R1-Distill-Qwen ships 16,384 there beside a 131,072-token
-  config, which the AceReason and DeepScaleR recipes run past. --config_overrides (a JSON object of config fields)
-  changes the config before this, in the trainer's model AND in vLLM (hf_overrides), identically: the DAPO
-  authors ran Qwen2.5-Math-7B (context 4,096) with max_position_embeddings raised to 32,768 (verl
-  recipe/dapo/test_dapo_7b_math.sh: `+actor_rollout_ref.model.override_config.max_position_embeddings=32768`),
-  which is `--config_overrides '{"max_position_embeddings": 32768}'` here. When the config cannot be read offline
-  (a hub id that is not cached), a dry run says so; a real run reads it (downloading config.json) before loading.
+- Context length.  The model's context is read from its config WITHOUT loading it (a local directory, or the
+  Hugging Face cache, offline), derived as vLLM derives it: the smallest of the CONTEXT_KEYS, times the RoPE
+  factor of scalings that do not already raise max_position_embeddings. The tokenizer's model_max_length does not
+  cap it. --config_overrides (a JSON object of config fields) changes the config first, in the trainer's model
+  and in vLLM alike (vllm_overrides), e.g. '{"max_position_embeddings": 32768}' as DAPO ran Qwen2.5-Math-7B.
+  check_context; train.py's check_train_context.
 - Memory for full fine-tuning: fp32 weights + gradients + AdamW's two moments = 16 bytes per trained parameter,
-  sharded over the ranks by FSDP2 (distributed.py's table). Counted from the config on the meta device (no
-  memory), compared with the GPU before the model loads.
-- The code sandbox. A run that grades code refuses to start without the full sandbox (bubblewrap and libseccomp:
-  code_reward.require_sandbox); check_code_sandbox says so in the dry run, so that a recipe whose code stages
-  follow days of math stages fails at validation, not when they start.
-- Why torch sees no GPU when nvidia-smi does: usually an NVIDIA driver older than torch's CUDA needs (CUDA 13
-  wheels, which setup.sh installs by default, need driver >= 580).
+  sharded over the ranks by FSDP2, counted from the config on the meta device. check_memory, check_train_memory.
+- The code sandbox. A run that grades code refuses to start without the full sandbox (bubblewrap and libseccomp);
+  check_code_sandbox says so in a dry run, so a recipe whose code stages follow days of math fails at validation.
+- Why torch sees no GPU when nvidia-smi does (no_gpu_message): usually a driver older than torch's CUDA needs.
+- train.py's flags: the systems and run-control flags are defined here (add_system_flags, add_run_control_flags,
+  RUN_CONTROL_FLAGS: what a resume may change); check_train_run checks every flag's value, combination
+  (ignored_flags) and what it names; check_layout the batch over ranks and TP groups; check_train_data the data
+  against --reward and the sandbox.
+
+    error, note = check_context("train.py", "Qwen/Qwen2.5-Math-7B", (1024 + 8192, "--max_prompt_len + ..."))
 """
 import copy
 import json
@@ -131,7 +127,7 @@ def context_length(config):
     return tokens, how
 
 
-def check_context(tool, model, wanted, overrides=None, offline=True, max_model_len=None):
+def check_context(tool, model, wanted, *, overrides=None, offline=True, max_model_len=None):
     """Does `wanted` (an int of tokens, with a text naming the flags that make it) fit `model`'s context?
     Returns (error or None, note). The note says what was checked, or why nothing could be.
 
@@ -159,6 +155,260 @@ def check_context(tool, model, wanted, overrides=None, offline=True, max_model_l
 
 
 # ------------------------------------------------------------------------------------------------------------
+# train.py's flags: values, combinations, the model's context, the layout over ranks
+# ------------------------------------------------------------------------------------------------------------
+# train.py: flags a resumed run may change: when to stop, save, evaluate and log, and memory knobs that leave the
+# maths alone. Every other flag changes what is learned: on --resume it comes from the checkpoint, and giving it
+# with another value is refused.
+RUN_CONTROL_FLAGS = {"max_steps", "save_every", "keep_last", "eval_every", "eval_data", "eval_k", "eval_limit",
+                     "eval_temperature", "eval_top_p", "eval_before_train", "wandb", "tensorboard",
+                     "contamination_check", "micro_batch_tokens", "logprob_chunk", "gradient_checkpointing",
+                     "vllm_gpu_memory_utilization", "enforce_eager", "fsdp_cpu_offload", "reward_workers",
+                     "dist_timeout_min", "vllm_runner", "vllm_sleep_level"}
+
+
+def add_system_flags(group):
+    """train.py's systems flags: how the run uses the machine (precision, memory, the vLLM engine, FSDP2, the
+    grading processes), not what it learns. The checks below and check_memory read them."""
+    from code_reward import UNSAFE_FLAG
+    from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE
+    from rollout import VLLM_RUNNER
+    g = group
+    g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
+                   help="default: bfloat16 on GPU, float32 on CPU")
+    g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine")
+    g.add_argument("--packing", type=int, default=1, help="1: the trainer's passes run on real tokens only, sequences "
+                   "packed into one row (batching.py, packing.py); 0: padded micro-batches")
+    g.add_argument("--logprob_chunk", type=int, default=256,
+                   help="positions per chunk in logprobs.token_logprobs (memory ~ chunk x vocab)")
+    g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
+    g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="vLLM's share of the GPU while awake")
+    g.add_argument("--max_model_len", type=int, default=None,
+                   help="vLLM context (default max_prompt_len + max_response_len)")
+    g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM (less memory, slower)")
+    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state in "
+                   "host memory (also on one GPU: a one-rank FSDP2 group; distributed.py)")
+    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
+                   help="FSDP2 mixed precision (several ranks or offload): bfloat16 gathers and computes with bf16 "
+                   "copies of the fp32 master weights, reduces gradients in fp32; auto: --dtype's (distributed.py)")
+    g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN,
+                   help="collective timeout under torchrun (NCCL's default is 10: rank 0 alone reads a checkpoint, "
+                   "long generations and eval shards finish unevenly)")
+    g.add_argument("--vllm_runner", default=VLLM_RUNNER, choices=["v1", "v2", "auto"],
+                   help="vLLM's model runner on GPU (rollout.VLLM_RUNNER says why V1; `python bench.py gpu` checks "
+                   "which combination samples correctly)")
+    g.add_argument("--vllm_sleep_level", type=int, default=2, choices=[1, 2], help="2: vLLM discards its weights "
+                   "while the trainer runs (pushed anew every step); 1: keeps a host copy (host RAM of the model's "
+                   "size, slower; the fallback when level 2 fails bench.py gpu's check)")
+    g.add_argument("--tensor_parallel_size", type=int, default=1,
+                   help="vLLM tensor parallelism: groups of this many ranks generate together (multi-GPU)")
+    g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
+    g.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
+    g.add_argument("--strict_answers", type=int, default=1, help="1: reward only explicit answers (box, answer phrase, "
+                   "JSON field, ####); 0: also reward.py's free-text fallback (what eval.py uses)")
+    g.add_argument("--code_timeout_s", type=float, default=None, help="hard limit per code response, all its tests "
+                   "(default code_reward.DEFAULT_TIMEOUT_S)")
+    g.add_argument(UNSAFE_FLAG, type=int, default=0, help="1: grade code with the rlimits fallback when the full "
+                   "sandbox cannot run: programs can then read the datasets' tests and solutions (reward hacking), "
+                   "the network")
+
+
+def resolve_dtypes(args):
+    """train.py's --dtype and --fsdp_param_dtype left at their defaults: bfloat16 on GPU, float32 on CPU; FSDP2's
+    "auto" is --dtype's (distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute), float32 with LoRA (each
+    parameter keeps its own dtype)."""
+    if args.dtype is None:
+        args.dtype = "bfloat16" if args.device == "cuda" else "float32"
+    if args.fsdp_param_dtype == "auto":
+        args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype
+
+
+def out_of_memory_message(exc):
+    """What to turn when train.py runs out of GPU memory."""
+    return (f"train.py: out of GPU memory ({exc}).\nTurn down --micro_batch_tokens (activations), "
+            "--vllm_gpu_memory_utilization (vLLM's share), --max_response_len or --batch_size * --group_size "
+            "(rollout size); keep --gradient_checkpointing 1; --enforce_eager 1 saves vLLM's CUDA graphs.")
+
+
+def add_run_control_flags(group, eval_temperature, eval_top_p):
+    """train.py's run-control flags: where the run writes, when it stops, saves, evaluates and logs (most of
+    RUN_CONTROL_FLAGS: a resumed run may change them). The eval defaults are train.py's constants."""
+    g = group
+    g.add_argument("--out_dir", default="out/run", help="checkpoints, metrics.jsonl, samples.jsonl")
+    g.add_argument("--max_steps", type=int, default=500, help="optimizer steps")
+    g.add_argument("--save_every", type=int, default=50, help="checkpoint every N steps (0: only at the end)")
+    g.add_argument("--keep_last", type=int, default=3, help="checkpoints to keep (0: all); each holds the fp32 "
+                   "weights (4 bytes/parameter: 30 GB at 7B), the newest also AdamW's state (8 bytes/parameter); "
+                   "the run prints the sizes at start (runs.py)")
+    g.add_argument("--eval_every", type=int, default=50, help="evaluate every N steps (0: never)")
+    g.add_argument("--eval_data", default="aime2024", help="eval benchmark(s) for periodic evaluation ('' for none)")
+    g.add_argument("--eval_k", type=int, default=1, help="samples per eval problem")
+    g.add_argument("--eval_limit", type=int, default=None, help="only the first N eval problems")
+    g.add_argument("--eval_temperature", type=float, default=eval_temperature,
+                   help="sampling temperature of periodic eval (0: greedy)")
+    g.add_argument("--eval_before_train", type=int, default=0,
+                   help="1: also evaluate the starting weights, logged as step 0 (the baseline of the eval curve)")
+    g.add_argument("--eval_top_p", type=float, default=eval_top_p, help="nucleus sampling of periodic eval")
+    g.add_argument("--seed", type=int, default=0, help="seed for data order, sampling and init")
+    g.add_argument("--wandb", default="", help="wandb project name (logs there too when set and installed)")
+    g.add_argument("--tensorboard", type=int, default=0, help="1: also write TensorBoard logs to out_dir/tb")
+    g.add_argument("--dry_run", action="store_true", help="check flags and paths, load nothing, exit")
+
+
+def check_train_memory(args, source, device, world):
+    """train.py on a GPU: check_memory for the run its flags describe (the model read from `source`'s config, vLLM's
+    share, a bf16 KL reference when --kl_coef > 0, LoRA). An error (str) or None."""
+    import torch
+    params = count_parameters(read_config(source, args.overrides, offline=False)[0])
+    return check_memory("train.py", params, torch.cuda.get_device_properties(device).total_memory, world=world,
+                        cpu_offload=bool(args.fsdp_cpu_offload),
+                        vllm_share=args.vllm_gpu_memory_utilization if args.engine == "vllm" else None,
+                        reference_bytes=2 if args.kl_coef > 0 else 0, lora=args.lora_rank > 0)
+
+
+def check_train_flags(args):
+    """train.py's flag values and ranges that cannot work: one message each (parse_args refuses them all at once,
+    with ignored_flags' and lora.check_flags')."""
+    errors = [message for bad, message in [
+        (args.batch_size < 1 or args.group_size < 2, f"--batch_size {args.batch_size} must be >= 1 and --group_size "
+         f"{args.group_size} >= 2 (a group of one response has advantage 0)"),
+        (args.max_response_len < 1 or args.max_steps < 0 or args.micro_batch_tokens < 1,
+         "--max_response_len, --micro_batch_tokens must be >= 1 and --max_steps >= 0"),
+        (args.clip_low < 0 or (args.clip_low >= 1 and args.loss_type != "cispo") or args.clip_high < 0,
+         "--clip_low must be in [0, 1) (CISPO: >= 1 removes the lower bound) and --clip_high >= 0"),
+        (not 0 < args.top_entropy_quantile <= 1 or args.max_sampling_rounds < 1 or args.tis_low < 0,
+         "--top_entropy_quantile must be in (0, 1], --max_sampling_rounds >= 1, --tis_low >= 0"),
+        (not 0 <= args.overlong_buffer_len <= args.max_response_len,
+         "--overlong_buffer_len must be in [0, --max_response_len]"),
+        (args.kl_coef < 0 or args.entropy_coef < 0 or args.lr <= 0,
+         "--kl_coef and --entropy_coef must be >= 0, --lr > 0"),
+        (args.temperature <= 0 or args.eval_temperature < 0 or not 0 < args.eval_top_p <= 1,
+         "--temperature must be > 0, --eval_temperature >= 0 (0: greedy), --eval_top_p in (0, 1]"),
+        (args.top_p != 1.0, f"--top_p {args.top_p}: training rollouts must sample the full distribution (--top_p 1): "
+         f"with a nucleus, vLLM's log-probs are those of the renormalised top-p set, which the trainer does not "
+         f"compute, so the PPO ratio, the IS weights and the alignment check would be wrong. Use --eval_top_p"),
+        (args.ppo_epochs < 1 or args.mini_batches < 1 or args.batch_size % args.mini_batches,
+         "--ppo_epochs and --mini_batches must be >= 1 and divide the batch")] if bad]
+    return errors
+
+
+def check_train_run(args, parser, ckpt, errors, later):
+    """train.py's flags before anything loads: their values (check_train_flags, lora.check_flags), combinations
+    (ignored_flags against `parser`'s defaults), and what they name: the template, --reward's functions (parsed into
+    args.reward_components), LoRA's target modules, --init_from, the data specs, the code sandbox in a dry run.
+    Appends to `errors`, and to `later` what a dry run only notes (paths an earlier recipe stage will create)."""
+    import data
+    import lora
+    from reward import check_reward_functions, parse_reward_spec
+    errors += check_train_flags(args) + lora.check_flags(args) + ignored_flags(args, parser)
+    errors += list(filter(None, [data.template_error(args.template)]))
+    args.reward_components = None   # --reward parsed, each user's function imported where it will run (reward.py)
+    if args.reward:
+        try:
+            args.reward_components = parse_reward_spec(args.reward)
+        except ValueError as exc:
+            errors.append(str(exc))
+        errors += list(filter(None, [args.reward_components and check_reward_functions(args.reward_components)]))
+        if args.format_reward:
+            errors.append("--format_reward with --reward: name format or format_loose in --reward instead")
+    if args.lora_rank > 0 and args.lora_targets and not ckpt and not errors:
+        errors += lora.check_targets(args.init_from or args.model, args.lora_targets)
+    if args.init_from and not ckpt and not os.path.isdir(os.path.join(args.init_from, "model")) and \
+            not os.path.exists(os.path.join(args.init_from, "config.json")):
+        (later if args.dry_run else errors).append(f"--init_from {args.init_from}: not a checkpoint (no model/ or "
+                                                   "config.json)")
+    specs = args.train_data.split(",") + args.eval_data.split(",")
+    for problem, looks_like_path in data.unknown_specs(specs, probe_hub=args.dry_run):
+        (later if args.dry_run and looks_like_path else errors).append(problem)
+    if args.dry_run:  # a run that grades code needs the sandbox (a real run checks it in main, after its data)
+        errors += list(filter(None, [check_code_sandbox("train.py", specs, args.template,
+                                                        bool(args.allow_unsafe_code_sandbox))]))
+
+
+def check_train_data(args, problems, eval_problems):
+    """train.py, once its data is loaded (before any model): --reward must grade every kind of row it is given
+    (math on code rows, or code on math rows, is refused now, not at the first evaluation); --contamination_check
+    warns about training problems found in eval sets; a run that grades code needs the full sandbox (sets
+    args.code_sandbox; code_reward.require_sandbox exits otherwise). Returns an error or None."""
+    import data
+    from code_reward import require_sandbox
+    from reward import check_rows
+    unfit = args.reward_components and (
+        check_rows(args.reward_components, problems, f"--train_data {args.train_data}") or
+        (eval_problems and check_rows(args.reward_components, eval_problems, f"--eval_data {args.eval_data}")))
+    if unfit:
+        return f"train.py: {unfit}"
+    if args.contamination_check and int(os.environ.get("RANK", "0")) == 0:
+        hits = data.find_contamination(problems, data.SHIPPED_EVAL + tuple(   # and the hub eval sets it evaluates on
+            spec for spec in args.eval_data.split(",") if data.is_hub_set(spec)))
+        if hits:
+            print(f"train.py: WARNING: {len(hits)} training problems also appear in eval sets, e.g. {hits[:3]}")
+    if any("tests" in p for p in problems + eval_problems):  # code runs: the full sandbox, or refuse to start
+        args.code_sandbox = require_sandbox(bool(args.allow_unsafe_code_sandbox))
+    return None
+
+
+def ignored_flags(args, parser):
+    """A flag set away from its default in a combination where nothing reads it is refused (a message each), so
+    that no run silently differs from what its command line says. Flags that are read but change nothing strictly
+    on-policy (the ratio pi / pi_old is 1) get a printed note instead: they are right for an off-policy run."""
+    changed = {name for name in vars(args) if getattr(args, name) != parser.get_default(name)}
+    needs = [("tis_cap", args.tis_cap > 0, {"tis_mode", "tis_low"}),
+             ("overlong_buffer_len", args.overlong_buffer_len > 0, {"overlong_penalty"}),
+             ("dynamic_sampling", args.dynamic_sampling, {"max_sampling_rounds"}),
+             ("kl_coef", args.kl_coef > 0, {"kl_estimator"}),
+             ("engine vllm", args.engine == "vllm", {"vllm_gpu_memory_utilization", "vllm_runner", "vllm_sleep_level",
+                                                     "enforce_eager", "tensor_parallel_size"})]
+    errors = [f"--{', --'.join(sorted(changed & flags))}: nothing reads "
+              f"{'it' if len(changed & flags) == 1 else 'them'} without --{needed}{'' if ' ' in needed else ' > 0'}"
+              for needed, on, flags in needs if not on and changed & flags]
+    if args.clip_ratio_c and (args.loss_type != "ppo" or args.clip_ratio_c <= 1):
+        errors.append(f"--clip_ratio_c {args.clip_ratio_c}: dual clipping is PPO's (--loss_type ppo) and needs c > 1")
+    on_policy_only = sorted(changed & {"clip_low", "clip_high", "loss_type", "clip_ratio_c"})
+    if on_policy_only and args.ppo_epochs == 1 and args.mini_batches == 1 and int(os.environ.get("RANK", "0")) == 0:
+        print(f"train.py: note: --{', --'.join(on_policy_only)} change nothing strictly on-policy (--ppo_epochs 1, "
+              f"--mini_batches 1: the ratio pi / pi_old is 1); they act with --mini_batches or --ppo_epochs > 1")
+    return errors
+
+
+def check_train_context(args, ckpt, default_model):
+    """train.py: prompt + response (or --max_model_len) must fit the context of the model the run starts from, read
+    from its config (offline in a dry run: a local directory or the Hugging Face cache; a dry run says when it
+    cannot). Sets args.overrides (--config_overrides parsed). Returns an error, or None after printing (rank 0)
+    what was checked."""
+    try:
+        args.overrides = parse_overrides(args.config_overrides)
+        source, note = str(ckpt / "model") if ckpt else args.stage_start, ""
+        if args.dry_run and not os.path.exists(source) and source != args.model:  # an earlier stage will make it
+            if args.model == default_model:  # no --model given: nothing says which model the checkpoint will hold
+                source = args.init_from  # reported as not readable (yet)
+            else:
+                source = args.model
+                note = f" (--init_from {args.init_from} does not exist yet: checked against --model)"
+        # what vLLM is asked for: --max_model_len, or room for the longest prompt and response
+        wanted = None if args.max_model_len else (args.max_prompt_len + args.max_response_len,
+                                                  f"--max_prompt_len {args.max_prompt_len} + --max_response_len "
+                                                  f"{args.max_response_len}")
+        error, checked = check_context("train.py", source, wanted, overrides=args.overrides, offline=args.dry_run,
+                                       max_model_len=args.max_model_len)
+    except ValueError as exc:
+        return str(exc)
+    if not error and int(os.environ.get("RANK", "0")) == 0:
+        print(checked + note)
+    return error
+
+
+def check_layout(world, tp_size, batch_size):
+    """An error (str) unless the ranks split into vLLM tensor-parallel groups of tp_size and the batch splits evenly
+    over those groups, and each group's share over its tp_size ranks (train.py's batch layout diagram)."""
+    replicas = world // tp_size
+    if world % tp_size or batch_size % replicas or (tp_size > 1 and batch_size // replicas % tp_size):
+        return (f"train.py: need {world} ranks divisible by --tensor_parallel_size {tp_size}, and --batch_size "
+                f"{batch_size} divisible by the {replicas} data-parallel groups (and their share by {tp_size})")
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------------
 # Memory for full fine-tuning
 # ------------------------------------------------------------------------------------------------------------
 def count_parameters(config):
@@ -170,7 +420,7 @@ def count_parameters(config):
     return sum(p.numel() for p in model.parameters())
 
 
-def check_memory(tool, params, gpu_bytes, world=1, cpu_offload=False, vllm_share=None, reference_bytes=0,
+def check_memory(tool, params, gpu_bytes, *, world=1, cpu_offload=False, vllm_share=None, reference_bytes=0,
                  lora=False):
     """An error (str) when full fine-tuning of `params` parameters cannot fit a GPU of `gpu_bytes`, else None.
 

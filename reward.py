@@ -368,6 +368,17 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
     return scores
 
 
+def zero_truncated(scores, truncated):
+    """The truncation rule of training: a response cut off at the length limit (truncated[i] True: vLLM's
+    finish_reason "length") scores 0, even with an early \\boxed{} (DeepScaleR, DAPO): an unfinished response has
+    not committed to an answer. train.py applies it to every term of the default reward (correctness, format);
+    with --reward, score_components(skip=truncated) gives the same 0 without calling the components.
+    scores, truncated: equal-length sequences. Returns a new list of floats."""
+    if len(scores) != len(truncated):
+        raise ValueError(f"{len(scores)} scores but {len(truncated)} truncation flags")
+    return [0.0 if cut else float(score) for score, cut in zip(scores, truncated)]
+
+
 # ------------------------------------------------------------------------------------------------------------
 # --reward: the rewards a run trains on, named on the command line (train.py, eval.py)
 # ------------------------------------------------------------------------------------------------------------

