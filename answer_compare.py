@@ -1240,9 +1240,9 @@ def _equiv(p, g):
 
 # Arithmetic written out on numbers: a sum or difference of numbers, an explicit product sign, a power of a number, a
 # quotient by a bracket (`2/(2+5)`, `\pi \cdot 6^2`, `3 \times 4.99`); not a final form (`\frac{1}{3}`, `3\sqrt{2}`, `\log_2 5`)
-_COMPUTATION = re.compile(r"[\d)}]\s*[-+]\s*[\d(\\]|\\cdot|\\times|\*|\d\s*\^|/\s*\(|\)\s*/")
+_COMPUTATION = re.compile(r"[\d)}]\s*[-+]\s*[\d(\\]|\\cdot|\\times|\\div|\*|\d\s*\^|/\s*\(|\)\s*/")
 # ...of which the operations on plain numbers: a product sign, a power of a number, digits added or subtracted
-_ARITHMETIC = re.compile(r"\\cdot|\\times|\*|\d\s*\^|(?<![\w}])\d+\s*[-+]\s*\d|/\s*\(|\)\s*/")
+_ARITHMETIC = re.compile(r"\\cdot|\\times|\\div|\*|\d\s*\^|(?<![\w}])\d+\s*[-+]\s*\d|/\s*\(|\)\s*/")
 
 
 def _compound_equal(p, g):

@@ -46,6 +46,23 @@ def restates_question(pred, question, gold):
     return any(f is not None and (canon(f) == canon(p) or canon(f.split("=")[0]) == canon(p)) for f in formulas)
 
 
+def without_restated_side(pred, question):
+    """A chain to a rounding whose first side is the question's own expression (`\\frac{2}{\\sqrt2} \\approx 1.41` for "Simplify
+    $\\frac{2}{\\sqrt{2}}$."), without that side: what the chain arrives at (`\\approx 1.41`: a rounding, not the exact
+    value asked). None when the answer starts elsewhere or the question asks to compute nothing."""
+    if not question or not _COMPUTE.search(question):
+        return None
+    p = clean(pred or "")
+    sides = split_top(p, ["=", "\\approx"]) if p and "\\approx" in p else []  # (an exact chain reads its last side)
+    if len(sides) < 2 or not re.search(r"[-+*/^!]|\\[a-zA-Z]+", sides[0]):
+        return None
+    formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
+    if not any(f is not None and canon(f) == canon(sides[0]) for f in formulas):
+        return None
+    rest = p[p.index(sides[0]) + len(sides[0]):].lstrip()
+    return rest[1:].strip() if rest.startswith("=") else rest
+
+
 # ---- a rounding the question asks for --------------------------------------------------------------------------
 _PLACE_WORDS = {"tenth": 1, "hundredth": 2, "thousandth": 3, "ten-thousandth": 4, "ten thousandth": 4,
                 "whole number": 0, "integer": 0, "unit": 0, "one": 0, "dollar": 0, "cent": 2, "percent": 0,
@@ -250,14 +267,30 @@ def new_value(text, answer, question):
 
 
 # ---- what the question says about the answer's form -------------------------------------------------------------------
-_LOWEST_TERMS = re.compile(r"\b(?:lowest\s+terms|simplest\s+(?:form|terms)|reduced\s+(?:form|fraction)|common\s+fraction|"
-                           r"fully\s+simplified|simplify)\b", re.I)
+_LOWEST_TERMS = re.compile(r"\b(?:lowest\s+terms|simplest\s+(?:form|terms)|reduced\s+(?:form|fraction)|"
+                           r"fully\s+simplified|simplify)\b", re.I)  # (a "common fraction" is any a/b: 6/36 is one)
+_CLOSED_FORM = re.compile(r"\bclosed[- ]form\b", re.I)
+_UNCLOSED = re.compile(r"\\(?:sum|prod|[lc]?dots)(?![a-z])|\.\.\.|…")
+_PARTIAL_FRACTIONS = re.compile(r"\bpartial[- ]fractions?\b", re.I)
+_SET_ASKED = re.compile(r"\b(?:solve|solutions?|roots?|zeros?|all|set|values)\b", re.I)
 
 
-def form_violated(answer, question):
-    """The answer is a fraction not in lowest terms (`\\frac{375}{1000}`, `6/8`) where the question asks for lowest terms,
-    a common fraction or a simplified form."""
-    if not question or not _LOWEST_TERMS.search(question):
+def form_violated(answer, question, gold=None):
+    """The answer is not in the form the question asks: a sum, a product or an ellipsis where a closed form is asked
+    (`\\sum_{k=1}^n k` for n(n+1)/2); one fraction where partial fractions are (the final side must be a sum of terms);
+    a fraction not in lowest terms (`\\frac{375}{1000}`, `6/8`) where lowest terms or a simplified form are; a set
+    `\\{0\\}` for a gold that is one value, where the question asks for one quantity (no solutions, roots or set)."""
+    if not question or not answer:
+        return False
+    final = split_top(clean(answer) or "", ["=", "\\approx"])[-1]
+    if _CLOSED_FORM.search(question) and _UNCLOSED.search(final):
+        return True
+    if _PARTIAL_FRACTIONS.search(question) and len([t for t in split_top(final, ["+", "-"]) if t]) < 2:
+        return True
+    if gold is not None and re.fullmatch(r"\\\{[^{},;]*\\\}", final) and not re.search(r"\\\{|\{", gold) \
+            and not _SET_ASKED.search(question):
+        return True
+    if not _LOWEST_TERMS.search(question):
         return False
     fractions = re.findall(r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\w.])(-?\d+)\s*/\s*(\d+)(?![\w.])", answer or "")
     for top, bottom in [(a or c, b or d) for a, b, c, d in fractions]:

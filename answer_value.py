@@ -45,7 +45,7 @@ _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if
 # An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
 UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
-                     r"(?:might|could|may)\s+(?:also\s+|instead\s+|well\s+|even\s+)?be\s+[$(\\]*-?\d+|"
+                     r"(?:might|could|may)\s+(?:[a-z]+\s+){0,2}?be\s+[$(\\]*-?\d+|"
                      r"if\s+I'?m\s+not\s+mistaken)\b",
                      re.IGNORECASE)
 # ...nor one the response defers: work it announces as still to be done after it ("36, but we still have to remove the
@@ -1121,7 +1121,11 @@ def sentence_value(sentence):
         return None  # "We get 36, which still needs to be halved.": a value the sentence defers
     cut = re.search(r"[,;]?\s+(?:because|since|as(?!\s+an?\s)|which|where)\b", sentence)  # a reason, a relative clause
     # (not "as a decimal": "$\frac23$ as a decimal is about 0.67" states 0.67)
-    if cut and _candidates(sentence[:cut.start()]):
+    closed = cut and re.match(r"[,;]?\s+(?:because|since|as)\b[^,;.$\d]{1,80},\s*", sentence[cut.start():])
+    if closed and _candidates(sentence[cut.start() + closed.end():]):
+        sentence = sentence[cut.start() + closed.end():]  # "..., and since a determinant is an area, $|-1| = 1$": the reason
+        # closed by its comma, then the main clause that concludes from it
+    elif cut and _candidates(sentence[:cut.start()]):
         sentence = sentence[:cut.start()]
     if re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
         return None  # "Otherwise it is 4.": one case of several

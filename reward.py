@@ -50,7 +50,7 @@ import traceback
 
 from answer_compare import equivalent, gold_is_valid
 from answer_question import (asked_letter, asked_value, family_equal, form_violated, new_value, option_letter, option_value, question_options,
-                             question_verdict, restates_question, rounded_equal, rounding_asked)
+                             question_verdict, restates_question, rounded_equal, rounding_asked, without_restated_side)
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
@@ -109,8 +109,9 @@ def _choice_reward_unbounded(response, gold, options, strict=False, think_prefil
 
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
     answer, kind = _extract(response, strict, think_prefilled)
-    if answer is not None and question and (restates_question(answer, question, gold) or form_violated(answer, question)):
-        return 0.0  # the expression the question asks to compute, given back unevaluated; a fraction not in lowest terms
+    if answer is not None and question and (restates_question(answer, question, gold) or form_violated(answer, question, gold)):
+        return 0.0  # the expression the question asks to compute, given back unevaluated; not the form it asks for
+    answer = without_restated_side(answer, question) or answer  # `\frac{2}{\sqrt2} \approx 1.41`: the question, then 1.41
     free = not strict and kind in (None, "conclusion", "formula")  # (the free text is read only where no answer is marked)
     lettered = asked_letter(final_text(response, think_prefilled), question) if question and free else None
     if lettered is not None:  # "At what value of x ...?": the value given to x, whatever else the sentence states

@@ -4,6 +4,7 @@ Most negatives are wrong answers that LOOK right (a hedge, a chain, a near miss,
 positives are right answers written the way strong models write them. tests/test_reward.py asserts every row;
 `python bench.py grader` also reports how math-verify does on the same rows.
 """
+from grader_questions import QUESTIONS  # noqa: F401  (rows with the problem's text)
 
 EQUIV = {
     # ---- hedges and trailing text: text after a value is dropped only when it is a unit -------------------------
@@ -1401,67 +1402,10 @@ RESPONSES = [
     ('The area is $A = \\pi \\cdot 5^2 \\approx 78.5$.', '25\\pi', 0.0), ('$$\\boxed{\\frac{\\sqrt{5}+1}{2} \\approx 1.618}$$', '\\frac{1+\\sqrt5}{2}', 1.0),
     ('**Mia earns \\$15.50/h.**', '15.5', 1.0),
     ('The divisor count is 12 for\n\n$$n = 2^2\\cdot 3\\cdot 5$$\n\nwhich has $(2+1)(1+1)(1+1)=12$ divisors.', '60', 1.0),
-]
-
-# (question, response, gold, reward): with the problem's text, an expression the question asks to compute or simplify,
-# given back unevaluated, earns 0 (its value equals the gold); the same answer without the question is compared by value
-QUESTIONS = [
-    ("Compute $\\sin 30^\\circ \\cos 60^\\circ$.", "So the answer is $\\boxed{\\sin 30^\\circ \\cos 60^\\circ}$.", "\\frac14", 0.0),
-    ("Compute $\\sin 30^\\circ \\cos 60^\\circ$.", "So the answer is $\\boxed{\\frac14}$.", "\\frac14", 1.0),
-    ("Simplify $(x+1)^2 - x^2$.", "\\boxed{(x+1)^2 - x^2}", "2x+1", 0.0),
-    ("Simplify $(x+1)^2 - x^2$.", "\\boxed{2x + 1}", "2x+1", 1.0),
-    ("Evaluate $12 \\cdot 15$.", "The answer is $12 \\cdot 15$.", "180", 0.0),
-    ("Evaluate $12 \\cdot 15$.", "The answer is 180.", "180", 1.0),
-    ("Which is larger, $\\sqrt{2} + \\sqrt{3}$ or $\\sqrt{10}$?", "\\boxed{\\sqrt{10}}", "\\sqrt{10}", 1.0),
-    ("What is $\\tan^{-1}(1)$ in radians?", "\\boxed{\\frac{\\pi}{4}}", "\\frac{\\pi}{4}", 1.0),
-    # round 8: a rounding the question asks for, the option a value is, a yes-or-no verdict
-    ('What is $\\sqrt{7}$ to the nearest hundredth?', '$\\sqrt{7} \\approx 2.65$', '\\sqrt{7}', 1.0),
-    ('What is $\\sqrt{7}$ to the nearest hundredth?', 'The answer is 2.65.', '\\sqrt{7}', 1.0),
-    ('What is $\\sqrt{7}$ to the nearest hundredth?', 'The answer is 2.6.', '\\sqrt{7}', 0.0),
-    ('What is $\\sqrt{7}$ to the nearest hundredth?', 'The answer is 2.64.', '\\sqrt{7}', 0.0),
-    ('What is $\\sqrt{7}$?', 'The answer is 2.65.', '\\sqrt{7}', 0.0),
-    ('Give $e^2$ to three significant figures.', '\\boxed{7.39}', 'e^2', 1.0),
-    ('Give $e^2$ to three significant figures.', '\\boxed{7.4}', 'e^2', 0.0),
-    ('Which is prime? (A) 51 (B) 57 (C) 59 (D) 63', 'Only 59 is prime, so the answer is 59.', 'C', 1.0),
-    ('Which is prime? (A) 51 (B) 57 (C) 59 (D) 63', 'Only 57 is prime, so the answer is 57.', 'C', 0.0),
-    ('Which is prime? (A) 51 (B) 57 (C) 59 (D) 63', 'c) 59', 'C', 1.0),
-    ('Is 143 a prime number?', '143 = 11 × 13, so it is not prime.', 'No', 1.0),
-    ('Is 143 a prime number?', '143 = 11 × 13, so it is not prime.', 'Yes', 0.0),
-    ('Does the sequence $1/n$ converge?', 'It converges to 0.', 'Yes', 1.0),
-    ('Does the sequence $1/n$ converge?', 'Maybe it converges.', 'Yes', 0.0),
-    ('Can a triangle have angles 90°, 60° and 40°?', 'They sum to 190°, so no such triangle exists.', 'No', 1.0),
-    ('Can a triangle have angles 90°, 60° and 40°?', 'Yes, 90 + 60 + 40 = 190, so it is not a triangle.', 'Yes', 0.0),
-    ('Find ln 2 rounded to four decimal places.', 'The answer is 0.6931.', '\\ln 2', 1.0),
-    # round 9: the value a question asks about, the option a letter stands for, the form it asks for, objects defined
-    # up to a factor or a parameter
-    ('What is the integer nearest to $\\frac{500}{3}$?', '500/3 ≈ 166.67 ≈ 167', '167', 1.0),
-    ('What is the integer nearest to $\\frac{500}{3}$?', '500/3 ≈ 166.67 ≈ 166', '167', 0.0),
-    ('If $\\frac{y}{2} + 1 = 8$, what is $3y$?', '$y = \\boxed{14}$, so $3y = 42$.', '42', 1.0),
-    ('If $\\frac{y}{2} + 1 = 8$, what is $3y$?', '$y = \\boxed{14}$, so $3y = 40$.', '42', 0.0),
-    ('What is the fewest number of gloves you must take from a drawer of 4 colours to be sure of a pair?',
-     'With 4 colours you could take one of each. So you must take at least 5 gloves.', '5', 1.0),
-    ('What is the fewest number of gloves you must take from a drawer of 4 colours to be sure of a pair?',
-     'So you must take more than 5 gloves.', '5', 0.0),
-    ('What is the largest number of 4 kg crates a 30 kg lift can carry?', 'The lift can carry at most 7 crates.', '7', 1.0),
-    ('What is the largest number of 4 kg crates a 30 kg lift can carry?', 'The lift can carry fewer than 7 crates.', '7', 0.0),
-    ('How old is Maya now?', 'So Maya is 30 years old now, while Leo is 10.', '30', 1.0),
-    ('How old is Maya now?', 'So Maya is 30 years old now, while Leo is 10.', '10', 0.0),
-    ('At what value of $x$ does $g(x) = -x^2 + 6x$ reach its maximum?', 'The maximum value 9 occurs at **x = 3**.', '3', 1.0),
-    ('At what value of $x$ does $g(x) = -x^2 + 6x$ reach its maximum?', 'The maximum value 9 occurs at **x = 3**.', '9', 0.0),
-    ('Twenty percent of what number is 7?', '7 is 20% of 35, because 0.2 times 35 gives 7.', '35', 1.0),
-    ('Twenty percent of what number is 7?', '7 is 20% of 35, because 0.2 times 35 gives 7.', '7', 0.0),
-    ('Which is largest? $\\textbf{(A)}\\ 0.3 \\qquad \\textbf{(B)}\\ \\frac{2}{5} \\qquad \\textbf{(C)}\\ 0.35$', 'So $\\boxed{B}$.', '\\frac25', 1.0),
-    ('Which is largest? $\\textbf{(A)}\\ 0.3 \\qquad \\textbf{(B)}\\ \\frac{2}{5} \\qquad \\textbf{(C)}\\ 0.35$', 'So $\\boxed{C}$.', '\\frac25', 0.0),
-    ('Express $0.625$ as a fraction in lowest terms.', '**Answer:** $\\frac{625}{1000}$', '\\frac58', 0.0),
-    ('Express $0.625$ as a fraction in lowest terms.', '**Answer:** $\\frac{5}{8}$', '\\frac58', 1.0),
-    ('Find an eigenvector of $\\begin{pmatrix} 3 & 1 \\\\ 1 & 3 \\end{pmatrix}$ for the eigenvalue 4.', '$$v = \\begin{pmatrix} 3 \\\\ 3 \\end{pmatrix}$$',
-     '\\begin{pmatrix} 1 \\\\ 1 \\end{pmatrix}', 1.0),
-    ('Find an eigenvector of $\\begin{pmatrix} 3 & 1 \\\\ 1 & 3 \\end{pmatrix}$ for the eigenvalue 4.', '$$v = \\begin{pmatrix} 3 \\\\ -3 \\end{pmatrix}$$',
-     '\\begin{pmatrix} 1 \\\\ 1 \\end{pmatrix}', 0.0),
-    ('What is the position of the particle at time $t$?', '$(2 + t, 2t + 2)$', '(1 + t, 2t)', 0.0),
-    ('Find all solutions $(x, y)$ of $x - y = 2$.', 'Solution set: $\\{(s, s - 2) : s \\in \\mathbb{R}\\}$', '(t + 2, t)', 1.0),
-    ('Find all solutions $(x, y)$ of $x - y = 2$.', 'Solution set: $\\{(s, s + 2) : s \\in \\mathbb{R}\\}$', '(t + 2, t)', 0.0),
-    ('What is the remainder when $500$ is divided by $7$?', '500 ÷ 7 = 71 R 3', '3', 1.0),
-    ('What is the remainder when $500$ is divided by $7$?', '500 ÷ 7 = 71 R 3', '71', 0.0),
-    ('What is the least number of 9-seat vans needed for 40 people?', '```python\nprint(math.ceil(40 / 9))\n```\nOutput:\n```\n5\n```\nSo at least 5 vans are needed.', '5', 1.0),
+    # a hedge naming a second value ("it might in fact be 45"); the main clause after a reason closed by its comma
+    ('The total is 30, but I could not check the last step; it might in fact be 32.', '32', 0.0),
+    ('The total is 30, but I could not check the last step; it might in fact be 32.', '30', 0.0),
+    ('The total is 30; I checked it twice.', '30', 1.0),
+    ('$2 - 5 = -3$, and since a distance is never negative, $d = |-3| = 3$.', '3', 1.0),
+    ('$2 - 5 = -3$, and since a distance is never negative, $d = |-3| = 3$.', '-3', 0.0),
 ]
