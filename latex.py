@@ -541,7 +541,7 @@ _UNICODE = {"–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\
             "⋅": "\\cdot ", "∗": "*", "→": "\\to ", "⇒": "\\Rightarrow ", "ℝ": "\\mathbb{R}", "ℤ": "\\mathbb{Z}", "ℕ": "\\mathbb{N}", "ℚ": "\\mathbb{Q}", "∠": "\\angle ", "ᵀ": "^T",
             "∣": "|", "″": "''", "∖": "\\setminus ", "↦": "\\mapsto "}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
-             r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
+             r"mathnormal|operatorname\*?|boldsymbol|bm|pmb|mathbfit|textup|textsl|emph|boxed|fbox|mathbb|mathcal)"
 
 
 def unwrap_commands(s):
@@ -750,7 +750,8 @@ def clean(s):
     s = re.sub(r"\\frac\s*\{\s*d\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\}", r"\\dot{\1}\2", s)
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
     s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])", "", s)
-    s = re.sub(r"\\[hv]space\*?\s*\{[^}]*\}", " ", s)
+    s = re.sub(r"\\[hv]space\*?\s*\{[^}]*\}|\\[hv]?phantom\s*\{[^{}]*\}", " ", s)  # space, and space the size of a text
+    s = re.sub(r"\\(?:mkern|kern|mskip|hskip|mspace)\s*\{?\s*-?[\d.]+\s*(?:mu|em|ex|pt|cm|mm|in)\s*\}?", " ", s)
     # thousands separators written in LaTeX: 1{,}000  16,\!386  1\,000  1\ 000
     s = re.sub(r"(\d)\s*(?:\{\s*,\s*\}|,\\!)\s*(?=\d{3}(?!\d))", r"\1,", s)
     s = re.sub(r"(\d)\\[,;: ]\s*(?=\d{3}(?!\d))", r"\1", s)
