@@ -127,11 +127,10 @@ _DIAGRAM_BLOCK = re.compile(r"\n```[ \t]*\n((?:[^`\n]*\n){2,60}?)```[ \t]*(?:\n[
 
 
 def _is_diagram(block):
+    """Lines of numbers set out in space or drawn with line characters (no `=`, at most a word a line in 4)."""
     lines = [line for line in block.split("\n") if line.strip()]
-    drawn = sum(bool(re.search(r"[|/\\^<>_]{1}|[-=]{3,}|\+-", line)) for line in lines)
-    numbers = sum(len(re.findall(r"\d+", line)) >= 2 or not re.search(r"[A-Za-z]{2,}", line) and re.search(r"[|/\\^]", line)
-                  is not None for line in lines)
-    return "=" not in block.replace("===", "") and len(lines) >= 2 and (drawn + numbers) >= len(lines)
+    drawn = [bool(re.search(r"[|/\\^<>_+]|-{2,}", line)) or not re.search(r"[A-Za-z]{3,}", line) for line in lines]
+    return "=" not in block and len(lines) >= 2 and sum(drawn) >= 0.75 * len(lines)
 
 
 def peel(text):
@@ -158,5 +157,5 @@ def peel(text):
     if "```" in text:
         block = _DIAGRAM_BLOCK.search(text)
         if block and _is_diagram(block.group(1)) and re.search(r"\d", text[:block.start()]):
-            text = text[:block.start()]
+            text = re.sub(r"(?:^|(?<=[.!?\n]))[^.!?\n]*:\s*$", "", text[:block.start()])  # (and the sentence introducing it)
     return text

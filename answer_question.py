@@ -21,7 +21,7 @@ import re
 
 from answer_compare import canon, equivalent, rounds_to, significant_digits, split_top, vector_entries
 from answer_forms import proportional, same_line
-from answer_value import OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement
+from answer_value import OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement, sentence_value
 from latex import clean, parse_math, split_unit
 from numerals import NUMBER_WORDS, number_words
 
@@ -233,7 +233,26 @@ def asked_value(text, answer, question, strict=False):
         asked = [v for n, v in zip(names, values) if re.search(rf"\b{re.escape(n)}\b", asking, re.I)]
         if len(names) == len(values) and len(asked) == 1:
             return asked[0]
-    return clause_for(statement, asking)
+    listed = _listed_item(tail, asking)
+    return listed if listed is not None else clause_for(statement, asking)
+
+
+# a closing list of labelled items ("- Area: 6 × 4 = 24 cm²", "- **Largest angle: 80°**"): the item the question names
+_LABELLED_ITEM = re.compile(r"^[ \t]*(?:[-*•+]|\d+[.)])[ \t]+(?:\*\*)?([A-Za-z][A-Za-z '-]{1,40}?)(?:\*\*)?[ \t]*:[ \t]*(\S[^\n]*)$",
+                            re.MULTILINE)
+
+
+def _listed_item(tail, asking):
+    """The value of the item of the response's closing list of labelled items whose label shares the most words with
+    the question (one item only), else None."""
+    block = re.search(r"(?:^[ \t]*(?:[-*•+]|\d+[.)])[ \t]+[^\n]*\n?){2,}\s*$", tail, re.MULTILINE)
+    items = _LABELLED_ITEM.findall(block.group(0)) if block else []
+    if len(items) < 2:
+        return None
+    words = {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", asking)} - STOP_WORDS
+    scores = [len(words & {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", label)}) for label, _ in items]
+    best = [value for (_, value), k in zip(items, scores) if k == max(scores) and k > 0]
+    return sentence_value(best[0].strip().strip("*").strip()) if len(best) == 1 else None
 
 
 def asked_letter(text, question):

@@ -769,12 +769,12 @@ def _unicode_in_prose(sentence):
     sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
     sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
-    if re.search(r"=>|[⇒⟹∴]|\s->\s|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
+    if re.search(r"=>|[⇒⟹∴]|\s-{1,3}>\s|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
         sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
     return sentence
 
 
-_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|(?<=\S)\s+->\s+(?=\S)|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
+_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|(?<=\S)\s+-{1,3}>\s+(?=\S)|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
 
 
 def _outside_math(sentence, change):
