@@ -45,7 +45,7 @@ import sympy
 
 from answer_forms import congruence, factorization, families_equal, set_intervals, up_to_constant, without_remainder
 from numerals import roman_value
-from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_key
+from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_dimensions, unit_key
 
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
@@ -239,7 +239,10 @@ def _clock_minutes(value, unit):
 def _units_conflict(pu, gu):
     """Both answers carry known units, and they differ (5 m vs 5 cm, 9 p.m. vs 9 a.m.)."""
     known = [u for u in (pu, gu) if u and "word:" not in u]
-    return len(known) == 2 and pu != gu
+    if len(known) < 2 or pu == gu:
+        return False
+    dimensions = [unit_dimensions(u) for u in known]  # `kg m s^-2` is `N`, `m s^-2` is `m/s^2`, `J/s` is `W`
+    return None in dimensions or dimensions[0] != dimensions[1]
 
 
 def _percent_equal(p, pu, g, gu):

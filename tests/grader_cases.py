@@ -23,6 +23,9 @@ EQUIV = {
     ],
     # ---- units: dropped when one side has one; two different known units never match --------------------------
     "units": [
+        ("5 m·s⁻²", "5 \\text{ m/s}^2", True), ("5 \\mathrm{m\\,s^{-2}}", "5 \\text{ m/s}^2", True), ("5 m s", "5 m/s", False),
+        ("20 J/s", "20 \\text{ W}", True), ("6\\ \\text{kg·m/s}^2", "6 N", True), ("6 kg", "6 N", False), ("5 cm/s", "5 m/s", False),
+        ("3\\ \\text{g cm}^{-3}", "3 \\text{ g/cm}^3", True), ("3 g/cm^2", "3 \\text{ g/cm}^3", False),
         ("5 \\text{ m}", "5 \\text{ cm}", False), ("5\\text{ cm}", "5\\text{ m}", False), ("5 \\text{ km}", "5 \\text{ m}", False),
         ("9 \\text{ p.m.}", "9 \\text{ a.m.}", False), ("9\\text{ a.m.}", "9\\text{ p.m.}", False),
         ("50 \\text{ minutes}", "50 \\text{ seconds}", False), ("3 \\text{ hours}", "3 \\text{ minutes}", False),
@@ -1408,4 +1411,20 @@ RESPONSES = [
     ('The total is 30; I checked it twice.', '30', 1.0),
     ('$2 - 5 = -3$, and since a distance is never negative, $d = |-3| = 3$.', '3', 1.0),
     ('$2 - 5 = -3$, and since a distance is never negative, $d = |-3| = 3$.', '-3', 0.0),
+    # markup layers (answer_markup.py), each both ways
+    ('So 4 &times; (&minus;5) = &minus;20.<br>The answer is &minus;20.', '-20', 1.0), ('The answer is &minus;20.', '20', 0.0),
+    ('Each share is &frac14; of the cake.', '\\frac14', 1.0), ('&radic;18 = 3&radic;2', '3\\sqrt2', 1.0), ('&radic;18 = 3&radic;2', '2\\sqrt3', 0.0),
+    ('$$\\fcolorbox{red}{yellow}{$x = 9$}$$', '9', 1.0), ('$$\\colorbox{green}{ 9 }$$', '8', 0.0), ('$$\\framebox[2cm]{9}$$', '9', 1.0),
+    ('$$\\underline{\\underline{y = -4}}$$', '-4', 1.0), ('So $\\mbox{area} = 9$ and $\\fbox{12}$.', '12', 1.0),
+    ('$$\\boxed{\\phantom{00}15\\mkern3mu}$$', '15', 1.0), ('$$\\boxed{\\hphantom{1}15}$$', '115', 0.0),
+    ('Answer: `y = 11`', '11', 1.0), ('Answer: `y = 11`', '1', 0.0), ('Solving gives: __t = 8__', '8', 1.0),
+    ('**Final answer**\n\n> 21', '21', 1.0), ('**Final answer**\n\n> 21', '12', 0.0),
+    ('The total is 36³\n\n³ Counting both ends.', '36', 1.0), ('The total is 36³\n\n³ Counting both ends.', '46656', 0.0),
+    ('\\documentclass{article}\n\\newcommand{\\result}{17}\n\\begin{document}\nSo the answer is \\result.\n\\end{document}', '17', 1.0),
+    ('\\documentclass{article}\n\\begin{document}\n\\section*{Answer}\nThe mean is $\\frac{7}{2}$.\n\\end{document}', '\\frac72', 1.0),
+    ('\\documentclass{article}\n\\begin{document}\n\\section*{Answer}\nThe mean is $\\frac{7}{2}$.\n\\end{document}', '7', 0.0),
+    ('$$\\begin{aligned} 3y &= 27 \\\\ y &= 9 \\end{aligned}$$', '9', 1.0), ('$$\\begin{aligned} 3y &= 27 \\\\ y &= 9 \\end{aligned}$$', '27', 0.0),
+    ('$$\\begin{array}{rcl} 2a &=& 8 \\\\ \\hline a &=& 4 \\end{array}$$', '4', 1.0),
+    ('The count is 6.\n\n```\n1 2 3\n4 5 6\n```', '6', 1.0), ('The count is 6.\n\n```\n1 2 3\n4 5 6\n```', '5', 0.0),
+    ('7 - 3 = 4\nSo --> 4', '4', 1.0), ('7 - 3 = 4\nSo --> 4', '3', 0.0),
 ]

@@ -83,4 +83,7 @@ QUESTIONS = [
     ("Two of 8 socks are red. What fraction is red? Express your answer as a common fraction.", "**Answer:** $\\frac{2}{8}$",
      "\\frac14", 1.0),
     ("Two of 8 socks are red. What fraction is red, in lowest terms?", "**Answer:** $\\frac{2}{8}$", "\\frac14", 0.0),
+    # a closing list of labelled items: the item the question names
+    ("What is the area of a 3 m by 5 m rectangle?", "- Area: 3 × 5 = 15 m²\n- Perimeter: 2(3 + 5) = 16 m", "15", 1.0),
+    ("What is the perimeter of a 3 m by 5 m rectangle?", "- Area: 3 × 5 = 15 m²\n- Diagonal: √34 m\n- Perimeter: 16 m", "15", 0.0),
 ]
