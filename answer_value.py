@@ -1060,6 +1060,9 @@ def sentence_value(sentence):
         sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
     if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
+    named = _NAMED_PREDICATE.search(sentence)
+    if named and not NUMBER_WORDS.search(named.group(2)) and not _candidates(sentence[named.end(1):]):
+        return f"{named.group(1)} is {named.group(2).strip()}"  # "..., so $f$ is **odd**.": what the named object is
     if _REFUSAL.search(sentence):
         return "\\text{cannot be determined}"  # "There is not enough information to determine it."
     by_cases = _case_answer(sentence)
@@ -1133,6 +1136,12 @@ def sentence_value(sentence):
     if value and rounding_asked and value.startswith("\\approx "):
         value = value[len("\\approx "):]  # "Rounding to the nearest whole number as asked, the answer is approximately 12."
     return _given_letters(_last_step(value), whole) if value else value
+
+
+# a sentence that ends saying in plain words what an object it names by a letter is ("so $f$ is **odd**", "i.e. $g$ is
+# even (its graph ...)"); the sentence's value is that statement (compared with a word gold by answer_compare)
+_NAMED_PREDICATE = re.compile(r"(?:^|[,;:]\s*|\b(?:so|thus|hence|therefore|i\.\s?e\.)\s+)[*_]*\$?([A-Za-z](?:\s*\(\s*[a-z]\s*\))?)\$?[*_]*"
+                              r"\s+(?:is|are)\s+[*_]*((?:[a-z]+[ -]?){1,3}?)[*_]*\s*(?:\([^()]*\))?\s*[.!]?\s*$")
 
 
 def _equation_tail(sentence):

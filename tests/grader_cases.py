@@ -1427,4 +1427,8 @@ RESPONSES = [
     ('$$\\begin{array}{rcl} 2a &=& 8 \\\\ \\hline a &=& 4 \\end{array}$$', '4', 1.0),
     ('The count is 6.\n\n```\n1 2 3\n4 5 6\n```', '6', 1.0), ('The count is 6.\n\n```\n1 2 3\n4 5 6\n```', '5', 0.0),
     ('7 - 3 = 4\nSo --> 4', '4', 1.0), ('7 - 3 = 4\nSo --> 4', '3', 0.0),
+    # what an object named by a letter is, in plain words at a sentence's end
+    ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{even}', 1.0),
+    ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{odd}', 0.0),
+    ('Since h(2) = 4 and h(-2) = 4, so $h$ is twelve.', '12', 1.0),
 ]
