@@ -43,7 +43,7 @@ from functools import lru_cache
 
 import sympy
 
-from answer_forms import congruence, factorization, families_equal, set_intervals, up_to_constant, without_remainder
+from answer_forms import bearings_equal, congruence, factorization, families_equal, set_intervals, up_to_constant, without_remainder
 from numerals import roman_value
 from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_dimensions, unit_key
 
@@ -1142,6 +1142,9 @@ def _valid_numeral(digits, base):
 def _forms_equal(p, g):
     """The forms of answer_forms.py: congruence classes, prime factorizations, solution families; None when the gold is
     of none of them (or the prediction is a residue and the gold an integer: compared as written)."""
+    same = bearings_equal(p, g)
+    if same is not None:  # `S 60° E` = `120°`, `NW` = `315°`
+        return same
     gc = congruence(g)
     if gc is not None:
         pc = congruence(p)

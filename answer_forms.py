@@ -22,6 +22,7 @@ Everything is bounded: at most 6 symbols, a fixed number of sample points, integ
 import random
 import re
 from collections import Counter
+from fractions import Fraction
 
 import sympy
 
@@ -231,3 +232,37 @@ def set_intervals(s):
     ordered = [x for x, _ in sorted(values, key=lambda xv: float(xv[1]))]
     bounds = ["-\\infty"] + ordered + ["\\infty"]
     return " \\cup ".join(f"({a}, {b})" for a, b in zip(bounds, bounds[1:]))
+
+
+# ---- bearings: a quadrant bearing (`N 30° E`, `S 45° W`) or a compass point (NW, SSE) is an angle clockwise from north
+_ANGLE = r"\(?\s*(\d+(?:\.\d+)?)\s*(?:\\cdot\s*\\frac\{\\pi\}\{180\}\s*\)|deg\b|\^\s*\{?\\circ\}?)?"
+_QUADRANT = re.compile(r"(?:bearing\s*(?:=|:|of)?\s*)?([NS])\s*" + _ANGLE + r"\s*([EW])", re.I)
+_POINTS = ["N", "NNE", "NE", "ENE", "E", "ESE", "SE", "SSE", "S", "SSW", "SW", "WSW", "W", "WNW", "NW", "NNW"]
+_THREE_FIGURES = re.compile(r"(?:bearing\s*(?:=|:|of)?\s*)?" + _ANGLE, re.I)
+
+
+def bearing(s):
+    """Degrees clockwise from north of a cleaned quadrant bearing or compass point (`S (60\\cdot\\frac{\\pi}{180}) E` ->
+    120, `NW` -> 315), else None."""
+    due = re.match(r"due\s+", s.strip(), re.I)
+    s = s.strip().rstrip(".")[due.end() if due else 0:]
+    quadrant = _QUADRANT.fullmatch(s)
+    if quadrant:
+        start, angle, toward = quadrant.group(1).upper(), Fraction(quadrant.group(2)), quadrant.group(3).upper()
+        if angle > 90:
+            return None
+        return {("N", "E"): angle, ("S", "E"): 180 - angle, ("S", "W"): 180 + angle, ("N", "W"): (360 - angle) % 360}[start, toward]
+    # (a single letter is a compass point only after "due": `E` alone is an option letter)
+    return Fraction(_POINTS.index(s) * 45, 2) if s in _POINTS and (len(s) > 1 or due) else None
+
+
+def bearings_equal(p, g):
+    """None unless one side is a bearing in compass notation; else both name one direction (the other side may be a
+    three-figure bearing in degrees: `030°`, `225`)."""
+    pb, gb = bearing(p), bearing(g)
+    if pb is None and gb is None:
+        return None
+    values = [b if b is not None else (Fraction(m.group(1)) if (m := _THREE_FIGURES.fullmatch(x.strip())) else None)
+              for x, b in ((p, pb), (g, gb))]
+    return None not in values and values[0] % 360 == values[1] % 360
+

@@ -22,6 +22,11 @@ EQUIV = {
         ("\\text{(B)}", "B", True), ("B", "\\text{(B)}", True),
     ],
     # ---- units: dropped when one side has one; two different known units never match --------------------------
+    "bearings": [
+        ("N 40^\\circ W", "320^\\circ", True), ("S 20^\\circ E", "160^\\circ", True), ("S 20^\\circ W", "160^\\circ", False),
+        ("200^\\circ", "S 20^\\circ W", True), ("020^\\circ", "N 20^\\circ E", True), ("020^\\circ", "N 20^\\circ W", False),
+        ("SE", "135^\\circ", True), ("SW", "135^\\circ", False), ("90", "E", False), ("\\text{due E}", "90^\\circ", True),
+    ],
     "units": [
         ("5 m·s⁻²", "5 \\text{ m/s}^2", True), ("5 \\mathrm{m\\,s^{-2}}", "5 \\text{ m/s}^2", True), ("5 m s", "5 m/s", False),
         ("20 J/s", "20 \\text{ W}", True), ("6\\ \\text{kg·m/s}^2", "6 N", True), ("6 kg", "6 N", False), ("5 cm/s", "5 m/s", False),
@@ -1427,6 +1432,13 @@ RESPONSES = [
     ('$$\\begin{array}{rcl} 2a &=& 8 \\\\ \\hline a &=& 4 \\end{array}$$', '4', 1.0),
     ('The count is 6.\n\n```\n1 2 3\n4 5 6\n```', '6', 1.0), ('The count is 6.\n\n```\n1 2 3\n4 5 6\n```', '5', 0.0),
     ('7 - 3 = 4\nSo --> 4', '4', 1.0), ('7 - 3 = 4\nSo --> 4', '3', 0.0),
+    # a matrix given by its rows or columns in prose; a quadrant bearing a sentence ends on
+    ('Swapping rows, the first row of $PA$ is $(3, 4)$ and the second row is $(1, 2)$.', '\\begin{pmatrix} 3 & 4 \\\\ 1 & 2 \\end{pmatrix}', 1.0),
+    ('Swapping rows, the first row of $PA$ is $(3, 4)$ and the second row is $(1, 2)$.', '\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}', 0.0),
+    ('So the result has first column $(5, 6)$ and second column $(7, 8)$.', '\\begin{pmatrix} 5 & 7 \\\\ 6 & 8 \\end{pmatrix}', 1.0),
+    ('So the result has first column $(5, 6)$ and second column $(7, 8)$.', '\\begin{pmatrix} 5 & 6 \\\\ 7 & 8 \\end{pmatrix}', 0.0),
+    ('Measured from north toward west, the bearing is N 35° W.', '325^\\circ', 1.0),
+    ('Measured from north toward west, the bearing is N 35° W.', '35^\\circ', 0.0),
     # what an object named by a letter is, in plain words at a sentence's end
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{even}', 1.0),
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{odd}', 0.0),
