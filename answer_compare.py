@@ -1164,6 +1164,9 @@ def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or canon(p) == canon(g) or _decimal_comma_equal(p, g):
         return True
+    if re.match(r"\\(?:hat|widehat|bar|tilde)\s*\{?\s*[A-Za-z]\s*\}?\s*=", g) and not re.match(r"\\(?:hat|widehat|bar|tilde)", p):
+        g = re.sub(r"^\\(?:hat|widehat|bar|tilde)\s*\{?\s*([A-Za-z])\s*\}?", r"\1", g)  # `y = 1.6x + 0.5` for `\hat{y} = ...`:
+        # the accent of the gold's name of what an equation gives (an estimate, a mean) is notation
     forms = _forms_equal(p, g)
     if forms is not None:
         return forms
@@ -1275,8 +1278,10 @@ def _item_equal(p, g):
     if compound is not None:
         return compound
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
-    if pu == "%" and len(split_top(p, ["="])) > 1 and "=" not in g:
+    if pu == "%" and len(split_top(p, ["="])) > 1 and "=" not in g and "\\approx" not in p:
         return _relations_equal(split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
+    if pu == "%" and len(split_top(p, ["\\approx"])) == 2 and gu != "%" and "=" not in g:
+        return _equiv(split_top(p, ["\\approx"])[0], g)  # `\frac{2}{13} \approx 15.4\%`: the exact value before its rounding
     clock = _clock_minutes(pv, pu), _clock_minutes(gv, gu)
     if None not in clock:
         return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock), midnight = 12:00 AM

@@ -1091,7 +1091,8 @@ def sentence_value(sentence):
     tail = _equation_tail(sentence) if words_outside_math else None
     if tail:
         return sentence_value(tail)  # "24 h × 60 min × 60 s = 86 400 s", "96 ÷ 4 = 24 dollars each"
-    if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*(?:[.,;]|:(?!\d))\s*\S", sentence):
+    if not words_outside_math and (not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*(?:[.,;]|:(?!\d))\s*\S", sentence)
+                                   or re.fullmatch(r"\s*-?\d+(?:\.\d+)?(?:\s*,\s+-?\d+(?:\.\d+)?)+\s*\.?\s*", sentence)):  # (`1, 12, 2, 6`)
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
         steps = _candidates(sentence)
         solved = _solved_for(sentence, steps) if len(steps) > 1 else None
@@ -1221,7 +1222,7 @@ def _given_letters(value, sentence):
 
 
 _DAYS = r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
-_LISTED = re.compile(r"(?:\b(?:are|is|were|be)\b|:)\s+((?:" + _VALUE_TEXT + r")(?:\s*,\s*(?:and\s+)?(?:" + _VALUE_TEXT +
+_LISTED = re.compile(r"(?:\b(?:are|is|were|be)\b|:(?:\*\*|__)?)\s+((?:" + _VALUE_TEXT + r")(?:\s*,\s*(?:and\s+)?(?:" + _VALUE_TEXT +
                      r")|\s*,?\s*and\s+(?:" + _VALUE_TEXT + r"))+)(?:\s*,?\s*(?:\.\.\.|…|\\ldots|\\dots))?\s*[.!]?\s*$", re.I)
 # A statement that the answer cannot be found ("not enough information", "cannot be determined")
 _REFUSAL = re.compile(r"\b(?:not\s+enough\s+information|insufficient\s+(?:information|data)|cannot\s+be\s+determined|"

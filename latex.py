@@ -736,7 +736,7 @@ def clean(s):
         s = re.sub(r"(\\mathbb\{R\})\s*\\(?=\s*[\[(\\{])(?![\[(])", r"\1 \\setminus ", s)
     if re.search(r"[\u0370-\u03ff]", s):  # Greek letters by their Unicode names: θ -> \theta, Δ -> \Delta
         s = re.sub(r"[\u0370-\u03ff]", _greek_command, s)
-    s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",
+    s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|arccot|arcsec|arccsc|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",
                r"\\\1 ", s)                                                        # cos 30°, log₂ 5: the functions
     s = re.sub(r"\\not\s*=", "\\\\ne ", s)
     s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2

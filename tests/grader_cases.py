@@ -22,6 +22,11 @@ EQUIV = {
         ("\\text{(B)}", "B", True), ("B", "\\text{(B)}", True),
     ],
     # ---- units: dropped when one side has one; two different known units never match --------------------------
+    "notation": [  # an accent on the gold's name of an equation's result; an exact value before its rounding in percent
+        ("y = 0.8x + 2", "\\hat{y} = 0.8x + 2", True), ("y = 0.8x + 3", "\\hat{y} = 0.8x + 2", False),
+        ("\\frac{3}{7} \\approx 42.9\\%", "\\frac37", True), ("0.429 \\approx 42.9\\%", "\\frac37", False),
+        ("\\operatorname{arccot}\\left(\\frac13\\right)", "\\arctan 3", True), ("\\operatorname{arccot} 3", "\\arctan 3", False),
+    ],
     "bearings": [
         ("N 40^\\circ W", "320^\\circ", True), ("S 20^\\circ E", "160^\\circ", True), ("S 20^\\circ W", "160^\\circ", False),
         ("200^\\circ", "S 20^\\circ W", True), ("020^\\circ", "N 20^\\circ E", True), ("020^\\circ", "N 20^\\circ W", False),
@@ -1439,6 +1444,8 @@ RESPONSES = [
     ('So the result has first column $(5, 6)$ and second column $(7, 8)$.', '\\begin{pmatrix} 5 & 6 \\\\ 7 & 8 \\end{pmatrix}', 0.0),
     ('Measured from north toward west, the bearing is N 35° W.', '325^\\circ', 1.0),
     ('Measured from north toward west, the bearing is N 35° W.', '35^\\circ', 0.0),
+    ('Pairing divisors: **Answer:** 1, 18, 2, 9, 3, 6', '1, 2, 3, 6, 9, 18', 1.0), ('**Answer:** 1, 18, 2, 9, 3', '1, 2, 3, 6, 9, 18', 0.0),
+    ('Factoring gives x(x - 2)(x + 2).\n\n**Roots:** 0, 2, −2', '-2, 0, 2', 1.0), ('Factoring.\n\n**Roots:** 0, 2', '-2, 0, 2', 0.0),
     # what an object named by a letter is, in plain words at a sentence's end
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{even}', 1.0),
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{odd}', 0.0),
