@@ -1444,7 +1444,7 @@ RESPONSES = [
     ('So the result has first column $(5, 6)$ and second column $(7, 8)$.', '\\begin{pmatrix} 5 & 6 \\\\ 7 & 8 \\end{pmatrix}', 0.0),
     ('Measured from north toward west, the bearing is N 35° W.', '325^\\circ', 1.0),
     ('Measured from north toward west, the bearing is N 35° W.', '35^\\circ', 0.0),
-    ('Pairing divisors: **Answer:** 1, 18, 2, 9, 3, 6', '1, 2, 3, 6, 9, 18', 1.0), ('**Answer:** 1, 18, 2, 9, 3', '1, 2, 3, 6, 9, 18', 0.0),
+    ('Divisors in pairs.\n\n**Answer:** 1, 18, 2, 9, 3, 6', '1, 2, 3, 6, 9, 18', 1.0), ('**Answer:** 1, 18, 2, 9, 3', '1, 2, 3, 6, 9, 18', 0.0),
     ('Factoring gives x(x - 2)(x + 2).\n\n**Roots:** 0, 2, −2', '-2, 0, 2', 1.0), ('Factoring.\n\n**Roots:** 0, 2', '-2, 0, 2', 0.0),
     # what an object named by a letter is, in plain words at a sentence's end
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{even}', 1.0),
