@@ -365,7 +365,7 @@ def _shape(s):
     if inner is None and re.fullmatch(r"\{[^{}]*[,;][^{}]*\}", s):
         inner = s[1:-1]                                               # {1, 2, 3} written without backslashes, {-4 ; 4}
     if inner is not None and "|" not in inner and ":" not in inner:
-        return _Shape("set", split_top(inner, [",", ";"]) if inner.strip() else [])
+        return _Shape("set", [x for item in split_top(inner, [",", ";"]) for x in _expand_pm(item)] if inner.strip() else [])
     if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
         return _Shape("list", s.split())  # `1 \quad 2` (cleaned to `1 2`): two values side by side, a list
     groups = split_top(s, [";"])
@@ -925,7 +925,7 @@ def _is_words(s):
     return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
 
 
-COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:the\s+[\w\s()'^{}-]{0,60}?|[A-Za-z](?:\s*\(\s*[a-z]\s*\))?\s+)"
+COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:(?:the|its|their)\s+[\w\s()'^{}-]{0,60}?|[A-Za-z](?:\s*\(\s*[a-z]\s*\))?\s+)"
                      r"\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)  # "the function is even", "f is odd" (not "it is correct")
 
 
@@ -1218,6 +1218,8 @@ def _equiv(p, g):
     if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
         predicate = COPULA.sub("", p, count=1)
         verb = VERB_PREDICATE.fullmatch(p)  # "the series diverges" for `diverges`
+        if _words(g) == "neither" and re.search(r"\bneither\s+[a-z]+\s+nor\s+[a-z]+$", predicate.strip(), re.I):
+            return True  # "f is neither even nor odd" for `neither` (of "even, odd, or neither")
         return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate, verb.group(1) if verb else ""))
     p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
     if _interval_like(g) or _interval_like(p):

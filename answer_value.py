@@ -344,7 +344,9 @@ def _wrap_plain(text):
         if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d|(?<![A-Za-z])[A-Za-z](?![A-Za-z])\s*[-+*/]|[-+*/]\s*\d*[A-Za-z]"
                          r"(?![A-Za-z])", run) or not re.search(r"[A-Za-z0-9]", run) \
                 or re.fullmatch(r"[^\W\d_]\s*(?:[<>]=?|=|[≤≥≠])\s*-?\d+(?:\.\d+)?", run) \
-                or run.count("(") != run.count(")") or run.count("{") != run.count("}"):
+                or run.count("(") != run.count(")") or run.count("{") != run.count("}") \
+                or re.fullmatch(r"[A-Za-z]+(?:\s*(?:/|\*|·|\^\{?-?\d\}?)\s*[A-Za-z]*)+", run) and all(
+                    unit_key(w) for w in re.findall(r"[A-Za-z]+", run)):  # (a unit, `m/s^2`, is no formula of its own)
             continue
         out.append(text[last:start] + "$" + run + "$")
         last = start + len(run)
@@ -451,6 +453,9 @@ def _word_predicate(sentence):
     """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words, or
     what it does in one verb ("the series **diverges**": VERB_PREDICATE)."""
     sentence = re.sub(r"[*_]+", "", sentence).strip().rstrip(".!")
+    none = re.fullmatch(r"(?:.*?[,;:]\s*)?there\s+(?:is|are|exists?)\s+(no\s+[a-z]+)", sentence, re.I)
+    if none:
+        return none.group(1)  # "..., so there is no mode": `no mode`
     if COPULA.match(sentence) and re.fullmatch(r"[A-Za-z\s-]{1,30}", COPULA.sub("", sentence, count=1)):
         return sentence
     return sentence if VERB_PREDICATE.fullmatch(sentence) else None
@@ -549,6 +554,12 @@ def _solved_for(sentence, candidates):
     return candidates[-1] if steps and any(not re.fullmatch(r"\s*[A-Za-z]\s*=[^=]+", v) for v in steps) else None
 
 
+def _unit_after(after):
+    """The text after a value opens with a compound unit (`m/s`, `m/s^2`, `kg·m/s²`) and the sentence's end or a comma."""
+    unit = re.match(r"\s*([A-Za-z]+(?:\s*(?:/|·|\*)\s*[A-Za-z]+)+(?:\^\{?-?\d\}?|[²³])?)\s*(?:[.,;!]|$)", after)
+    return bool(unit) and all(unit_key(w) for w in re.findall(r"[A-Za-z]+", unit.group(1)))
+
+
 def _one_candidate(sentence):
     """The sentence's answer: its only candidate, or the one it asserts (_asserted); None when an operator, a
     relation, a number-changing word or a condition touches it (`x = y - 5`, `x > 5`, "negative 5", "5 if n is even")."""
@@ -575,7 +586,8 @@ def _one_candidate(sentence):
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
     if re.match(r"\s*(?:[-+*/^<>=]|\((?!\s*[A-Za-z]{2,})|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
-            and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)):
+            and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)) \
+            and not _unit_after(after):
         return None  # 5x, 5 + y, 5(1+x), 5 = ... (but "5 m", "5m²": a unit)
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
     percent = re.match(r"\s*(?:\\?%|percent\b|per\s+cent\b)", after)
@@ -1080,6 +1092,9 @@ def sentence_value(sentence):
     if re.search(r"[,;]\s*(?:and\s+|but\s+|while\s+)?(?:for|if|when)\s+\$?[a-z]\$?\s+(?:is\s+)?(?:even|odd|positive|negative)\b",
                  sentence, re.I) and len(_candidates(sentence)) > 2:
         return None  # "\boxed{2} for n even, for n odd it is \boxed{3}": the second of two cases is not the answer
+    concluded = re.split(r"[,;:]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
+    if concluded != sentence and not _candidates(concluded) and _word_predicate(concluded):
+        return _word_predicate(concluded)  # "... the line $x = 3$ is vertical, so its slope is undefined.": what it concludes
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
@@ -1109,6 +1124,7 @@ def sentence_value(sentence):
         return _set_words(sentence)  # "All reals.", "No solution.", "x can be any real number.": a set in words
     if not _candidates(sentence):
         return _word_predicate(sentence)  # "The function is even.", "..., so the solution set is empty."
+    sentence = re.sub(r"\band\s+(?:its|their)\s+(?:[a-z]+\s+){0,2}?(?=\$)", "and ", sentence)  # "$1 + i$ and its conjugate $1 - i$"
     sentence = _without_rejected_values(_without_fronted_modifier(sentence))
     if not _candidates(sentence):
         return None  # "The answer is not 5.": a rejected value, and nothing asserted
@@ -1181,8 +1197,8 @@ def _matrix_in_prose(sentence):
 
 
 _QUADRANT_BEARING = re.compile(r"(?<![\w$])\$?([NS]\s*\d+(?:\.\d+)?\s*(?:°|\^\s*\{?\\circ\}?|degrees?)\s*[EW])\$?(?!\w)[*_]*\s*[.!]?\s*$")
-_NAMED_PREDICATE = re.compile(r"(?:^|[,;:]\s*|\b(?:so|thus|hence|therefore|i\.\s?e\.)\s+)[*_]*\$?([A-Za-z](?:\s*\(\s*[a-z]\s*\))?)\$?[*_]*"
-                              r"\s+(?:is|are)\s+[*_]*((?:[a-z]+[ -]?){1,3}?)[*_]*\s*(?:\([^()]*\))?\s*[.!]?\s*$")
+_NAMED_PREDICATE = re.compile(r"(?:^|[,;:]\s*|\b(?i:so|thus|hence|therefore|i\.\s?e\.)\s+)[*_]*\$?([A-Za-z](?:\s*\(\s*[a-z]\s*\))?)\$?[*_]*"
+                              r"\s+(?:is|are)\s+[*_]*((?:[a-z]+[ -]?){1,4}?)[*_]*\s*(?:\([^()]*\))?\s*[.!]?\s*$")
 
 
 def _equation_tail(sentence):

@@ -1446,6 +1446,16 @@ RESPONSES = [
     ('Measured from north toward west, the bearing is N 35° W.', '35^\\circ', 0.0),
     ('Divisors in pairs.\n\n**Answer:** 1, 18, 2, 9, 3, 6', '1, 2, 3, 6, 9, 18', 1.0), ('**Answer:** 1, 18, 2, 9, 3', '1, 2, 3, 6, 9, 18', 0.0),
     ('Factoring gives x(x - 2)(x + 2).\n\n**Roots:** 0, 2, −2', '-2, 0, 2', 1.0), ('Factoring.\n\n**Roots:** 0, 2', '-2, 0, 2', 0.0),
+    # a set with ±, a unit after a value in math, a conclusion in words after "so", "there is no X", "its conjugate"
+    ('So the integers are $\\{0, \\pm 3\\}$.', '-3, 0, 3', 1.0), ('So the integers are $\\{0, \\pm 3\\}$.', '0, 3', 0.0),
+    ('Speed $= \\sqrt{5^2 + 12^2} = 13$ m/s.', '13', 1.0), ('Speed $= \\sqrt{5^2 + 12^2} = 13$ m/s.', '17', 0.0),
+    ('The run is $0$, so the line $x = 2$ is vertical, so its slope is undefined.', '\\text{undefined}', 1.0),
+    ('The run is $0$, so the line $x = 2$ is vertical, so its slope is undefined.', '2', 0.0),
+    ('All five values occur once, so there is no mode.', '\\text{no mode}', 1.0), ('All values occur once, so there is no mode.', '1', 0.0),
+    ('The roots are $2 + 3i$ and its complex conjugate $2 - 3i$.', '2 + 3i, 2 - 3i', 1.0),
+    ('The roots are $2 + 3i$ and its complex conjugate $2 - 3i$.', '2 + 3i', 0.0),
+    ('Then h(-x) = 2x, which is neither h(x) nor -h(x). So $h$ is neither even nor odd.', '\\text{neither}', 1.0),
+    ('Then h(-x) = 2x, which is neither h(x) nor -h(x). So $h$ is neither even nor odd.', '\\text{odd}', 0.0),
     # what an object named by a letter is, in plain words at a sentence's end
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{even}', 1.0),
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{odd}', 0.0),
