@@ -21,7 +21,7 @@ THE DECIMAL POLICY, one rule wherever a decimal meets an exact value:
   - "approximately X" and `\\approx X` equal only a rounded (decimal) gold; an exact value stated before its rounding
     (`x = \\frac13 \\approx 0.33`) is the answer, a computation before it (`3 \\times 4.99 \\approx 15`) is working.
 Percent: X% is X/100, and also the bare X when X >= 1. Units: dropped when one side has none; two known units must
-agree; a compound quantity equals the gold in either unit (`1 h 30 min` = 90 = 1.5). Several answers: lists and sets
+agree (as powers of SI dimensions: `kg m s^-2` is `N`; one kind in two units is converted: 250 cm = 2.5 m); a compound quantity equals the gold in either unit (`1 h 30 min` = 90 = 1.5). Several answers: lists and sets
 are unordered multisets, tuples ordered (brackets kept: `(0, 9)` is not `[0, 9)`), named parts (`a = 5, b = 11`, "(a) 5
 (b) 11", "mean = 4, median = 3") in the order the gold lists them; a hedge (`3 \\text{ or } 5`) is never one of them.
 Relations: a label is stripped and a chain's value is its last side; a side before it is a label, working (a
@@ -1293,6 +1293,10 @@ def _item_equal(p, g):
         (degrees, _), (other, _) = ((pv, pu), (gv, gu)) if pu == "deg" else ((gv, gu), (pv, pu))
         if "\\pi" in other and "\\pi" not in degrees:
             return _equiv(f"({degrees})\\cdot\\frac{{\\pi}}{{180}}", other)
+    scales = [unit_dimensions(u) for u in (pu, gu)] if pu and gu and pu != gu else [None]
+    if None not in scales and scales[0][1] == scales[1][1] and scales[0][0] != scales[1][0]:  # one kind of quantity in two units: 250 cm = 2.5 m, 90 km/h = 25 m/s
+        ratio = Fraction(scales[0][0]) / Fraction(scales[1][0])
+        return _equiv(f"({pv})\\cdot\\frac{{{ratio.numerator}}}{{{ratio.denominator}}}", gv)
     if _units_conflict(pu, gu):
         return False
     if (pu or gu) and _equiv(pv, gv):

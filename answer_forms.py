@@ -17,6 +17,8 @@ of its form, so answer_compare falls through to its other comparisons.
     question asks for such an object (reward.py): a point that depends on t is not any point of its line.
   set_intervals(s): set-builder and complement forms as a union of intervals (`\\{x : |x| \\ge 3\\}`, `\\{x \\in R \\mid
     -2 \\le x \\le 2\\}`, `R \\setminus [-1, 3]`, `R \\setminus \\{2, -2\\}`), for answer_compare's interval comparison.
+  bearings_equal(p, g): a quadrant bearing or compass point and an angle clockwise from north (`S 60° E` = `120°`,
+    `NW` = `315°`, `030°` = `N 30° E`); matrix_in_prose(sentence): a matrix given by its ordered rows or columns.
 Everything is bounded: at most 6 symbols, a fixed number of sample points, integers below 10^12 factored by trial.
 """
 import random
@@ -266,3 +268,39 @@ def bearings_equal(p, g):
               for x, b in ((p, pb), (g, gb))]
     return None not in values and values[0] % 360 == values[1] % 360
 
+
+# ---- objects described in prose: a matrix by its rows or columns; a quadrant bearing a sentence ends on
+_LINE_ORDINALS = {"first": 1, "1st": 1, "top": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
+_TUPLE = r"\$?\(([^()$]*)\)\$?"
+_WORDS_OR_NAME = r"(?:[^()$\d.;]|\$[A-Za-z^{}\s]{1,12}\$)"  # (a matrix's name in math: "the first row of $AB$ is")
+_NAMED_LINE = re.compile(r"\b(" + "|".join(_LINE_ORDINALS) + r"|middle|bottom|last)\s+(row|column)\b" + _WORDS_OR_NAME + "{0,40}?"
+                         + _TUPLE, re.I)
+_LINES_LISTED = re.compile(r"\b(rows|columns)\b[^()$\d.;]{0,8}(?:are|:)" + _WORDS_OR_NAME + r"{0,40}?((?:" + _TUPLE
+                           + r"\s*(?:,\s*(?:and\s+)?|and\s+)?){2,})", re.I)
+
+
+def matrix_in_prose(sentence):
+    """A matrix a sentence gives by its rows or its columns, each a tuple: named in order ("the first row is (2, 1) and
+    the second row is (4, 3)", "first column (2, 4) and second column (1, 3)"; top, middle, bottom, last) or listed
+    ("its rows are (1, 4), (2, 5), (3, 6)"), as `\\begin{pmatrix}`; else None."""
+    named = list(_NAMED_LINE.finditer(sentence)) if re.search(r"\b(?:row|column)s?\b", sentence, re.I) else []
+    if len(named) >= 2:
+        kinds = {m.group(2).lower() for m in named}
+        order = [_LINE_ORDINALS.get(m.group(1).lower(), {"middle": 2}.get(m.group(1).lower(), len(named))) for m in named]
+        if len(kinds) > 1 or order != list(range(1, len(named) + 1)):
+            return None
+        kind, lines = kinds.pop(), [m.group(3) for m in named]
+    else:
+        listed = _LINES_LISTED.search(sentence) if named == [] and re.search(r"\b(?:rows|columns)\b", sentence, re.I) else None
+        if not listed:
+            return None
+        kind, lines = listed.group(1).lower().rstrip("s"), re.findall(_TUPLE, listed.group(2))
+    entries = [[x.strip() for x in line.split(",")] for line in lines]
+    if len({len(e) for e in entries}) != 1 or len(entries[0]) < 2 or not all(x for e in entries for x in e):
+        return None
+    if kind == "column":
+        entries = [list(row) for row in zip(*entries)]
+    return "\\begin{pmatrix}" + " \\\\ ".join(" & ".join(row) for row in entries) + "\\end{pmatrix}"
+
+
+QUADRANT_IN_PROSE = re.compile(r"(?<![\w$])\$?([NS]\s*\d+(?:\.\d+)?\s*(?:°|\^\s*\{?\\circ\}?|degrees?)\s*[EW])\$?(?!\w)[*_]*\s*[.!]?\s*$")

@@ -11,7 +11,7 @@ peel(text), the layers of the document around the statements, each by one rule f
     `\\makebox`, `\\parbox`, ...) are text;
   - an alignment inside display math (aligned, split, gathered, array) is its rows (`&=&` is `=`, `\\hline` dropped),
     each row display math (so the last row is the last statement; a row `&= 630` continues the one above);
-  - inline code spans (`` `x = -2` ``), markdown emphasis by underscores (`_x = 5_`), blockquote marks at line starts
+  - HTML comments; inline code spans (`` `x = -2` ``), markdown emphasis by underscores (`_x = 5_`), blockquote marks at line starts
     (not in an R session, whose prompt is `>`);
   - footnote marks: a mark (`²`, `[1]`, `[^1]`, `†`, `[†]`) after a value at the end of a line whose footnote (a line
     opening with the same mark) follows: the mark and the footnote are dropped;
@@ -142,6 +142,8 @@ def peel(text):
         text = _INNER_ALIGNMENT.sub(_alignment_rows, text) if "\\begin{" in text else text
         if re.search(r"\\(?:textbf|textit|emph|textsl|textup|underline)\s*\{", text):
             text = _outside_math(text, _text_fonts)
+    if "<!--" in text:
+        text = re.sub(r"<!--.*?-->", " ", text, flags=re.DOTALL)  # an HTML comment
     if "`" in text:
         text = re.sub(r"(?<![`\w])`([^`\n]{1,200})`(?![`\w])", r"\1", text)
     if "_" in text:

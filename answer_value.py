@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, VERB_PREDICATE, parse_cases
+from answer_forms import QUADRANT_IN_PROSE, matrix_in_prose
 from latex import (DATE_WORDS, MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, compound_units, is_english, split_unit, superscripts, unit_key,
                    unit_vector_hats, unit_word, unwrap_commands)
 from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, base_numerals, cjk_numbers, degrees_minutes_seconds,
@@ -754,6 +755,9 @@ def phrase_value(rest, context="", start=0, end=0):
             return None  # a counterfactual, and no actual value after it
         sentence = sentence[contrast.end():]  # "..., but since two are empty it's 10."
     value = sentence_value(sentence)
+    word = re.fullmatch(r"\s*[*_]*([A-Za-z]+(?:[ -][A-Za-z]+){0,2})[*_]*\s*[.!]?\s*", sentence) if value is None else None
+    if word and not UNSURE.search(sentence):
+        return word.group(1)  # "Answer: True", "Final answer: **odd**": a word answer as written
     if value and value.startswith("\\approx ") and _ROUNDING_ASKED.search(context[max(0, start - 200):start].split("\n")[-1]):
         return value[len("\\approx "):]  # "Rounding to the nearest whole number, the answer is approximately 12."
     return value
@@ -1072,10 +1076,10 @@ def sentence_value(sentence):
         sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
     if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
-    matrix = _matrix_in_prose(sentence)
+    matrix = matrix_in_prose(sentence)
     if matrix:
         return matrix  # "the first row of AB is (2, 1) and the second row is (4, 3)": a matrix by its rows or columns
-    compass = _QUADRANT_BEARING.search(sentence)
+    compass = QUADRANT_IN_PROSE.search(sentence)
     if compass:
         return compass.group(1)  # "The bearing is S 60° E.": a quadrant bearing the sentence ends on
     named = _NAMED_PREDICATE.search(sentence)
@@ -1163,40 +1167,6 @@ def sentence_value(sentence):
 
 # a sentence that ends saying in plain words what an object it names by a letter is ("so $f$ is **odd**", "i.e. $g$ is
 # even (its graph ...)"); the sentence's value is that statement (compared with a word gold by answer_compare)
-_LINE_ORDINALS = {"first": 1, "1st": 1, "top": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
-_TUPLE = r"\$?\(([^()$]*)\)\$?"
-_WORDS_OR_NAME = r"(?:[^()$\d.;]|\$[A-Za-z^{}\s]{1,12}\$)"  # (a matrix's name in math: "the first row of $AB$ is")
-_NAMED_LINE = re.compile(r"\b(" + "|".join(_LINE_ORDINALS) + r"|middle|bottom|last)\s+(row|column)\b" + _WORDS_OR_NAME + "{0,40}?"
-                         + _TUPLE, re.I)
-_LINES_LISTED = re.compile(r"\b(rows|columns)\b[^()$\d.;]{0,8}(?:are|:)" + _WORDS_OR_NAME + r"{0,40}?((?:" + _TUPLE
-                           + r"\s*(?:,\s*(?:and\s+)?|and\s+)?){2,})", re.I)
-
-
-def _matrix_in_prose(sentence):
-    """A matrix a sentence gives by its rows or its columns, each a tuple: named in order ("the first row is (2, 1) and
-    the second row is (4, 3)", "first column (2, 4) and second column (1, 3)"; top, middle, bottom, last) or listed
-    ("its rows are (1, 4), (2, 5), (3, 6)"), as `\\begin{pmatrix}`; else None."""
-    named = list(_NAMED_LINE.finditer(sentence)) if re.search(r"\b(?:row|column)s?\b", sentence, re.I) else []
-    if len(named) >= 2:
-        kinds = {m.group(2).lower() for m in named}
-        order = [_LINE_ORDINALS.get(m.group(1).lower(), {"middle": 2}.get(m.group(1).lower(), len(named))) for m in named]
-        if len(kinds) > 1 or order != list(range(1, len(named) + 1)):
-            return None
-        kind, lines = kinds.pop(), [m.group(3) for m in named]
-    else:
-        listed = _LINES_LISTED.search(sentence) if named == [] and re.search(r"\b(?:rows|columns)\b", sentence, re.I) else None
-        if not listed:
-            return None
-        kind, lines = listed.group(1).lower().rstrip("s"), re.findall(_TUPLE, listed.group(2))
-    entries = [[x.strip() for x in line.split(",")] for line in lines]
-    if len({len(e) for e in entries}) != 1 or len(entries[0]) < 2 or not all(x for e in entries for x in e):
-        return None
-    if kind == "column":
-        entries = [list(row) for row in zip(*entries)]
-    return "\\begin{pmatrix}" + " \\\\ ".join(" & ".join(row) for row in entries) + "\\end{pmatrix}"
-
-
-_QUADRANT_BEARING = re.compile(r"(?<![\w$])\$?([NS]\s*\d+(?:\.\d+)?\s*(?:°|\^\s*\{?\\circ\}?|degrees?)\s*[EW])\$?(?!\w)[*_]*\s*[.!]?\s*$")
 _NAMED_PREDICATE = re.compile(r"(?:^|[,;:]\s*|\b(?i:so|thus|hence|therefore|i\.\s?e\.)\s+)[*_]*\$?([A-Za-z](?:\s*\(\s*[a-z]\s*\))?)\$?[*_]*"
                               r"\s+(?:is|are)\s+[*_]*((?:[a-z]+[ -]?){1,4}?)[*_]*\s*(?:\([^()]*\))?\s*[.!]?\s*$")
 

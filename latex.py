@@ -751,6 +751,9 @@ def clean(s):
     s = re.sub(r"\\frac\s*\{\s*d\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\}", r"\\dot{\1}\2", s)
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
     s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])", "", s)
+    # colour and size are no part of a value: \color{red}{4}, \textcolor{blue}{4}, \large 4, \underline{4}
+    s = re.sub(r"\\(?:text)?color\s*(?:\[[^\]]*\])?\s*\{[\w!.,\s-]{0,30}\}|\\(?:tiny|scriptsize|footnotesize|small|normalsize|large|Large|"
+               r"LARGE|huge|Huge)(?![a-zA-Z])|\\underline(?=\s*\{)", " ", s)
     s = re.sub(r"\\[hv]space\*?\s*\{[^}]*\}|\\[hv]?phantom\s*\{[^{}]*\}", " ", s)  # space, and space the size of a text
     s = re.sub(r"\\(?:mkern|kern|mskip|hskip|mspace)\s*\{?\s*-?[\d.]+\s*(?:mu|em|ex|pt|cm|mm|in)\s*\}?", " ", s)
     # thousands separators written in LaTeX: 1{,}000  16,\!386  1\,000  1\ 000

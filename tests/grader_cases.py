@@ -36,6 +36,9 @@ EQUIV = {
         ("5 m·s⁻²", "5 \\text{ m/s}^2", True), ("5 \\mathrm{m\\,s^{-2}}", "5 \\text{ m/s}^2", True), ("5 m s", "5 m/s", False),
         ("20 J/s", "20 \\text{ W}", True), ("6\\ \\text{kg·m/s}^2", "6 N", True), ("6 kg", "6 N", False), ("5 cm/s", "5 m/s", False),
         ("3\\ \\text{g cm}^{-3}", "3 \\text{ g/cm}^3", True), ("3 g/cm^2", "3 \\text{ g/cm}^3", False),
+        ("1.2 m", "120 \\text{ cm}", True), ("1.2 cm", "120 \\text{ m}", False), ("72 km/h", "20 \\text{ m/s}", True),
+        ("72 km/h", "72 \\text{ m/s}", False), ("2 kg", "2000 \\text{ g}", True), ("2 kg", "200 \\text{ g}", False),
+        ("\\color{red}{4}", "4", True), ("\\textcolor{blue}{4}", "5", False), ("\\large 4", "4", True), ("\\underline{4}", "4", True),
         ("5 \\text{ m}", "5 \\text{ cm}", False), ("5\\text{ cm}", "5\\text{ m}", False), ("5 \\text{ km}", "5 \\text{ m}", False),
         ("9 \\text{ p.m.}", "9 \\text{ a.m.}", False), ("9\\text{ a.m.}", "9\\text{ p.m.}", False),
         ("50 \\text{ minutes}", "50 \\text{ seconds}", False), ("3 \\text{ hours}", "3 \\text{ minutes}", False),
@@ -1456,6 +1459,7 @@ RESPONSES = [
     ('The roots are $2 + 3i$ and its complex conjugate $2 - 3i$.', '2 + 3i', 0.0),
     ('Then h(-x) = 2x, which is neither h(x) nor -h(x). So $h$ is neither even nor odd.', '\\text{neither}', 1.0),
     ('Then h(-x) = 2x, which is neither h(x) nor -h(x). So $h$ is neither even nor odd.', '\\text{odd}', 0.0),
+    ('Final answer: False', '\\text{false}', 1.0), ('Final answer: False', '\\text{true}', 0.0), ('Answer: $12$ <!-- checked -->', '12', 1.0),
     # what an object named by a letter is, in plain words at a sentence's end
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{even}', 1.0),
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{odd}', 0.0),
