@@ -1097,7 +1097,7 @@ def sentence_value(sentence):
                  sentence, re.I) and len(_candidates(sentence)) > 2:
         return None  # "\boxed{2} for n even, for n odd it is \boxed{3}": the second of two cases is not the answer
     concluded = re.split(r"[,;:]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
-    if concluded != sentence and not _candidates(concluded) and _word_predicate(concluded):
+    if concluded != sentence and not _candidates(concluded) and not NUMBER_WORDS.search(concluded) and _word_predicate(concluded):
         return _word_predicate(concluded)  # "... the line $x = 3$ is vertical, so its slope is undefined.": what it concludes
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
