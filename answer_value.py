@@ -1060,7 +1060,9 @@ def _without_asides(text):
         formula = re.sub(r"(?<=\d)\s*([A-Za-z]+)\b", lambda u: " " if unit_key(u.group(1)) else u.group(0), inner)
         if len(english) >= 3 or re.match(r"\s*\(\s*(?:check|verif|substitut)", inner, re.I) \
                 or re.search(r"\b(?:rejected|extraneous|discarded|excluded|invalid|ruled\s+out)\b", inner, re.I) \
-                or after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula):
+                or after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula) \
+                or after_value and re.fullmatch(r"\s*\(\s*(?:(?:" + NUMBER_WORD + "|" + "|".join(DENOMINATORS) + r"|and|an?|point)[\s-]*)+\)", inner,
+                                                re.I):  # "1/2 (one half)": the value again, in words
             kept.append(text[last:match.start()])
             last = match.end()
     return "".join(kept) + text[last:]
@@ -1419,7 +1421,8 @@ _ASIDE = re.compile(r"\s*(?:(?:interestingly|incidentally|by\s+the\s+way|as\s+a\
                     r"for\s+comparison|side\s+note|btw)\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)
 # A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
 _CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\d+[.)]\s+)?(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
-                    r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:check|verify))\b", re.I)
+                    r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:double[-\s])?(?:check|verify)|"
+                    r"let\s+(?:me|us)\s+(?:quickly\s+)?(?:double[-\s])?(?:check|verify))\b", re.I)
 # A line that concludes (after a verification: "5. Therefore, she has 12 apples left.", "The number of students who play
 # both is 4.")
 _CONCLUDING_LINE = re.compile(r"\n[ \t]*(?:\d+[.)][ \t]+)?(?:\*\*)?(?:(?:therefore|thus|hence|so|in\s+total|finally|in\s+conclusion)\b|"
