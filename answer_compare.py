@@ -35,6 +35,7 @@ each bound: `|x+3|`, `x^2 \\operatorname{sgn} x`), matrices and vectors (a colum
 A gold that cannot be parsed never yields reward 1 (score_batch warns and counts it).
 """
 import itertools
+import math
 import operator
 import random
 import re
@@ -673,6 +674,10 @@ def _substituted(side):
     """A computation on numbers after sides with unknowns (`2\\pi r = 2 \\cdot \\pi \\cdot 3`, `a^2 + b^2 = (a+b)^2 - 2ab = 100 -
     42`): the formulas before it were evaluated at the given values, so they are the quantity asked and its working
     (`y = 2x + 1 = 7`, where no computation follows, stays an equation)."""
+    quotient = re.fullmatch(r"\s*(?:\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(\d+)\s*/\s*(\d+))\s*", side)
+    if quotient:  # `W/t = 1200/60 = 20`: a quotient not in lowest terms is a division being carried out
+        top, bottom = (int(x) for x in (quotient.group(1) or quotient.group(3), quotient.group(2) or quotient.group(4)))
+        return bottom > 1 and math.gcd(top, bottom) > 1
     return _COMPUTATION.search(side) is not None and _is_working(side)
 
 

@@ -26,6 +26,7 @@ EQUIV = {
         ("y = 0.8x + 2", "\\hat{y} = 0.8x + 2", True), ("y = 0.8x + 3", "\\hat{y} = 0.8x + 2", False),
         ("\\frac{3}{7} \\approx 42.9\\%", "\\frac37", True), ("0.429 \\approx 42.9\\%", "\\frac37", False),
         ("\\operatorname{arccot}\\left(\\frac13\\right)", "\\arctan 3", True), ("\\operatorname{arccot} 3", "\\arctan 3", False),
+        ("P = W/t = 1200/60 = 20", "20", True), ("v = d/t = 100/7 = 14", "14", False), ("P = W/t = 1200/60 = 20 J/s", "20 \\text{ W}", True),
     ],
     "bearings": [
         ("N 40^\\circ W", "320^\\circ", True), ("S 20^\\circ E", "160^\\circ", True), ("S 20^\\circ W", "160^\\circ", False),
