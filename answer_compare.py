@@ -44,7 +44,7 @@ from functools import lru_cache
 
 import sympy
 
-from answer_forms import bearings_equal, congruence, factorization, families_equal, set_intervals, up_to_constant, without_remainder
+from answer_forms import bearings_equal, congruence, constant_families_equal, factorization, families_equal, set_intervals, up_to_constant, without_remainder
 from numerals import roman_value
 from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_dimensions, unit_key
 
@@ -1150,6 +1150,10 @@ def _forms_equal(p, g):
     same = bearings_equal(p, g)
     if same is not None:  # `S 60° E` = `120°`, `NW` = `315°`
         return same
+    if re.search(r"(?<![A-Za-z\\])[Cc]_?\{?\d", g):
+        same = constant_families_equal(p, g)
+        if same is not None:  # `y = A \sin(x + \varphi)` for `y = C_1 \cos x + C_2 \sin x`: one family of solutions
+            return same
     gc = congruence(g)
     if gc is not None:
         pc = congruence(p)

@@ -304,3 +304,52 @@ def matrix_in_prose(sentence):
 
 
 QUADRANT_IN_PROSE = re.compile(r"(?<![\w$])\$?([NS]\s*\d+(?:\.\d+)?\s*(?:°|\^\s*\{?\\circ\}?|degrees?)\s*[EW])\$?(?!\w)[*_]*\s*[.!]?\s*$")
+
+
+# ---- general solutions: families of functions with arbitrary constants, in any parametrization
+_GOLD_CONSTANT = re.compile(r"[Cc](?:_\{?\d+\}?|\d)?$")
+
+
+def constant_families_equal(p, g):
+    """None unless the gold is a function of x or t linear in arbitrary constants named C (`C_1 \\cos x + C_2 \\sin x`,
+    an ODE's general solution); else whether the prediction, with as many constants of its own, is the same family:
+    each of its members (at random constants) is a member of the gold's (a least-squares fit of the C's at sample points
+    leaves no residual) and it has as many independent directions (`A \\sin(x + \\varphi)`, `A \\cosh x + B \\sinh x` for
+    `C_1 e^x + C_2 e^{-x}`; not `A \\cos x`, nor `A \\cos x + B \\cos x`)."""
+    import numpy as np
+    sides = [x.split("=")[-1] for x in (p, g)]
+    pe, ge = parse_math(sides[0]), parse_math(sides[1])
+    if pe is None or ge is None:
+        return None
+    variables = [v for v in ge.free_symbols if str(v) in ("x", "t")]
+    constants = sorted((c for c in ge.free_symbols if _GOLD_CONSTANT.match(str(c))), key=str)
+    if len(variables) != 1 or not constants or len(constants) + 1 != len(ge.free_symbols) or len(constants) > 4:
+        return None
+    var = variables[0]
+    own = sorted(pe.free_symbols - {var}, key=str)
+    if var not in pe.free_symbols or len(own) != len(constants):
+        return False
+    if set(map(str, own)) == set(map(str, constants)):
+        return None  # the gold's own names: compared as written (C_1 is the gold's C_1)
+    if any(sympy.diff(ge, a, b) != 0 for a in constants for b in constants):
+        return None  # (not linear in its constants)
+    points = [0.35 + 0.29 * k for k in range(9)]
+    try:
+        basis = [sympy.lambdify(var, sympy.diff(ge, c), "math") for c in constants]
+        offset = sympy.lambdify(var, ge.subs({c: 0 for c in constants}), "math")
+        pred = sympy.lambdify([var] + own, pe, "math")
+        matrix = np.array([[float(f(x)) for f in basis] for x in points])
+        rng = random.Random(7)
+        samples = [[rng.uniform(0.6, 1.9) for _ in own] for _ in range(3)]
+        for values in samples:
+            target = np.array([float(pred(x, *values)) - float(offset(x)) for x in points])
+            fit, *_ = np.linalg.lstsq(matrix, target, rcond=None)
+            if np.max(np.abs(matrix @ fit - target)) > 1e-7 * (1 + np.max(np.abs(target))):
+                return False
+        h = 1e-6  # independent directions: the rank of the prediction's derivative in its constants
+        jacobian = np.array([[(float(pred(x, *[v + h * (i == k) for i, v in enumerate(samples[0])])) - float(pred(x, *samples[0]))) / h
+                              for k in range(len(own))] for x in points])
+        return int(np.linalg.matrix_rank(jacobian, tol=1e-4)) == len(constants)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return None
+

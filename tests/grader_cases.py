@@ -27,6 +27,8 @@ EQUIV = {
         ("\\frac{3}{7} \\approx 42.9\\%", "\\frac37", True), ("0.429 \\approx 42.9\\%", "\\frac37", False),
         ("\\operatorname{arccot}\\left(\\frac13\\right)", "\\arctan 3", True), ("\\operatorname{arccot} 3", "\\arctan 3", False),
         ("P = W/t = 1200/60 = 20", "20", True), ("v = d/t = 100/7 = 14", "14", False), ("P = W/t = 1200/60 = 20 J/s", "20 \\text{ W}", True),
+        ("y = A\\sin(x + \\varphi)", "y = C_1 \\cos x + C_2 \\sin x", True), ("y = A\\cos x + B\\cos x", "y = C_1 \\cos x + C_2 \\sin x", False),
+        ("y = a \\cosh t + b \\sinh t", "y = C_1 e^{t} + C_2 e^{-t}", True), ("y = a e^t + b e^{2t}", "y = C_1 e^{t} + C_2 e^{-t}", False),
     ],
     "bearings": [
         ("N 40^\\circ W", "320^\\circ", True), ("S 20^\\circ E", "160^\\circ", True), ("S 20^\\circ W", "160^\\circ", False),
