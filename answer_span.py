@@ -245,7 +245,7 @@ def _alternative_after(text, span):
 # A statement that concludes: a sentence opening with a conclusion word ("So ...", "In total, ..."), or a labelled line
 # that computes its value ("Perimeter: 6 + 8 + 10 = 24", "Fifth = 60 - 48 = 12")
 _CONCLUDES = re.compile(r"(?:^|\n|(?<=[.!?])\s)\s*(?:\d+[.)]\s*)?[*_]*(?:(?:so|hence|therefore|thus|in\s+total|altogether|finally|"
-                        r"in\s+conclusion|that'?s|that\s+is)\b|[A-Za-z][\w '-]{0,30}[*_]*\s*[:=][^\n=]*\d\s*[-+×*/÷·]\s*[\d(][^\n]*=)",
+                        r"in\s+conclusion|that'?s|that\s+is|the\s+(?:final\s+)?answer\s+is)\b|[A-Za-z][\w '-]{0,30}[*_]*\s*[:=][^\n=]*\d\s*[-+×*/÷·]\s*[\d(][^\n]*=)",
                         re.IGNORECASE)
 
 

@@ -1460,6 +1460,7 @@ RESPONSES = [
     ('All five values occur once, so there is no mode.', '\\text{no mode}', 1.0), ('All values occur once, so there is no mode.', '1', 0.0),
     ('Adding, 3 + 4 = 7, so the total is seven.', '7', 1.0), ('Adding, 3 + 4 = 7, so the total is seven.', '\\text{seven}', 1.0),
     ('The answer is 1/2 (one half).', '\\frac12', 1.0), ('The answer is 1/2 (one half).', '1', 0.0),
+    ('We mark the key value \\fbox{12}. The answer is 36.', '36', 1.0), ('We mark the key value \\fbox{12}. The answer is 36.', '12', 0.0),
     ('So we get **x = 40**.\n\nLet me double-check: 40 + 2 = 42 ✓.', '40', 1.0), ('So x = 40.\n\nLet me verify: 40 + 2 = 42.', '42', 0.0),
     ('The roots are $2 + 3i$ and its complex conjugate $2 - 3i$.', '2 + 3i, 2 - 3i', 1.0),
     ('The roots are $2 + 3i$ and its complex conjugate $2 - 3i$.', '2 + 3i', 0.0),
