@@ -21,7 +21,7 @@ THE DECIMAL POLICY, one rule wherever a decimal meets an exact value:
   - "approximately X" and `\\approx X` equal only a rounded (decimal) gold; an exact value stated before its rounding
     (`x = \\frac13 \\approx 0.33`) is the answer, a computation before it (`3 \\times 4.99 \\approx 15`) is working.
 Percent: X% is X/100, and also the bare X when X >= 1. Units: dropped when one side has none; two known units must
-agree; a compound quantity equals the gold in either unit (`1 h 30 min` = 90 = 1.5). Several answers: lists and sets
+agree (as powers of SI dimensions: `kg m s^-2` is `N`; one kind in two units is converted: 250 cm = 2.5 m); a compound quantity equals the gold in either unit (`1 h 30 min` = 90 = 1.5). Several answers: lists and sets
 are unordered multisets, tuples ordered (brackets kept: `(0, 9)` is not `[0, 9)`), named parts (`a = 5, b = 11`, "(a) 5
 (b) 11", "mean = 4, median = 3") in the order the gold lists them; a hedge (`3 \\text{ or } 5`) is never one of them.
 Relations: a label is stripped and a chain's value is its last side; a side before it is a label, working (a
@@ -35,6 +35,7 @@ each bound: `|x+3|`, `x^2 \\operatorname{sgn} x`), matrices and vectors (a colum
 A gold that cannot be parsed never yields reward 1 (score_batch warns and counts it).
 """
 import itertools
+import math
 import operator
 import random
 import re
@@ -43,9 +44,9 @@ from functools import lru_cache
 
 import sympy
 
-from answer_forms import congruence, factorization, families_equal, set_intervals, up_to_constant, without_remainder
+from answer_forms import bearings_equal, congruence, constant_families_equal, factorization, families_equal, set_intervals, up_to_constant, without_remainder
 from numerals import roman_value
-from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_key
+from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_dimensions, unit_key
 
 EXACT_DIGITS = 30            # significant digits asked of the difference of two irrational values...
 ZERO_TEST_BITS = 1200        # ...and the working precision (bits) beyond which a difference with none is zero
@@ -239,7 +240,10 @@ def _clock_minutes(value, unit):
 def _units_conflict(pu, gu):
     """Both answers carry known units, and they differ (5 m vs 5 cm, 9 p.m. vs 9 a.m.)."""
     known = [u for u in (pu, gu) if u and "word:" not in u]
-    return len(known) == 2 and pu != gu
+    if len(known) < 2 or pu == gu:
+        return False
+    dimensions = [unit_dimensions(u) for u in known]  # `kg m s^-2` is `N`, `m s^-2` is `m/s^2`, `J/s` is `W`
+    return None in dimensions or dimensions[0] != dimensions[1]
 
 
 def _percent_equal(p, pu, g, gu):
@@ -362,7 +366,7 @@ def _shape(s):
     if inner is None and re.fullmatch(r"\{[^{}]*[,;][^{}]*\}", s):
         inner = s[1:-1]                                               # {1, 2, 3} written without backslashes, {-4 ; 4}
     if inner is not None and "|" not in inner and ":" not in inner:
-        return _Shape("set", split_top(inner, [",", ";"]) if inner.strip() else [])
+        return _Shape("set", [x for item in split_top(inner, [",", ";"]) for x in _expand_pm(item)] if inner.strip() else [])
     if re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:\s+[-+]?\d+(?:\.\d+)?)+", s):
         return _Shape("list", s.split())  # `1 \quad 2` (cleaned to `1 2`): two values side by side, a list
     groups = split_top(s, [";"])
@@ -670,6 +674,10 @@ def _substituted(side):
     """A computation on numbers after sides with unknowns (`2\\pi r = 2 \\cdot \\pi \\cdot 3`, `a^2 + b^2 = (a+b)^2 - 2ab = 100 -
     42`): the formulas before it were evaluated at the given values, so they are the quantity asked and its working
     (`y = 2x + 1 = 7`, where no computation follows, stays an equation)."""
+    quotient = re.fullmatch(r"\s*(?:\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(\d+)\s*/\s*(\d+))\s*", side)
+    if quotient:  # `W/t = 1200/60 = 20`: a quotient not in lowest terms is a division being carried out
+        top, bottom = (int(x) for x in (quotient.group(1) or quotient.group(3), quotient.group(2) or quotient.group(4)))
+        return bottom > 1 and math.gcd(top, bottom) > 1
     return _COMPUTATION.search(side) is not None and _is_working(side)
 
 
@@ -922,7 +930,7 @@ def _is_words(s):
     return re.fullmatch(r"[A-Za-z][A-Za-z\s\-']*", s) is not None and re.search(r"[A-Za-z]{3}", s) is not None
 
 
-COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:the\s+[\w\s()'^{}-]{0,60}?|[A-Za-z](?:\s*\(\s*[a-z]\s*\))?\s+)"
+COPULA = re.compile(r"^(?:(?:so|thus|hence|therefore),?\s+)?(?:(?:the|its|their)\s+[\w\s()'^{}-]{0,60}?|[A-Za-z](?:\s*\(\s*[a-z]\s*\))?\s+)"
                      r"\b(?:is|are)\s+(?:an?\s+)?", re.IGNORECASE)  # "the function is even", "f is odd" (not "it is correct")
 
 
@@ -1139,6 +1147,13 @@ def _valid_numeral(digits, base):
 def _forms_equal(p, g):
     """The forms of answer_forms.py: congruence classes, prime factorizations, solution families; None when the gold is
     of none of them (or the prediction is a residue and the gold an integer: compared as written)."""
+    same = bearings_equal(p, g)
+    if same is not None:  # `S 60° E` = `120°`, `NW` = `315°`
+        return same
+    if re.search(r"(?<![A-Za-z\\])[Cc]_?\{?\d", g):
+        same = constant_families_equal(p, g)
+        if same is not None:  # `y = A \sin(x + \varphi)` for `y = C_1 \cos x + C_2 \sin x`: one family of solutions
+            return same
     gc = congruence(g)
     if gc is not None:
         pc = congruence(p)
@@ -1158,6 +1173,9 @@ def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or canon(p) == canon(g) or _decimal_comma_equal(p, g):
         return True
+    if re.match(r"\\(?:hat|widehat|bar|tilde)\s*\{?\s*[A-Za-z]\s*\}?\s*=", g) and not re.match(r"\\(?:hat|widehat|bar|tilde)", p):
+        g = re.sub(r"^\\(?:hat|widehat|bar|tilde)\s*\{?\s*([A-Za-z])\s*\}?", r"\1", g)  # `y = 1.6x + 0.5` for `\hat{y} = ...`:
+        # the accent of the gold's name of what an equation gives (an estimate, a mean) is notation
     forms = _forms_equal(p, g)
     if forms is not None:
         return forms
@@ -1209,6 +1227,8 @@ def _equiv(p, g):
     if _is_words(g):  # a word answer, alone or as the predicate of a sentence: "the function is even" for `even`
         predicate = COPULA.sub("", p, count=1)
         verb = VERB_PREDICATE.fullmatch(p)  # "the series diverges" for `diverges`
+        if _words(g) == "neither" and re.search(r"\bneither\s+[a-z]+\s+nor\s+[a-z]+$", predicate.strip(), re.I):
+            return True  # "f is neither even nor odd" for `neither` (of "even, odd, or neither")
         return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate, verb.group(1) if verb else ""))
     p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
     if _interval_like(g) or _interval_like(p):
@@ -1240,9 +1260,9 @@ def _equiv(p, g):
 
 # Arithmetic written out on numbers: a sum or difference of numbers, an explicit product sign, a power of a number, a
 # quotient by a bracket (`2/(2+5)`, `\pi \cdot 6^2`, `3 \times 4.99`); not a final form (`\frac{1}{3}`, `3\sqrt{2}`, `\log_2 5`)
-_COMPUTATION = re.compile(r"[\d)}]\s*[-+]\s*[\d(\\]|\\cdot|\\times|\*|\d\s*\^|/\s*\(|\)\s*/")
+_COMPUTATION = re.compile(r"[\d)}]\s*[-+]\s*[\d(\\]|\\cdot|\\times|\\div|\*|\d\s*\^|/\s*\(|\)\s*/")
 # ...of which the operations on plain numbers: a product sign, a power of a number, digits added or subtracted
-_ARITHMETIC = re.compile(r"\\cdot|\\times|\*|\d\s*\^|(?<![\w}])\d+\s*[-+]\s*\d|/\s*\(|\)\s*/")
+_ARITHMETIC = re.compile(r"\\cdot|\\times|\\div|\*|\d\s*\^|(?<![\w}])\d+\s*[-+]\s*\d|/\s*\(|\)\s*/")
 
 
 def _compound_equal(p, g):
@@ -1269,8 +1289,10 @@ def _item_equal(p, g):
     if compound is not None:
         return compound
     (pv, pu), (gv, gu) = split_unit(p), split_unit(g)
-    if pu == "%" and len(split_top(p, ["="])) > 1 and "=" not in g:
+    if pu == "%" and len(split_top(p, ["="])) > 1 and "=" not in g and "\\approx" not in p:
         return _relations_equal(split_top(p, ["="]), [g])  # `3/8 = 37.5%`: the sign belongs to the last side only
+    if pu == "%" and len(split_top(p, ["\\approx"])) == 2 and gu != "%" and "=" not in g:
+        return _equiv(split_top(p, ["\\approx"])[0], g)  # `\frac{2}{13} \approx 15.4\%`: the exact value before its rounding
     clock = _clock_minutes(pv, pu), _clock_minutes(gv, gu)
     if None not in clock:
         return clock[0] == clock[1]  # 22:15 = 10:15 PM (one side on the 24-hour clock), midnight = 12:00 AM
@@ -1280,6 +1302,10 @@ def _item_equal(p, g):
         (degrees, _), (other, _) = ((pv, pu), (gv, gu)) if pu == "deg" else ((gv, gu), (pv, pu))
         if "\\pi" in other and "\\pi" not in degrees:
             return _equiv(f"({degrees})\\cdot\\frac{{\\pi}}{{180}}", other)
+    scales = [unit_dimensions(u) for u in (pu, gu)] if pu and gu and pu != gu else [None]
+    if None not in scales and scales[0][1] == scales[1][1] and scales[0][0] != scales[1][0]:  # one kind of quantity in two units: 250 cm = 2.5 m, 90 km/h = 25 m/s
+        ratio = Fraction(scales[0][0]) / Fraction(scales[1][0])
+        return _equiv(f"({pv})\\cdot\\frac{{{ratio.numerator}}}{{{ratio.denominator}}}", gv)
     if _units_conflict(pu, gu):
         return False
     if (pu or gu) and _equiv(pv, gv):

@@ -17,11 +17,14 @@ of its form, so answer_compare falls through to its other comparisons.
     question asks for such an object (reward.py): a point that depends on t is not any point of its line.
   set_intervals(s): set-builder and complement forms as a union of intervals (`\\{x : |x| \\ge 3\\}`, `\\{x \\in R \\mid
     -2 \\le x \\le 2\\}`, `R \\setminus [-1, 3]`, `R \\setminus \\{2, -2\\}`), for answer_compare's interval comparison.
+  bearings_equal(p, g): a quadrant bearing or compass point and an angle clockwise from north (`S 60° E` = `120°`,
+    `NW` = `315°`, `030°` = `N 30° E`); matrix_in_prose(sentence): a matrix given by its ordered rows or columns.
 Everything is bounded: at most 6 symbols, a fixed number of sample points, integers below 10^12 factored by trial.
 """
 import random
 import re
 from collections import Counter
+from fractions import Fraction
 
 import sympy
 
@@ -231,3 +234,122 @@ def set_intervals(s):
     ordered = [x for x, _ in sorted(values, key=lambda xv: float(xv[1]))]
     bounds = ["-\\infty"] + ordered + ["\\infty"]
     return " \\cup ".join(f"({a}, {b})" for a, b in zip(bounds, bounds[1:]))
+
+
+# ---- bearings: a quadrant bearing (`N 30° E`, `S 45° W`) or a compass point (NW, SSE) is an angle clockwise from north
+_ANGLE = r"\(?\s*(\d+(?:\.\d+)?)\s*(?:\\cdot\s*\\frac\{\\pi\}\{180\}\s*\)|deg\b|\^\s*\{?\\circ\}?)?"
+_QUADRANT = re.compile(r"(?:bearing\s*(?:=|:|of)?\s*)?([NS])\s*" + _ANGLE + r"\s*([EW])", re.I)
+_POINTS = ["N", "NNE", "NE", "ENE", "E", "ESE", "SE", "SSE", "S", "SSW", "SW", "WSW", "W", "WNW", "NW", "NNW"]
+_THREE_FIGURES = re.compile(r"(?:bearing\s*(?:=|:|of)?\s*)?" + _ANGLE, re.I)
+
+
+def bearing(s):
+    """Degrees clockwise from north of a cleaned quadrant bearing or compass point (`S (60\\cdot\\frac{\\pi}{180}) E` ->
+    120, `NW` -> 315), else None."""
+    due = re.match(r"due\s+", s.strip(), re.I)
+    s = s.strip().rstrip(".")[due.end() if due else 0:]
+    quadrant = _QUADRANT.fullmatch(s)
+    if quadrant:
+        start, angle, toward = quadrant.group(1).upper(), Fraction(quadrant.group(2)), quadrant.group(3).upper()
+        if angle > 90:
+            return None
+        return {("N", "E"): angle, ("S", "E"): 180 - angle, ("S", "W"): 180 + angle, ("N", "W"): (360 - angle) % 360}[start, toward]
+    # (a single letter is a compass point only after "due": `E` alone is an option letter)
+    return Fraction(_POINTS.index(s) * 45, 2) if s in _POINTS and (len(s) > 1 or due) else None
+
+
+def bearings_equal(p, g):
+    """None unless one side is a bearing in compass notation; else both name one direction (the other side may be a
+    three-figure bearing in degrees: `030°`, `225`)."""
+    pb, gb = bearing(p), bearing(g)
+    if pb is None and gb is None:
+        return None
+    values = [b if b is not None else (Fraction(m.group(1)) if (m := _THREE_FIGURES.fullmatch(x.strip())) else None)
+              for x, b in ((p, pb), (g, gb))]
+    return None not in values and values[0] % 360 == values[1] % 360
+
+
+# ---- objects described in prose: a matrix by its rows or columns; a quadrant bearing a sentence ends on
+_LINE_ORDINALS = {"first": 1, "1st": 1, "top": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
+_TUPLE = r"\$?\(([^()$]*)\)\$?"
+_WORDS_OR_NAME = r"(?:[^()$\d.;]|\$[A-Za-z^{}\s]{1,12}\$)"  # (a matrix's name in math: "the first row of $AB$ is")
+_NAMED_LINE = re.compile(r"\b(" + "|".join(_LINE_ORDINALS) + r"|middle|bottom|last)\s+(row|column)\b" + _WORDS_OR_NAME + "{0,40}?"
+                         + _TUPLE, re.I)
+_LINES_LISTED = re.compile(r"\b(rows|columns)\b[^()$\d.;]{0,8}(?:are|:)" + _WORDS_OR_NAME + r"{0,40}?((?:" + _TUPLE
+                           + r"\s*(?:,\s*(?:and\s+)?|and\s+)?){2,})", re.I)
+
+
+def matrix_in_prose(sentence):
+    """A matrix a sentence gives by its rows or its columns, each a tuple: named in order ("the first row is (2, 1) and
+    the second row is (4, 3)", "first column (2, 4) and second column (1, 3)"; top, middle, bottom, last) or listed
+    ("its rows are (1, 4), (2, 5), (3, 6)"), as `\\begin{pmatrix}`; else None."""
+    named = list(_NAMED_LINE.finditer(sentence)) if re.search(r"\b(?:row|column)s?\b", sentence, re.I) else []
+    if len(named) >= 2:
+        kinds = {m.group(2).lower() for m in named}
+        order = [_LINE_ORDINALS.get(m.group(1).lower(), {"middle": 2}.get(m.group(1).lower(), len(named))) for m in named]
+        if len(kinds) > 1 or order != list(range(1, len(named) + 1)):
+            return None
+        kind, lines = kinds.pop(), [m.group(3) for m in named]
+    else:
+        listed = _LINES_LISTED.search(sentence) if named == [] and re.search(r"\b(?:rows|columns)\b", sentence, re.I) else None
+        if not listed:
+            return None
+        kind, lines = listed.group(1).lower().rstrip("s"), re.findall(_TUPLE, listed.group(2))
+    entries = [[x.strip() for x in line.split(",")] for line in lines]
+    if len({len(e) for e in entries}) != 1 or len(entries[0]) < 2 or not all(x for e in entries for x in e):
+        return None
+    if kind == "column":
+        entries = [list(row) for row in zip(*entries)]
+    return "\\begin{pmatrix}" + " \\\\ ".join(" & ".join(row) for row in entries) + "\\end{pmatrix}"
+
+
+QUADRANT_IN_PROSE = re.compile(r"(?<![\w$])\$?([NS]\s*\d+(?:\.\d+)?\s*(?:°|\^\s*\{?\\circ\}?|degrees?)\s*[EW])\$?(?!\w)[*_]*\s*[.!]?\s*$")
+
+
+# ---- general solutions: families of functions with arbitrary constants, in any parametrization
+_GOLD_CONSTANT = re.compile(r"[Cc](?:_\{?\d+\}?|\d)?$")
+
+
+def constant_families_equal(p, g):
+    """None unless the gold is a function of x or t linear in arbitrary constants named C (`C_1 \\cos x + C_2 \\sin x`,
+    an ODE's general solution); else whether the prediction, with as many constants of its own, is the same family:
+    each of its members (at random constants) is a member of the gold's (a least-squares fit of the C's at sample points
+    leaves no residual) and it has as many independent directions (`A \\sin(x + \\varphi)`, `A \\cosh x + B \\sinh x` for
+    `C_1 e^x + C_2 e^{-x}`; not `A \\cos x`, nor `A \\cos x + B \\cos x`)."""
+    import numpy as np
+    sides = [x.split("=")[-1] for x in (p, g)]
+    pe, ge = parse_math(sides[0]), parse_math(sides[1])
+    if pe is None or ge is None:
+        return None
+    variables = [v for v in ge.free_symbols if str(v) in ("x", "t")]
+    constants = sorted((c for c in ge.free_symbols if _GOLD_CONSTANT.match(str(c))), key=str)
+    if len(variables) != 1 or not constants or len(constants) + 1 != len(ge.free_symbols) or len(constants) > 4:
+        return None
+    var = variables[0]
+    own = sorted(pe.free_symbols - {var}, key=str)
+    if var not in pe.free_symbols or len(own) != len(constants):
+        return False
+    if set(map(str, own)) == set(map(str, constants)):
+        return None  # the gold's own names: compared as written (C_1 is the gold's C_1)
+    if any(sympy.diff(ge, a, b) != 0 for a in constants for b in constants):
+        return None  # (not linear in its constants)
+    points = [0.35 + 0.29 * k for k in range(9)]
+    try:
+        basis = [sympy.lambdify(var, sympy.diff(ge, c), "math") for c in constants]
+        offset = sympy.lambdify(var, ge.subs({c: 0 for c in constants}), "math")
+        pred = sympy.lambdify([var] + own, pe, "math")
+        matrix = np.array([[float(f(x)) for f in basis] for x in points])
+        rng = random.Random(7)
+        samples = [[rng.uniform(0.6, 1.9) for _ in own] for _ in range(3)]
+        for values in samples:
+            target = np.array([float(pred(x, *values)) - float(offset(x)) for x in points])
+            fit, *_ = np.linalg.lstsq(matrix, target, rcond=None)
+            if np.max(np.abs(matrix @ fit - target)) > 1e-7 * (1 + np.max(np.abs(target))):
+                return False
+        h = 1e-6  # independent directions: the rank of the prediction's derivative in its constants
+        jacobian = np.array([[(float(pred(x, *[v + h * (i == k) for i, v in enumerate(samples[0])])) - float(pred(x, *samples[0]))) / h
+                              for k in range(len(own))] for x in points])
+        return int(np.linalg.matrix_rank(jacobian, tol=1e-4)) == len(constants)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return None
+

@@ -21,7 +21,7 @@ import re
 
 from answer_compare import canon, equivalent, rounds_to, significant_digits, split_top, vector_entries
 from answer_forms import proportional, same_line
-from answer_value import OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement
+from answer_value import OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement, sentence_value
 from latex import clean, parse_math, split_unit
 from numerals import NUMBER_WORDS, number_words
 
@@ -44,6 +44,23 @@ def restates_question(pred, question, gold):
         return False
     formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
     return any(f is not None and (canon(f) == canon(p) or canon(f.split("=")[0]) == canon(p)) for f in formulas)
+
+
+def without_restated_side(pred, question):
+    """A chain to a rounding whose first side is the question's own expression (`\\frac{2}{\\sqrt2} \\approx 1.41` for "Simplify
+    $\\frac{2}{\\sqrt{2}}$."), without that side: what the chain arrives at (`\\approx 1.41`: a rounding, not the exact
+    value asked). None when the answer starts elsewhere or the question asks to compute nothing."""
+    if not question or not _COMPUTE.search(question):
+        return None
+    p = clean(pred or "")
+    sides = split_top(p, ["=", "\\approx"]) if p and "\\approx" in p else []  # (an exact chain reads its last side)
+    if len(sides) < 2 or not re.search(r"[-+*/^!]|\\[a-zA-Z]+", sides[0]):
+        return None
+    formulas = [clean(next(x for x in m.groups() if x is not None)) for m in _QUESTION_MATH.finditer(question[:5000])]
+    if not any(f is not None and canon(f) == canon(sides[0]) for f in formulas):
+        return None
+    rest = p[p.index(sides[0]) + len(sides[0]):].lstrip()
+    return rest[1:].strip() if rest.startswith("=") else rest
 
 
 # ---- a rounding the question asks for --------------------------------------------------------------------------
@@ -216,7 +233,26 @@ def asked_value(text, answer, question, strict=False):
         asked = [v for n, v in zip(names, values) if re.search(rf"\b{re.escape(n)}\b", asking, re.I)]
         if len(names) == len(values) and len(asked) == 1:
             return asked[0]
-    return clause_for(statement, asking)
+    listed = _listed_item(tail, asking)
+    return listed if listed is not None else clause_for(statement, asking)
+
+
+# a closing list of labelled items ("- Area: 6 × 4 = 24 cm²", "- **Largest angle: 80°**"): the item the question names
+_LABELLED_ITEM = re.compile(r"^[ \t]*(?:[-*•+]|\d+[.)])[ \t]+(?:\*\*)?([A-Za-z][A-Za-z '-]{1,40}?)(?:\*\*)?[ \t]*:[ \t]*(\S[^\n]*)$",
+                            re.MULTILINE)
+
+
+def _listed_item(tail, asking):
+    """The value of the item of the response's closing list of labelled items whose label shares the most words with
+    the question (one item only), else None."""
+    block = re.search(r"(?:^[ \t]*(?:[-*•+]|\d+[.)])[ \t]+[^\n]*\n?){2,}\s*$", tail, re.MULTILINE)
+    items = _LABELLED_ITEM.findall(block.group(0)) if block else []
+    if len(items) < 2:
+        return None
+    words = {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", asking)} - STOP_WORDS
+    scores = [len(words & {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", label)}) for label, _ in items]
+    best = [value for (_, value), k in zip(items, scores) if k == max(scores) and k > 0]
+    return sentence_value(best[0].strip().strip("*").strip()) if len(best) == 1 else None
 
 
 def asked_letter(text, question):
@@ -250,14 +286,30 @@ def new_value(text, answer, question):
 
 
 # ---- what the question says about the answer's form -------------------------------------------------------------------
-_LOWEST_TERMS = re.compile(r"\b(?:lowest\s+terms|simplest\s+(?:form|terms)|reduced\s+(?:form|fraction)|common\s+fraction|"
-                           r"fully\s+simplified|simplify)\b", re.I)
+_LOWEST_TERMS = re.compile(r"\b(?:lowest\s+terms|simplest\s+(?:form|terms)|reduced\s+(?:form|fraction)|"
+                           r"fully\s+simplified|simplify)\b", re.I)  # (a "common fraction" is any a/b: 6/36 is one)
+_CLOSED_FORM = re.compile(r"\bclosed[- ]form\b", re.I)
+_UNCLOSED = re.compile(r"\\(?:sum|prod|[lc]?dots)(?![a-z])|\.\.\.|…")
+_PARTIAL_FRACTIONS = re.compile(r"\bpartial[- ]fractions?\b", re.I)
+_SET_ASKED = re.compile(r"\b(?:solve|solutions?|roots?|zeros?|all|set|values)\b", re.I)
 
 
-def form_violated(answer, question):
-    """The answer is a fraction not in lowest terms (`\\frac{375}{1000}`, `6/8`) where the question asks for lowest terms,
-    a common fraction or a simplified form."""
-    if not question or not _LOWEST_TERMS.search(question):
+def form_violated(answer, question, gold=None):
+    """The answer is not in the form the question asks: a sum, a product or an ellipsis where a closed form is asked
+    (`\\sum_{k=1}^n k` for n(n+1)/2); one fraction where partial fractions are (the final side must be a sum of terms);
+    a fraction not in lowest terms (`\\frac{375}{1000}`, `6/8`) where lowest terms or a simplified form are; a set
+    `\\{0\\}` for a gold that is one value, where the question asks for one quantity (no solutions, roots or set)."""
+    if not question or not answer:
+        return False
+    final = split_top(clean(answer) or "", ["=", "\\approx"])[-1]
+    if _CLOSED_FORM.search(question) and _UNCLOSED.search(final):
+        return True
+    if _PARTIAL_FRACTIONS.search(question) and len([t for t in split_top(final, ["+", "-"]) if t]) < 2:
+        return True
+    if gold is not None and re.fullmatch(r"\\\{[^{},;]*\\\}", final) and not re.search(r"\\\{|\{", gold) \
+            and not _SET_ASKED.search(question):
+        return True
+    if not _LOWEST_TERMS.search(question):
         return False
     fractions = re.findall(r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\w.])(-?\d+)\s*/\s*(\d+)(?![\w.])", answer or "")
     for top, bottom in [(a or c, b or d) for a, b, c, d in fractions]:

@@ -5,6 +5,7 @@ Entry points: final_text(response, think_prefilled) and find_span(text, strict);
 final_text: only the text after the last `</think>` / `<|end_of_thought|>` is read (inside `<|begin_of_solution|>`
 only that block); a reasoning block opened and never closed has NO final answer; an invented next chat turn ("User:",
 `</s>` -- not the close of a struck-out `<s>36</s>`) ends the response. find_span first reads the text as written:
+  - markup layers peeled (answer_markup.py: HTML entities, a LaTeX document's body, frames as boxes, code spans, ...);
   - any script's digits, separators and punctuation as ASCII (latex.plain_unicode: the Unicode database);
   - chat marks (_chat_marks): struck-out text (`~~36~~`, `<del>`, `\\sout{}`, `\\cancel{}`, 3̶6̶) is taken back, a value
     with a cross mark after it (`36 ❌`) is rejected, other pictographs (✅ 🎉 keycaps) are dropped or end a sentence;
@@ -33,6 +34,7 @@ import re
 import unicodedata
 
 from answer_compare import equivalent
+from answer_markup import entities, peel
 from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, code_forms, is_english, parse_math, split_unit
 from numerals import decimal_comma_text, plain_unicode
@@ -243,7 +245,7 @@ def _alternative_after(text, span):
 # A statement that concludes: a sentence opening with a conclusion word ("So ...", "In total, ..."), or a labelled line
 # that computes its value ("Perimeter: 6 + 8 + 10 = 24", "Fifth = 60 - 48 = 12")
 _CONCLUDES = re.compile(r"(?:^|\n|(?<=[.!?])\s)\s*(?:\d+[.)]\s*)?[*_]*(?:(?:so|hence|therefore|thus|in\s+total|altogether|finally|"
-                        r"in\s+conclusion|that'?s|that\s+is)\b|[A-Za-z][\w '-]{0,30}[*_]*\s*[:=][^\n=]*\d\s*[-+×*/÷·]\s*[\d(][^\n]*=)",
+                        r"in\s+conclusion|that'?s|that\s+is|the\s+(?:final\s+)?answer\s+is)\b|[A-Za-z][\w '-]{0,30}[*_]*\s*[:=][^\n=]*\d\s*[-+×*/÷·]\s*[\d(][^\n]*=)",
                         re.IGNORECASE)
 
 
@@ -549,8 +551,8 @@ def _unclosed_box(text, start):
 def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
-    text = _drop_echoed_instructions(_without_next_problem(_without_signoff(_without_loop_tail(_markup(_chat_marks(
-        plain_unicode(text)))))))
+    text = _drop_echoed_instructions(_without_next_problem(_without_signoff(_without_loop_tail(_markup(peel(_chat_marks(
+        plain_unicode(entities(text)))))))))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
         typo = _unclosed_box(text, last_box + len("\\boxed"))

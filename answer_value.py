@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, VERB_PREDICATE, parse_cases
+from answer_forms import QUADRANT_IN_PROSE, matrix_in_prose
 from latex import (DATE_WORDS, MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, compound_units, is_english, split_unit, superscripts, unit_key,
                    unit_vector_hats, unit_word, unwrap_commands)
 from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, base_numerals, cjk_numbers, degrees_minutes_seconds,
@@ -45,7 +46,7 @@ _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if
 # An answer its writer doubts ("3, but I'm not sure", "(I think)") is no answer
 UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
-                     r"(?:might|could|may)\s+(?:also\s+|instead\s+|well\s+|even\s+)?be\s+[$(\\]*-?\d+|"
+                     r"(?:might|could|may)\s+(?:[a-z]+\s+){0,2}?be\s+[$(\\]*-?\d+|"
                      r"if\s+I'?m\s+not\s+mistaken)\b",
                      re.IGNORECASE)
 # ...nor one the response defers: work it announces as still to be done after it ("36, but we still have to remove the
@@ -344,7 +345,9 @@ def _wrap_plain(text):
         if not re.search(r"\\[a-zA-Z]|[\^_{=<>√½⅓⅔¼¾≤≥≠±∓]|\d:\d|[\d}] : \d|(?<![A-Za-z])[A-Za-z](?![A-Za-z])\s*[-+*/]|[-+*/]\s*\d*[A-Za-z]"
                          r"(?![A-Za-z])", run) or not re.search(r"[A-Za-z0-9]", run) \
                 or re.fullmatch(r"[^\W\d_]\s*(?:[<>]=?|=|[≤≥≠])\s*-?\d+(?:\.\d+)?", run) \
-                or run.count("(") != run.count(")") or run.count("{") != run.count("}"):
+                or run.count("(") != run.count(")") or run.count("{") != run.count("}") \
+                or re.fullmatch(r"[A-Za-z]+(?:\s*(?:/|\*|·|\^\{?-?\d\}?)\s*[A-Za-z]*)+", run) and all(
+                    unit_key(w) for w in re.findall(r"[A-Za-z]+", run)):  # (a unit, `m/s^2`, is no formula of its own)
             continue
         out.append(text[last:start] + "$" + run + "$")
         last = start + len(run)
@@ -451,6 +454,9 @@ def _word_predicate(sentence):
     """`The function is even.` -> itself (stripped) when a sentence says what something is in a few plain words, or
     what it does in one verb ("the series **diverges**": VERB_PREDICATE)."""
     sentence = re.sub(r"[*_]+", "", sentence).strip().rstrip(".!")
+    none = re.fullmatch(r"(?:.*?[,;:]\s*)?there\s+(?:is|are|exists?)\s+(no\s+[a-z]+)", sentence, re.I)
+    if none:
+        return none.group(1)  # "..., so there is no mode": `no mode`
     if COPULA.match(sentence) and re.fullmatch(r"[A-Za-z\s-]{1,30}", COPULA.sub("", sentence, count=1)):
         return sentence
     return sentence if VERB_PREDICATE.fullmatch(sentence) else None
@@ -549,6 +555,12 @@ def _solved_for(sentence, candidates):
     return candidates[-1] if steps and any(not re.fullmatch(r"\s*[A-Za-z]\s*=[^=]+", v) for v in steps) else None
 
 
+def _unit_after(after):
+    """The text after a value opens with a compound unit (`m/s`, `m/s^2`, `kg·m/s²`) and the sentence's end or a comma."""
+    unit = re.match(r"\s*([A-Za-z]+(?:\s*(?:/|·|\*)\s*[A-Za-z]+)+(?:\^\{?-?\d\}?|[²³])?)\s*(?:[.,;!]|$)", after)
+    return bool(unit) and all(unit_key(w) for w in re.findall(r"[A-Za-z]+", unit.group(1)))
+
+
 def _one_candidate(sentence):
     """The sentence's answer: its only candidate, or the one it asserts (_asserted); None when an operator, a
     relation, a number-changing word or a condition touches it (`x = y - 5`, `x > 5`, "negative 5", "5 if n is even")."""
@@ -575,7 +587,8 @@ def _one_candidate(sentence):
     if re.search(r"(?:[-+*/^<>≤≥≠]|!=|\\[a-z]+)\s*$", before) and not re.search(r"(?<![!<>=])=$", before):
         return None
     if re.match(r"\s*(?:[-+*/^<>=]|\((?!\s*[A-Za-z]{2,})|[A-Za-z](?![A-Za-z]))", after) and not re.match(r"\s*[IiAa]\s", after) \
-            and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)):
+            and not (sentence[position] != "$" and re.match(r"\s*" + _GLUED_UNIT, after)) \
+            and not _unit_after(after):
         return None  # 5x, 5 + y, 5(1+x), 5 = ... (but "5 m", "5m²": a unit)
     after = re.sub(r"^\s*times\s*(?=[.,;!?]|$)", "", after)  # "rang 22 times." counts; "5 times x" multiplies
     percent = re.match(r"\s*(?:\\?%|percent\b|per\s+cent\b)", after)
@@ -742,6 +755,9 @@ def phrase_value(rest, context="", start=0, end=0):
             return None  # a counterfactual, and no actual value after it
         sentence = sentence[contrast.end():]  # "..., but since two are empty it's 10."
     value = sentence_value(sentence)
+    word = re.fullmatch(r"\s*[*_]*([A-Za-z]+(?:[ -][A-Za-z]+){0,2})[*_]*\s*[.!]?\s*", sentence) if value is None else None
+    if word and not UNSURE.search(sentence):
+        return word.group(1)  # "Answer: True", "Final answer: **odd**": a word answer as written
     if value and value.startswith("\\approx ") and _ROUNDING_ASKED.search(context[max(0, start - 200):start].split("\n")[-1]):
         return value[len("\\approx "):]  # "Rounding to the nearest whole number, the answer is approximately 12."
     return value
@@ -769,12 +785,12 @@ def _unicode_in_prose(sentence):
     sentence = re.sub(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))",
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
     sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
-    if re.search(r"=>|[⇒⟹∴]|\s->\s|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
+    if re.search(r"=>|[⇒⟹∴]|\s-{1,3}>\s|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
         sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
     return sentence
 
 
-_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|(?<=\S)\s+->\s+(?=\S)|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
+_ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|(?<=\S)\s+-{1,3}>\s+(?=\S)|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
 
 
 def _outside_math(sentence, change):
@@ -1044,7 +1060,9 @@ def _without_asides(text):
         formula = re.sub(r"(?<=\d)\s*([A-Za-z]+)\b", lambda u: " " if unit_key(u.group(1)) else u.group(0), inner)
         if len(english) >= 3 or re.match(r"\s*\(\s*(?:check|verif|substitut)", inner, re.I) \
                 or re.search(r"\b(?:rejected|extraneous|discarded|excluded|invalid|ruled\s+out)\b", inner, re.I) \
-                or after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula):
+                or after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula) \
+                or after_value and re.fullmatch(r"\s*\(\s*(?:(?:" + NUMBER_WORD + "|" + "|".join(DENOMINATORS) + r"|and|an?|point)[\s-]*)+\)", inner,
+                                                re.I):  # "1/2 (one half)": the value again, in words
             kept.append(text[last:match.start()])
             last = match.end()
     return "".join(kept) + text[last:]
@@ -1060,6 +1078,15 @@ def sentence_value(sentence):
         sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
     if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
+    matrix = matrix_in_prose(sentence)
+    if matrix:
+        return matrix  # "the first row of AB is (2, 1) and the second row is (4, 3)": a matrix by its rows or columns
+    compass = QUADRANT_IN_PROSE.search(sentence)
+    if compass:
+        return compass.group(1)  # "The bearing is S 60° E.": a quadrant bearing the sentence ends on
+    named = _NAMED_PREDICATE.search(sentence)
+    if named and not NUMBER_WORDS.search(named.group(2)) and not _candidates(sentence[named.end(1):]):
+        return f"{named.group(1)} is {named.group(2).strip()}"  # "..., so $f$ is **odd**.": what the named object is
     if _REFUSAL.search(sentence):
         return "\\text{cannot be determined}"  # "There is not enough information to determine it."
     by_cases = _case_answer(sentence)
@@ -1071,6 +1098,9 @@ def sentence_value(sentence):
     if re.search(r"[,;]\s*(?:and\s+|but\s+|while\s+)?(?:for|if|when)\s+\$?[a-z]\$?\s+(?:is\s+)?(?:even|odd|positive|negative)\b",
                  sentence, re.I) and len(_candidates(sentence)) > 2:
         return None  # "\boxed{2} for n even, for n odd it is \boxed{3}": the second of two cases is not the answer
+    concluded = re.split(r"[,;:]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+", sentence)[-1]
+    if concluded != sentence and not _candidates(concluded) and not NUMBER_WORDS.search(concluded) and _word_predicate(concluded):
+        return _word_predicate(concluded)  # "... the line $x = 3$ is vertical, so its slope is undefined.": what it concludes
     parts = re.split(r"(?:\$\s*)?[,;]\s+(?:and\s+)?(?:so|hence|therefore|thus)\s+(?=\$|[A-Za-z]\s*=)", sentence)
     if len(parts) > 1 and _candidates(parts[-1]):
         sentence = parts[-1]  # "$x^2 = 9$, so $x = \pm 3$": the clause after the last "so"
@@ -1082,7 +1112,8 @@ def sentence_value(sentence):
     tail = _equation_tail(sentence) if words_outside_math else None
     if tail:
         return sentence_value(tail)  # "24 h × 60 min × 60 s = 86 400 s", "96 ÷ 4 = 24 dollars each"
-    if not words_outside_math and not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*(?:[.,;]|:(?!\d))\s*\S", sentence):
+    if not words_outside_math and (not re.search(r"^\s*[$¤]?\s*-?\d[\d,]*(?:\.\d+)?\s*(?:[.,;]|:(?!\d))\s*\S", sentence)
+                                   or re.fullmatch(r"\s*-?\d+(?:\.\d+)?(?:\s*,\s+-?\d+(?:\.\d+)?)+\s*\.?\s*", sentence)):  # (`1, 12, 2, 6`)
         sentence = re.sub(r",?\s*(?:\.\.\.|…|\\[lc]?dots)\s*\.?$", "", sentence) if "," in sentence else sentence
         steps = _candidates(sentence)
         solved = _solved_for(sentence, steps) if len(steps) > 1 else None
@@ -1099,6 +1130,7 @@ def sentence_value(sentence):
         return _set_words(sentence)  # "All reals.", "No solution.", "x can be any real number.": a set in words
     if not _candidates(sentence):
         return _word_predicate(sentence)  # "The function is even.", "..., so the solution set is empty."
+    sentence = re.sub(r"\band\s+(?:its|their)\s+(?:[a-z]+\s+){0,2}?(?=\$)", "and ", sentence)  # "$1 + i$ and its conjugate $1 - i$"
     sentence = _without_rejected_values(_without_fronted_modifier(sentence))
     if not _candidates(sentence):
         return None  # "The answer is not 5.": a rejected value, and nothing asserted
@@ -1121,7 +1153,11 @@ def sentence_value(sentence):
         return None  # "We get 36, which still needs to be halved.": a value the sentence defers
     cut = re.search(r"[,;]?\s+(?:because|since|as(?!\s+an?\s)|which|where)\b", sentence)  # a reason, a relative clause
     # (not "as a decimal": "$\frac23$ as a decimal is about 0.67" states 0.67)
-    if cut and _candidates(sentence[:cut.start()]):
+    closed = cut and re.match(r"[,;]?\s+(?:because|since|as)\b[^,;.$\d]{1,80},\s*", sentence[cut.start():])
+    if closed and _candidates(sentence[cut.start() + closed.end():]):
+        sentence = sentence[cut.start() + closed.end():]  # "..., and since a determinant is an area, $|-1| = 1$": the reason
+        # closed by its comma, then the main clause that concludes from it
+    elif cut and _candidates(sentence[:cut.start()]):
         sentence = sentence[:cut.start()]
     if re.match(r"\s*(?:otherwise|else|in\s+the\s+other\s+case)\b", sentence, re.I):
         return None  # "Otherwise it is 4.": one case of several
@@ -1129,6 +1165,12 @@ def sentence_value(sentence):
     if value and rounding_asked and value.startswith("\\approx "):
         value = value[len("\\approx "):]  # "Rounding to the nearest whole number as asked, the answer is approximately 12."
     return _given_letters(_last_step(value), whole) if value else value
+
+
+# a sentence that ends saying in plain words what an object it names by a letter is ("so $f$ is **odd**", "i.e. $g$ is
+# even (its graph ...)"); the sentence's value is that statement (compared with a word gold by answer_compare)
+_NAMED_PREDICATE = re.compile(r"(?:^|[,;:]\s*|\b(?i:so|thus|hence|therefore|i\.\s?e\.)\s+)[*_]*\$?([A-Za-z](?:\s*\(\s*[a-z]\s*\))?)\$?[*_]*"
+                              r"\s+(?:is|are)\s+[*_]*((?:[a-z]+[ -]?){1,4}?)[*_]*\s*(?:\([^()]*\))?\s*[.!]?\s*$")
 
 
 def _equation_tail(sentence):
@@ -1168,7 +1210,7 @@ def _given_letters(value, sentence):
 
 
 _DAYS = r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
-_LISTED = re.compile(r"(?:\b(?:are|is|were|be)\b|:)\s+((?:" + _VALUE_TEXT + r")(?:\s*,\s*(?:and\s+)?(?:" + _VALUE_TEXT +
+_LISTED = re.compile(r"(?:\b(?:are|is|were|be)\b|:(?:\*\*|__)?)\s+((?:" + _VALUE_TEXT + r")(?:\s*,\s*(?:and\s+)?(?:" + _VALUE_TEXT +
                      r")|\s*,?\s*and\s+(?:" + _VALUE_TEXT + r"))+)(?:\s*,?\s*(?:\.\.\.|…|\\ldots|\\dots))?\s*[.!]?\s*$", re.I)
 # A statement that the answer cannot be found ("not enough information", "cannot be determined")
 _REFUSAL = re.compile(r"\b(?:not\s+enough\s+information|insufficient\s+(?:information|data)|cannot\s+be\s+determined|"
@@ -1379,7 +1421,8 @@ _ASIDE = re.compile(r"\s*(?:(?:interestingly|incidentally|by\s+the\s+way|as\s+a\
                     r"for\s+comparison|side\s+note|btw)\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)
 # A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
 _CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\d+[.)]\s+)?(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
-                    r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:check|verify))\b", re.I)
+                    r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:double[-\s])?(?:check|verify)|"
+                    r"let\s+(?:me|us)\s+(?:quickly\s+)?(?:double[-\s])?(?:check|verify))\b", re.I)
 # A line that concludes (after a verification: "5. Therefore, she has 12 apples left.", "The number of students who play
 # both is 4.")
 _CONCLUDING_LINE = re.compile(r"\n[ \t]*(?:\d+[.)][ \t]+)?(?:\*\*)?(?:(?:therefore|thus|hence|so|in\s+total|finally|in\s+conclusion)\b|"

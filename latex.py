@@ -30,6 +30,7 @@ Guards (each refuses with ParseError, so the text does not parse; every step sta
 import math
 import re
 import unicodedata
+from fractions import Fraction
 from functools import lru_cache
 
 import sympy
@@ -541,7 +542,7 @@ _UNICODE = {"–": "-", "—": "-", "π": "\\pi ", "∞": "\\infty ", "√": "\\
             "⋅": "\\cdot ", "∗": "*", "→": "\\to ", "⇒": "\\Rightarrow ", "ℝ": "\\mathbb{R}", "ℤ": "\\mathbb{Z}", "ℕ": "\\mathbb{N}", "ℚ": "\\mathbb{Q}", "∠": "\\angle ", "ᵀ": "^T",
             "∣": "|", "″": "''", "∖": "\\setminus ", "↦": "\\mapsto "}
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|mathsf|mathtt|" \
-             r"mathnormal|operatorname\*?|boldsymbol|bm|emph|boxed|fbox|mathbb|mathcal)"
+             r"mathnormal|operatorname\*?|boldsymbol|bm|pmb|mathbfit|textup|textsl|emph|boxed|fbox|mathbb|mathcal)"
 
 
 def unwrap_commands(s):
@@ -735,7 +736,7 @@ def clean(s):
         s = re.sub(r"(\\mathbb\{R\})\s*\\(?=\s*[\[(\\{])(?![\[(])", r"\1 \\setminus ", s)
     if re.search(r"[\u0370-\u03ff]", s):  # Greek letters by their Unicode names: θ -> \theta, Δ -> \Delta
         s = re.sub(r"[\u0370-\u03ff]", _greek_command, s)
-    s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",
+    s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|arccot|arcsec|arccsc|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",
                r"\\\1 ", s)                                                        # cos 30°, log₂ 5: the functions
     s = re.sub(r"\\not\s*=", "\\\\ne ", s)
     s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2
@@ -750,7 +751,11 @@ def clean(s):
     s = re.sub(r"\\frac\s*\{\s*d\s*([A-Za-z]|\\[a-z]+)(_\{?\w+\}?)?\s*\}\s*\{\s*d\s*t\s*\}", r"\\dot{\1}\2", s)
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
     s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])", "", s)
-    s = re.sub(r"\\[hv]space\*?\s*\{[^}]*\}", " ", s)
+    # colour and size are no part of a value: \color{red}{4}, \textcolor{blue}{4}, \large 4, \underline{4}
+    s = re.sub(r"\\(?:text)?color\s*(?:\[[^\]]*\])?\s*\{[\w!.,\s-]{0,30}\}|\\(?:tiny|scriptsize|footnotesize|small|normalsize|large|Large|"
+               r"LARGE|huge|Huge)(?![a-zA-Z])|\\underline(?=\s*\{)", " ", s)
+    s = re.sub(r"\\[hv]space\*?\s*\{[^}]*\}|\\[hv]?phantom\s*\{[^{}]*\}", " ", s)  # space, and space the size of a text
+    s = re.sub(r"\\(?:mkern|kern|mskip|hskip|mspace)\s*\{?\s*-?[\d.]+\s*(?:mu|em|ex|pt|cm|mm|in)\s*\}?", " ", s)
     # thousands separators written in LaTeX: 1{,}000  16,\!386  1\,000  1\ 000
     s = re.sub(r"(\d)\s*(?:\{\s*,\s*\}|,\\!)\s*(?=\d{3}(?!\d))", r"\1,", s)
     s = re.sub(r"(\d)\\[,;: ]\s*(?=\d{3}(?!\d))", r"\1", s)
@@ -891,6 +896,30 @@ def compound_units(big, small):
     return (*pair, _COMPOUND_UNITS[pair]) if pair in _COMPOUND_UNITS else None
 
 
+# Units as powers of the SI base dimensions (length, mass, time, temperature, amount, current) and a factor to SI
+_DIMENSIONS = {"m": (1, "L"), "cm": (Fraction(1, 100), "L"), "mm": (Fraction(1, 1000), "L"), "km": (1000, "L"),
+               "g": (Fraction(1, 1000), "M"), "kg": (1, "M"), "mg": (Fraction(1, 10**6), "M"), "s": (1, "T"), "min": (60, "T"),
+               "h": (3600, "T"), "N": (1, "M L T^-2"), "J": (1, "M L^2 T^-2"), "W": (1, "M L^2 T^-3"), "Pa": (1, "M L^-1 T^-2"),
+               "Hz": (1, "T^-1"), "L": (Fraction(1, 1000), "L^3"), "mL": (Fraction(1, 10**6), "L^3"), "K": (1, "K"),
+               "mol": (1, "n"), "A": (1, "I"), "V": (1, "M L^2 T^-3 I^-1")}
+
+
+def unit_dimensions(units):
+    """(factor to SI, {dimension: power}) of a unit string split_unit returns (`kg m s^-2` -> (1, {M: 1, L: 1, T: -2}),
+    the newton's), or None when a unit in it is not an SI-derived one."""
+    factor, powers = Fraction(1), {}
+    for token in (units or "").split():
+        name, _, power = token.partition("^")
+        if name not in _DIMENSIONS or not re.fullmatch(r"-?\d+|", power):
+            return None
+        k = int(power or 1)
+        factor *= Fraction(_DIMENSIONS[name][0]) ** k
+        for base in _DIMENSIONS[name][1].split():
+            dim, _, p = base.partition("^")
+            powers[dim] = powers.get(dim, 0) + k * int(p or 1)
+    return factor, {d: p for d, p in powers.items() if p}
+
+
 def split_unit(s):
     """'5 cm' -> ('5', 'cm'); '99\\pi square inches' -> ('99\\pi', 'sq in'); '12 grade' -> ('12', 'word:grade');
     '50%' -> ('50', '%'); '3 or more' -> ('3 or more', None): a trailing run of unit words after a value."""
@@ -909,8 +938,10 @@ def split_unit(s):
             if not unit_word(word) or plain in NOT_UNITS or words >= 2:
                 break
             key, words = "word:" + plain.rstrip("s"), words + 1
-        units.insert(0, key + exponent)
         rest = rest[:match.start()].rstrip()
+        divided = re.search(r"(?:/|\bper\b)$", rest) and key[:5] != "word:"
+        power = -int(exponent.lstrip("^") or 1) if divided else None  # m/s^2: s^-2 (a unit divided by is a negative power)
+        units.insert(0, key + (exponent if power is None else "" if power == 1 else f"^{power}"))
         rest = re.sub(r"(?:\s*(?:/|\\cdot|\*|\bper\b))$", "", rest).rstrip()
     if not units or not rest or not re.search(r"[\d}\)a-zA-Z]$", rest) or rest.endswith("\\"):
         return s, None

@@ -50,7 +50,7 @@ import traceback
 
 from answer_compare import equivalent, gold_is_valid
 from answer_question import (asked_letter, asked_value, family_equal, form_violated, new_value, option_letter, option_value, question_options,
-                             question_verdict, restates_question, rounded_equal, rounding_asked)
+                             question_verdict, restates_question, rounded_equal, rounding_asked, without_restated_side)
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
@@ -109,8 +109,9 @@ def _choice_reward_unbounded(response, gold, options, strict=False, think_prefil
 
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
     answer, kind = _extract(response, strict, think_prefilled)
-    if answer is not None and question and (restates_question(answer, question, gold) or form_violated(answer, question)):
-        return 0.0  # the expression the question asks to compute, given back unevaluated; a fraction not in lowest terms
+    if answer is not None and question and (restates_question(answer, question, gold) or form_violated(answer, question, gold)):
+        return 0.0  # the expression the question asks to compute, given back unevaluated; not the form it asks for
+    answer = without_restated_side(answer, question) or answer  # `\frac{2}{\sqrt2} \approx 1.41`: the question, then 1.41
     free = not strict and kind in (None, "conclusion", "formula")  # (the free text is read only where no answer is marked)
     lettered = asked_letter(final_text(response, think_prefilled), question) if question and free else None
     if lettered is not None:  # "At what value of x ...?": the value given to x, whatever else the sentence states
@@ -172,7 +173,7 @@ def is_equiv(pred, gold, timeout_s=DEFAULT_TIMEOUT_S):
     return bool(_bounded(_is_equiv_unbounded, (pred, gold), timeout_s))
 
 
-def math_reward(response, gold, strict=False, think_prefilled=False, timeout_s=DEFAULT_TIMEOUT_S, question=None):
+def math_reward(response, gold, strict=False, think_prefilled=False, timeout_s=DEFAULT_TIMEOUT_S, *, question=None):
     """1.0 if the answer extracted from `response` equals `gold`, else 0.0 (also when the check runs past
     timeout_s). strict / think_prefilled: see extract_answer. question: the problem's text, when known: an answer
     that gives back the expression it asks to compute or simplify is not paid (answer_compare.restates_question); a
@@ -200,7 +201,7 @@ WORKER_OPS = {"_math_reward_unbounded": _math_reward_unbounded, "_is_equiv_unbou
               "_choice_reward_unbounded": _choice_reward_unbounded}   # and --reward's two ops (added below)
 
 
-def _run_pool(op, arg_lists, workers, timeout_s, memory_limit_gb, counts):
+def _run_pool(op, arg_lists, workers, timeout_s, memory_limit_gb, *, counts):
     """Results of op(*args) for each args in arg_lists (None when late or crashed), `workers` processes at a time."""
     results = []
     for kind, value in get_pool(WORKER_MODULE, memory_limit_gb * 2**30).run(op, arg_lists, workers, timeout_s):
@@ -211,7 +212,7 @@ def _run_pool(op, arg_lists, workers, timeout_s, memory_limit_gb, counts):
 
 
 def _pool_call(op_name, args, timeout_s):
-    return _run_pool(op_name, [args], 1, timeout_s, 4.0, {"timeouts": 0, "errors": 0})[0]
+    return _run_pool(op_name, [args], 1, timeout_s, 4.0, counts={"timeouts": 0, "errors": 0})[0]
 
 
 def close_pool():
@@ -219,7 +220,7 @@ def close_pool():
     close_pools(WORKER_MODULE)
 
 
-def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=None, stats=None,
+def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=None, *, stats=None,
                 memory_limit_gb=4.0, strict=False, think_prefilled=False, questions=None):
     """math_reward for each (response, gold) in parallel worker processes, each item with a hard timeout;
     questions[k] (optional) is the problem text of item k (see math_reward).
@@ -246,11 +247,11 @@ def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=No
     if workers <= 0:
         for k in todo:
             scores[k] = math_reward(responses[k], golds[k], strict, think_prefilled, timeout_s,
-                                    questions[k] if questions else None)
+                                    question=questions[k] if questions else None)
     else:
         results = _run_pool("_math_reward_unbounded", [(responses[k], golds[k], strict, think_prefilled,
                                                         questions[k] if questions else None) for k in todo],
-                            workers, timeout_s, memory_limit_gb, counts)
+                            workers, timeout_s, memory_limit_gb, counts=counts)
         for k, result in zip(todo, results):
             scores[k] = float(result or 0.0)
     if stats is not None:
@@ -259,7 +260,7 @@ def score_batch(responses, golds, workers=2, timeout_s=DEFAULT_TIMEOUT_S, ids=No
     return scores
 
 
-def score_choice_batch(responses, golds, options, workers=2, timeout_s=DEFAULT_TIMEOUT_S, stats=None,
+def score_choice_batch(responses, golds, options, workers=2, timeout_s=DEFAULT_TIMEOUT_S, *, stats=None,
                        memory_limit_gb=4.0, strict=False, think_prefilled=False):
     """_choice_reward_unbounded for each (response, gold letter, options) in worker processes (score_batch's
     pool and deadline; workers=0 grades here under the alarm). Returns a list of floats."""
@@ -269,7 +270,7 @@ def score_choice_batch(responses, golds, options, workers=2, timeout_s=DEFAULT_T
         scores = [_bounded(_choice_reward_unbounded, item, timeout_s) or 0.0 for item in items]
     else:
         scores = [float(r or 0.0) for r in _run_pool("_choice_reward_unbounded", items, workers, timeout_s,
-                                                     memory_limit_gb, counts)]
+                                                     memory_limit_gb, counts=counts)]
     if stats is not None:
         for key, value in counts.items():
             stats[key] = stats.get(key, 0) + value
@@ -326,7 +327,7 @@ def main():
 # ------------------------------------------------------------------------------------------------------------
 
 
-def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, code_timeout_s=None, stats=None,
+def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, code_timeout_s=None, *, stats=None,
                    strict=False, think_prefilled=False):
     """Grade responses[i] against problems[i] by the problem's data: a row with `tests` gets the code reward (its
     program run against the tests in a sandbox, hard limit code_timeout_s seconds per item, default
@@ -567,7 +568,7 @@ def _custom_reward_unbounded(source, function, response, row):
 WORKER_OPS.update(_load_reward_function=_load_reward_function, _custom_reward_unbounded=_custom_reward_unbounded)
 
 
-def score_custom_batch(component, responses, rows, workers=2, timeout_s=DEFAULT_TIMEOUT_S, memory_limit_gb=4.0):
+def score_custom_batch(component, responses, rows, workers=2, timeout_s=DEFAULT_TIMEOUT_S, *, memory_limit_gb=4.0):
     """A user's FUNCTION(responses[k], rows[k]) for each k in the grading workers, under score_batch's hard
     per-item timeout (a late item's worker is SIGKILLed). rows: the dataset rows (dicts; values JSON cannot carry
     arrive as their str). Returns (scores, failures): a failed call -- an exception, a timeout, a dead worker, a
@@ -602,8 +603,8 @@ def score_custom_batch(component, responses, rows, workers=2, timeout_s=DEFAULT_
     return scores, failures
 
 
-def score_components(responses, problems, components, workers=2, timeout_s=DEFAULT_TIMEOUT_S, code_timeout_s=None,
-                     stats=None, strict=False, think_prefilled=False, skip=None):
+def score_components(responses, problems, components, workers=2, timeout_s=DEFAULT_TIMEOUT_S, *,
+                     code_timeout_s=None, stats=None, strict=False, think_prefilled=False, skip=None):
     """Each component of a --reward spec on responses[i] against problems[i] (the dataset row, every column):
     {name: [float per response]}, unweighted. math grades the rows with an answer and code the rows with tests
     (score_problems), each 0 on the other kind; a user's function scores every row (score_custom_batch). skip[i]
