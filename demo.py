@@ -2,67 +2,34 @@
 problems, compared with the two strongest non-RL uses of the same data at equal training seconds.
 
     python demo.py                    # the main job: SFT -> GRPO, held-out accuracy before and after GRPO
-                                      # (110-195 s on 2 cores: SFT ~80 s, GRPO ~30 s)
+                                      # (a few minutes on 2 cores)
     python demo.py --preset long      # then the controls (a) and (b) from the same SFT checkpoint (~2 min more)
     python demo.py --seed 1           # another seed of the whole pipeline (model init, data, sampling)
-    python demo.py --eval_on validation --set grpo.lr=3e-5 ...        # a tuning run (see "How it was tuned")
+    python demo.py --eval_on validation --set grpo.lr=3e-5 ...        # a tuning run (docs/modules.md: demo.py)
     python demo.py --preset lora      # GRPO with LoRA at ranks 1, 4, 32 against full fine-tuning (lora_study)
 
 What it does, each step with the project's real parts (summary in out/demo/summary.md, curves in out/demo/plots):
-1. builds a 0.56M-parameter Qwen2 (2 layers) and a tokenizer with one token per character from scratch
-   (build_tokenizer, build_model);
-2. writes a synthetic task: 2-3 digit addition and subtraction, `523-187` (write_task). Its SFT set is 768 solutions
-   of two kinds, as real SFT data mixes short and long solutions: half show the column work, a right-to-left
-   scratchpad with carries/borrows (`13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}`), half give the answer only
-   (`\\boxed{336}`, DIRECT_SHARE). Four sets that share no computation (computation(): `a+b` and its commuted twin
-   `b+a` are one problem): the SFT set, MANY answer-only problems (RL and control b), 500 answer-only VALIDATION
-   problems (every schedule and learning rate below was chosen on these), 500 HELD-OUT problems (the reported
-   numbers; never used to choose anything);
-3. SFT (sft.py) on the SFT set, warmup then cosine decay to 0 (SFT_FLAGS), its schedule chosen on the validation
-   split until more steps no longer help. The model imitates both kinds: it answers directly about half the time,
-   and a direct answer to a 3-digit problem is almost always wrong;
-4. GRPO (train.py) from that checkpoint on the answer-only problems: reward 1 for the right \\boxed{} answer,
-   the model never sees a solution (GRPO_FLAGS, lr chosen on validation). What it learns first is to show the
-   work: the mean response grows from ~20 to ~31 tokens;
+1. builds a 0.56M-parameter Qwen2 (2 layers) and a tokenizer with one token per character (build_tokenizer,
+   build_model);
+2. writes a synthetic task, 2-3 digit addition and subtraction, `523-187` (write_task). Its SFT set mixes two
+   kinds of solution: half show the column work, a right-to-left scratchpad with carries/borrows
+   (`13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}`), half give the answer only (`\\boxed{336}`, DIRECT_SHARE). Four sets
+   share no computation (computation(): `a+b` and `b+a` are one problem): the SFT set, many answer-only problems
+   (RL and control b), VALIDATION problems (every schedule and learning rate was chosen on these) and HELD-OUT
+   problems (the reported numbers; never used to choose anything);
+3. SFT (sft.py) on the SFT set, warmup then cosine decay to 0 (SFT_FLAGS);
+4. GRPO (train.py) from that checkpoint on the answer-only problems: reward 1 for the right \\boxed{} answer, the
+   model never sees a solution (GRPO_FLAGS). What it learns first is to show the work;
 5. with --preset long, two controls from the same SFT checkpoint, each given GRPO's training seconds:
    (a) continued SFT on the same SFT set (CONTINUED_SFT_FLAGS);
    (b) rejection-sampling SFT (expert iteration, one round): sample the SFT model on as many answer-only problems
-       as GRPO sees (steps x 16 problems x 8 samples, temperature 1, GRPO's rollouts), keep each problem's
-       distinct responses that the grader marks correct, SFT on them (REJECTION_SFT_FLAGS);
-   "GRPO's training seconds" are step counts, so accuracy does not depend on the machine's load:
-   *_STEPS_PER_GRPO_STEP, the ratio of a GRPO step's seconds to an SFT step's measured in the same runs
-   (summary.json records the ratio of every run: sft_step_s, grpo_step_s, grpo_generate_s). Control (b) first
-   spends GRPO's generation seconds sampling, so its SFT steps get GRPO's non-generation seconds;
+       as GRPO sees, keep each problem's distinct correct responses, SFT on them (REJECTION_SFT_FLAGS).
+   "GRPO's training seconds" are step counts (*_STEPS_PER_GRPO_STEP: a GRPO step's seconds over an SFT step's,
+   recorded per run in summary.json), so accuracy does not depend on the machine's load. Control (b) first spends
+   GRPO's generation seconds sampling, so its SFT steps get GRPO's non-generation seconds;
 6. plots (plot.py) and a summary.
-One vLLM engine serves every evaluation, every rollout and the rejection sampling (eager mode: starts in ~8 s).
-
-How it was tuned (seed 0; every number below is validation accuracy, and nothing was chosen on held-out). Each
-arm got a three-point learning-rate grid; SFT also its length:
-- SFT: lr {1e-3, 2e-3, 4e-3} x 1000 steps: 19.4, 33.4, 2.2% -> 2e-3; at 2e-3, 600 / 1000 / 1500 steps: 15.4, 33.4,
-  27.0% -> 1000 (its curve 0.2 / 7.6 / 20.6 / 34.0 / 33.4% at 200..1000).
-- GRPO lr {3e-5, 1e-4, 3e-4}, 40 steps: 55.8, 61.0, 43.6% -> 1e-4.
-- control (a) lr {1e-4, 3e-4, 1e-3}, 376 steps: 31.6, 30.6, 33.2% -> 1e-3.
-- control (b) lr {1e-4, 3e-4, 1e-3}, 148 steps: 64.8, 68.2, 67.4% -> 3e-4.
-Then the chosen configuration, once per seed, on the held-out set.
-How the task was found (validation, seed 0): with worked solutions only (384, the previous design; 4 or 2 layers),
-SFT at its plateau leaves GRPO a few points (+3 to +4 in 50 steps; lr 3e-4 loses 8-10) and rejection-sampling SFT
-beats it by ~10; with fewer worked examples (192) the plateau is 13.6% and GRPO gains nothing in 60 steps; examples
-of 2 digits teach 0% on 3 digits (nothing to bootstrap from). At those plateaus the model samples with entropy
-~0.03 nats/token and few groups are informative. A mix of short and worked solutions leaves a choice to learn,
-which a reward teaches and imitation of the same mix does not.
-
-What it shows (held-out, seeds 0-2, mean +- s.e.; the README has each seed): SFT 25.3 +- 1.8%, GRPO 47.8 +- 6.5%
-(+22.5 +- 4.7 points), (a) 25.5 +- 3.3%, (b) 51.7 +- 6.4%. GRPO learns to show its work and beats more SFT on the
-same examples by 22 points; rejection-sampling SFT on the same answer-only problems learns the same choice from the
-correct samples alone and ends level with GRPO or ahead (-3.9 +- 2.3 points). Repeated on one machine a run is
-bit-identical; on another, torch's kernels for another instruction set move it like another seed (the README's
-table of 3 seeds x 3 kernel sets: gain +13.0 to +31.8).
-The step ratios measured in the held-out runs of an earlier version were 8.7-10.4 (a) and 2.5-3.4 (b): control
-(b)'s 148 SFT steps were 10-50% more than GRPO's seconds bought, an edge to the control.
-An independent re-tuning of (a) (validation, seed 0; lr 3e-5 to 5e-3, constant or cosine, weight decay) found at
-best 37.6% (lr 3e-3): imitation keeps the data's 50% share of direct answers, so about 40% is its ceiling. But SFT
-continued on only the 377 worked examples, a filter a person who knows that showing the work pays would apply,
-reaches 77.0% (lr 3e-3), above GRPO's 61.0%: GRPO finds from the reward what that person knew in advance.
+One vLLM engine serves every evaluation, every rollout and the rejection sampling (eager mode).
+How it was tuned and what it shows (per seed, held-out): docs/modules.md and the README.
 """
 import os
 
