@@ -174,7 +174,7 @@ def shard_model(model, cpu_offload=False, param_dtype="float32"):
     return model
 
 
-def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False,
+def load_model(path, device, dtype, world=1, cpu_offload=False, *, gradient_checkpointing=False, packed=False,
                overrides=None, param_dtype="float32", wrap=None):
     """A Hugging Face causal LM from `path` in `dtype` (fp32 for trained weights: at lr 3e-7 an update is ~1e-5 of
     a weight, below bf16's resolution), on `device`; with world > 1, FSDP2-sharded over the ranks.

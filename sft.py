@@ -407,8 +407,9 @@ def main(argv=None, engine=None):
     # fp32 master weights; compute runs in --dtype under autocast. LoRA: the base (--model) frozen in --dtype, fp32
     # adapters (on resume, the checkpoint's)
     model = load_model(model_dir(args.model) if args.lora_rank else source, device, dtype if args.lora_rank else
-                       torch.float32, world, bool(args.fsdp_cpu_offload), bool(args.gradient_checkpointing),
-                       bool(args.packing), args.overrides, args.fsdp_param_dtype,
+                       torch.float32, world, bool(args.fsdp_cpu_offload),
+                       gradient_checkpointing=bool(args.gradient_checkpointing), packed=bool(args.packing),
+                       overrides=args.overrides, param_dtype=args.fsdp_param_dtype,
                        wrap=lora.wrapper(args, resume_ckpt and resume_ckpt / "adapter") if args.lora_rank
                        else None).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, betas=ADAM_BETAS,
@@ -432,7 +433,7 @@ def main(argv=None, engine=None):
 
     def evaluate(done):
         engine.update_weights(full_weights(model, getattr(engine, "dtype", None), device))
-        results = evaluation.evaluate_during_training(engine, tokenizer, args, done, rank, world, tp=1)
+        results = evaluation.evaluate_during_training(engine, tokenizer, args, done, rank, dp_world=world, tp=1)
         engine.sleep()  # give the memory back to training (a no-op on CPU)
         return results
 
