@@ -741,7 +741,7 @@ def bench_memory(ranks=(1, 8, 32, 128), gpus=(1, 8), kl_reference=True, like=("q
     return rows
 
 
-def check_memory(like, lora_rank, gpu_gb, vllm_share, micro_batch_tokens, kl_reference=True, chunk=256):
+def check_memory(like, lora_rank, gpu_gb, vllm_share, micro_batch_tokens, *, kl_reference=True, chunk=256):
     """A recipe's memory plan on one GPU, checked (recipes/single_gpu_7b_lora.sh runs it in its dry run). The
     trained state is exact (bench_memory's module sizes); activations are an estimate of train.py with gradient
     checkpointing: each layer's bf16 input kept for backward (tokens x hidden x 2 B x layers), one layer recomputed

@@ -727,7 +727,7 @@ _STATUS_STAT = {"timeout": "code_timeouts", "crash": "code_crashes", "refused": 
                 "no_program": "code_no_program", "grader_error": "code_grader_errors"}
 
 
-def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial):
+def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, *, partial):
     """_run_tests for each item in grading workers. timeout_s: each item's CPU allowance (one for all, or a list).
     Per item, whatever its checker is doing, the pool kills the program's processes once the item's allowance
     or wall cap is spent (sandbox.pool_limits), and the worker WORKER_GRACE_S later if it still has not
@@ -753,7 +753,7 @@ def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial)
     return results
 
 
-def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT_S, stats=None,
+def score_code_batch(responses, tests_list, *, workers=2, timeout_s=DEFAULT_TIMEOUT_S, stats=None,
                      partial=PARTIAL_CREDIT, sandbox=None, results=None):
     """The code reward: for each (response, tests), 1.0 if the program in the response passes every test (with
     partial=True the fraction passed), else 0.0; graded in parallel workers, each item with a hard timeout.
@@ -774,7 +774,7 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
         checked.append(tests)
     mode = sandbox_mode(sandbox)
     outcome = _grade_in_workers([extract_program(r, t) for r, t in zip(responses, checked)], checked, workers,
-                                [item_timeout_s(t, timeout_s) for t in checked], mode, partial)
+                                [item_timeout_s(t, timeout_s) for t in checked], mode, partial=partial)
     if stats is not None:
         for key in STAT_KEYS:
             stats.setdefault(key, 0)
@@ -853,7 +853,8 @@ def main():
                     sys.exit(f"{args.file}:{line_no}: bad row ({exc}); need an object with 'response' and 'tests'")
     stats = {}
     start = time.time()
-    scores = score_code_batch(responses, tests, args.workers, args.timeout_s, stats, args.partial, args.sandbox)
+    scores = score_code_batch(responses, tests, workers=args.workers, timeout_s=args.timeout_s, stats=stats,
+                              partial=args.partial, sandbox=args.sandbox)
     print(f"{len(scores)} rows, mean reward {sum(scores) / max(len(scores), 1):.4f}, {time.time() - start:.1f}s, {stats}")
 
 

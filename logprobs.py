@@ -17,7 +17,7 @@ from torch.utils.checkpoint import checkpoint
 import packing
 
 
-def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy, entropy_grad=False):
+def _chunk_logprobs(hidden, targets, weight, bias, temperature, *, with_entropy, entropy_grad=False):
     """hidden [N, H], targets [N] -> logp [N] (and entropy [N]), computed in fp32 for this chunk only."""
     logits = F.linear(hidden, weight, bias).float()                        # [N, V]: the only V-sized tensors
     if temperature != 1.0:
@@ -62,7 +62,7 @@ def final_hidden_states(model, input_ids, attention_mask, layout=None):
     return caught[-1]
 
 
-def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=256, with_entropy=False,
+def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=256, *, with_entropy=False,
                    score_mask=None, entropy_grad=False, packed=False):
     """log pi(x_{t+1} | x_<=t) for every position of `input_ids` under a Hugging Face causal LM, with the
     logits divided by the sampling temperature (vLLM's processed logprobs are of the tempered distribution).
@@ -104,11 +104,12 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     # writes its gradient into a zero tensor of the whole [N, H] and adds it up (N / chunk_size of them: measured
     # 15% of a packed 32K-token micro-batch's CPU time, bench.py pack)
     for hidden_chunk, target_chunk in zip(hidden.split(chunk_size), targets.split(chunk_size)):
-        args = (hidden_chunk, target_chunk, head.weight, head.bias, temperature, with_entropy, entropy_grad)
+        args = (hidden_chunk, target_chunk, head.weight, head.bias, temperature)
+        options = {"with_entropy": with_entropy, "entropy_grad": entropy_grad}
         if torch.is_grad_enabled() and hidden.requires_grad:
-            outputs.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
+            outputs.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False, **options))
         else:
-            outputs.append(_chunk_logprobs(*args))
+            outputs.append(_chunk_logprobs(*args, **options))
     if not outputs:  # nothing scored
         outputs = [(hidden.new_zeros(0, dtype=torch.float32),) * 2 if with_entropy else hidden.new_zeros(0, dtype=torch.float32)]
 
