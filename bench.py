@@ -96,7 +96,7 @@ def bench_logprobs(seq=32768, vocab=151936):
 # ------------------------------------------------------------------------------------------------------------
 # One training step (train.update_policy) on a model of a real size: time and peak memory per phase
 # ------------------------------------------------------------------------------------------------------------
-def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, hidden=1536, layers=28,
+def bench_step(*, response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, hidden=1536, layers=28,
                mlp=8960, vocab=151936, device="cuda"):
     """train.py's update (fp32 master weights, bf16 autocast, gradient checkpointing, chunked log-probs, KL to a
     bf16 reference, AdamW) on random weights shaped like Qwen2.5-1.5B, and the weight gather of the sync

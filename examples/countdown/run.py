@@ -37,7 +37,7 @@ def run_seed(seed, out_dir, data_paths, *, eval_on="heldout", overrides=None, en
     log(f"countdown: seed {seed}: SFT on {data_paths['sft']}")
     t0 = time.perf_counter()
     sft_ckpt = demo.sft_stage(engine, base, data_paths["sft"], out / "sft",
-                              {**SYSTEM_FLAGS, **SFT_FLAGS, **overrides.get("sft", {})}, "", seed)
+                              {**SYSTEM_FLAGS, **SFT_FLAGS, **overrides.get("sft", {})}, eval_data="", seed=seed)
     sft_s = time.perf_counter() - t0
     log(f"countdown: seed {seed}: GRPO on {data_paths['rl']} with --reward {REWARD}")
     t0 = time.perf_counter()
