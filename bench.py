@@ -178,15 +178,8 @@ def _pack_lengths(kind, rng, cap=PACK_CAP):
     prompts 64-512 tokens, a math problem in a chat template). Responses:
 
     uniform      uniform in [1024, cap]: the issue's 1-8K.
-    long-tailed  R1-style reasoning RL at an 8K cap, fixed from published numbers before any ratio was measured:
-                 5% truncated at the cap, the rest log-normal (median 3,170, sigma 0.75, redrawn above the cap),
-                 mean 3,500. Source: DeepScaleR's 8K stage (DeepSeek-R1-Distill-Qwen-1.5B, GRPO, 8K context;
-                 blog "DeepScaleR: Surpassing O1-Preview with a 1.5B Model by Scaling RL", Feb 2025): mean response
-                 length fell from ~5,500 to ~3,500 tokens, and the clip ratio was 4.2%, rising to 6.5% late in the
-                 stage (the blog's text, quoted by its authors in github.com/agentica-project/rllm issue 33);
-                 incorrect responses run ~3x longer than correct ones, so the spread is wide: sigma 0.75 is a 3x
-                 correct/incorrect gap at a 60/40 mix (0.55 in log space) plus spread within each. Percentiles:
-                 5% 890, 25% 1,800, 50% 2,900, 75% 4,450, 95% 6,950 tokens, then the 5% at 8,192.
+    long-tailed  R1-style reasoning RL at an 8K cap (DeepScaleR's 8K stage; docs/modules.md, bench.py): 5%
+                 truncated at the cap, the rest log-normal (median 3,170, sigma 0.75, redrawn above the cap).
     all-at-cap   every response at the cap (the control: only the prompts differ)."""
     out = []
     for _ in range(PACK_STEP[0]):
@@ -215,10 +208,7 @@ def bench_pack(kinds=("long-tailed", "uniform"), like="qwen2.5-1.5b", fraction=1
 
     The model: Qwen2 architecture, 1 layer, one 64-dim attention head, sized so that its per-token FLOPs split
     between attention, the other matmuls and the output head as in `like` (Qwen2.5-1.5B by default: the recipes'
-    model): attention FLOPs / matmul FLOPs per token and layer = head_dim * heads / layer params, and the head's
-    share of the matmul FLOPs, both kept. A narrow, deep-headed toy (hidden 256 with 4 heads) would give attention
-    ~6x its real weight, and with it most of the padded path's waste (its attention runs on S^2, not S^2/2).
-    Useful FLOPs per step (the same for both ways; len_i = prompt + response of sequence i):
+    model; why not a narrow toy: docs/modules.md, bench.py). Useful FLOPs per step (the same for both ways; len_i = prompt + response of sequence i):
         6 * P_backbone * T_real + 6 * P_head * T_scored + 6 * layers * heads * head_dim * sum_i len_i^2
     (the last: causal attention, QK^T and AV at len^2 / 2 * heads * head_dim multiply-adds each, x3 for backward)."""
     import random

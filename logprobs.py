@@ -80,9 +80,8 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     Memory: the full [B, S, V] logits are never materialised. The backbone runs once; then `chunk_size`
     positions at a time go through the output head, log-softmax in fp32, and only the gathered values are
     kept. Each chunk is activation-checkpointed, so backward recomputes its logits instead of storing them:
-    peak extra memory is ~ chunk_size * V * 4 bytes * a small constant (~6), whatever the sequence length.
-    Measured (bench.py, 32,768 tokens, V = 151,936): chunk 256 -> 0.91 GB above the model, 1024 -> 3.1 GB;
-    the naive way needs 18.5 GB for the fp32 logits alone.
+    peak extra memory is ~ chunk_size * V * 4 bytes * a small constant (~6), whatever the sequence length
+    (measured: docs/modules.md, logprobs.py).
     """
     head = model.get_output_embeddings()
     batch, seq = input_ids.shape

@@ -156,7 +156,7 @@ class _MergedLinear(torch.autograd.Function):
         dx = dy W',   dB = scale dy^T (x A^T),   dA = scale (dy B)^T x        (in fp32)"""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, lora_a, lora_b, scale):
+    def forward(ctx, x, weight, bias, lora_a, lora_b, scale):   # positional: Function.apply takes no keywords
         ctx.save_for_backward(x, weight, lora_a, lora_b)
         ctx.scale = scale
         return torch.nn.functional.linear(x, merged_weight(weight, lora_a, lora_b, scale), bias)
