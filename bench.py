@@ -96,7 +96,7 @@ def bench_logprobs(seq=32768, vocab=151936):
 # ------------------------------------------------------------------------------------------------------------
 # One training step (train.update_policy) on a model of a real size: time and peak memory per phase
 # ------------------------------------------------------------------------------------------------------------
-def bench_step(response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, hidden=1536, layers=28,
+def bench_step(*, response_lens=(4096, 8192), samples_per_step=32, prompt_len=512, hidden=1536, layers=28,
                mlp=8960, vocab=151936, device="cuda"):
     """train.py's update (fp32 master weights, bf16 autocast, gradient checkpointing, chunked log-probs, KL to a
     bf16 reference, AdamW) on random weights shaped like Qwen2.5-1.5B, and the weight gather of the sync
@@ -178,15 +178,8 @@ def _pack_lengths(kind, rng, cap=PACK_CAP):
     prompts 64-512 tokens, a math problem in a chat template). Responses:
 
     uniform      uniform in [1024, cap]: the issue's 1-8K.
-    long-tailed  R1-style reasoning RL at an 8K cap, fixed from published numbers before any ratio was measured:
-                 5% truncated at the cap, the rest log-normal (median 3,170, sigma 0.75, redrawn above the cap),
-                 mean 3,500. Source: DeepScaleR's 8K stage (DeepSeek-R1-Distill-Qwen-1.5B, GRPO, 8K context;
-                 blog "DeepScaleR: Surpassing O1-Preview with a 1.5B Model by Scaling RL", Feb 2025): mean response
-                 length fell from ~5,500 to ~3,500 tokens, and the clip ratio was 4.2%, rising to 6.5% late in the
-                 stage (the blog's text, quoted by its authors in github.com/agentica-project/rllm issue 33);
-                 incorrect responses run ~3x longer than correct ones, so the spread is wide: sigma 0.75 is a 3x
-                 correct/incorrect gap at a 60/40 mix (0.55 in log space) plus spread within each. Percentiles:
-                 5% 890, 25% 1,800, 50% 2,900, 75% 4,450, 95% 6,950 tokens, then the 5% at 8,192.
+    long-tailed  R1-style reasoning RL at an 8K cap (DeepScaleR's 8K stage; docs/modules.md, bench.py): 5%
+                 truncated at the cap, the rest log-normal (median 3,170, sigma 0.75, redrawn above the cap).
     all-at-cap   every response at the cap (the control: only the prompts differ)."""
     out = []
     for _ in range(PACK_STEP[0]):
@@ -215,10 +208,7 @@ def bench_pack(kinds=("long-tailed", "uniform"), like="qwen2.5-1.5b", fraction=1
 
     The model: Qwen2 architecture, 1 layer, one 64-dim attention head, sized so that its per-token FLOPs split
     between attention, the other matmuls and the output head as in `like` (Qwen2.5-1.5B by default: the recipes'
-    model): attention FLOPs / matmul FLOPs per token and layer = head_dim * heads / layer params, and the head's
-    share of the matmul FLOPs, both kept. A narrow, deep-headed toy (hidden 256 with 4 heads) would give attention
-    ~6x its real weight, and with it most of the padded path's waste (its attention runs on S^2, not S^2/2).
-    Useful FLOPs per step (the same for both ways; len_i = prompt + response of sequence i):
+    model; why not a narrow toy: docs/modules.md, bench.py). Useful FLOPs per step (the same for both ways; len_i = prompt + response of sequence i):
         6 * P_backbone * T_real + 6 * P_head * T_scored + 6 * layers * heads * head_dim * sum_i len_i^2
     (the last: causal attention, QK^T and AV at len^2 / 2 * heads * head_dim multiply-adds each, x3 for backward)."""
     import random
@@ -743,7 +733,7 @@ def bench_memory(ranks=(1, 8, 32, 128), gpus=(1, 8), kl_reference=True, like=("q
     return rows
 
 
-def check_memory(like, lora_rank, gpu_gb, vllm_share, micro_batch_tokens, kl_reference=True, chunk=256):
+def check_memory(like, lora_rank, gpu_gb, vllm_share, micro_batch_tokens, *, kl_reference=True, chunk=256):
     """A recipe's memory plan on one GPU, checked (recipes/single_gpu_7b_lora.sh runs it in its dry run). The
     trained state is exact (bench_memory's module sizes); activations are an estimate of train.py with gradient
     checkpointing: each layer's bf16 input kept for backward (tokens x hidden x 2 B x layers), one layer recomputed

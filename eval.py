@@ -180,9 +180,10 @@ def describe_benchmark(name, k, template, *, code_protocol=protocols.DEFAULT, gp
 # ------------------------------------------------------------------------------------------------------------
 # Sampling and grading
 # ------------------------------------------------------------------------------------------------------------
-def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS,
-                     template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0, prompts=None, strict=False,
-                     per_sample_seeds=True, gpqa_protocol=protocols.GPQA_DEFAULT, rewards=None):
+def sample_and_grade(engine, tokenizer, problems, k, *, temperature=TEMPERATURE, top_p=TOP_P,
+                     max_tokens=MAX_TOKENS, template=TEMPLATE, seed=0, workers=2, timeout_s=5.0, first_index=0,
+                     prompts=None, strict=False, per_sample_seeds=True, gpqa_protocol=protocols.GPQA_DEFAULT,
+                     rewards=None):
     """k graded samples for each problem. per_sample_seeds: problem i (counting from first_index) is sampled with
     seed + i * k (engine.generate seeds prompt j of a call with seed + j * k), so on a batch-invariant engine
     results do not depend on how problems are batched or on where an interrupted run resumed; else the engine's
@@ -238,8 +239,8 @@ def sample_and_grade(engine, tokenizer, problems, k, temperature=TEMPERATURE, to
     return records, stats
 
 
-def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, temperature=TEMPERATURE, top_p=TOP_P,
-             max_tokens=MAX_TOKENS, template=None, seed=0, workers=2, timeout_s=5.0, log=print,
+def evaluate(engine, tokenizer, benchmarks, *, k=None, out_dir=None, limit=None, temperature=TEMPERATURE,
+             top_p=TOP_P, max_tokens=MAX_TOKENS, template=None, seed=0, workers=2, timeout_s=5.0, log=print,
              shard=(0, 1), gather=None, strict=False, resume=True, seeds=SEEDS, chunk_samples=None,
              code_protocol=protocols.DEFAULT, gpqa_protocol=protocols.GPQA_DEFAULT, rewards=None):
     """Evaluate on each benchmark (shipped name, hub set or file). k: int for all, or None for DEFAULT_K (1 if
@@ -332,8 +333,9 @@ def evaluate(engine, tokenizer, benchmarks, k=None, out_dir=None, limit=None, te
             hi = min(lo + -(-size // dp_world), c + size)
             part = []
             if lo < hi:
-                part, _ = sample_and_grade(engine, tokenizer, problems[lo:hi], bench_k, temperature, top_p, max_tokens,
-                                           template, seed, workers, timeout_s, first_index=lo, prompts=prompts[lo:hi],
+                part, _ = sample_and_grade(engine, tokenizer, problems[lo:hi], bench_k, temperature=temperature,
+                                           top_p=top_p, max_tokens=max_tokens, template=template, seed=seed,
+                                           workers=workers, timeout_s=timeout_s, first_index=lo, prompts=prompts[lo:hi],
                                            strict=strict, per_sample_seeds=per_sample_seeds,
                                            gpqa_protocol=gpqa_protocol, rewards=rewards)
             if gather is not None:
@@ -428,7 +430,7 @@ def load_benchmarks(specs, rewards=None):
     return problems
 
 
-def evaluate_during_training(engine, tokenizer, args, step, dp_rank, dp_world, tp):
+def evaluate_during_training(engine, tokenizer, args, step, dp_rank, *, dp_world, tp):
     """train.py's and sft.py's periodic evaluation of the current weights on --eval_data, written to
     out_dir/eval-<step>/. Every rank takes part: the problems are sharded over the data-parallel ranks (a vLLM TP
     group samples its shard together) and the records gathered; rank 0 writes. Never resumed from disk: a folder

@@ -18,7 +18,7 @@ class HFEngine:
     Log-probs are those of the processed distribution (temperature and top-p applied), like vLLM's.
     """
 
-    def __init__(self, model, tokenizer=None, dtype=torch.float32, device=None, seed=0, batch_size=64,
+    def __init__(self, model, tokenizer=None, dtype=torch.float32, device=None, seed=0, *, batch_size=64,
                  max_model_len=None, config_overrides=None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -37,7 +37,7 @@ class HFEngine:
         self.last_sync_s = 0.0
 
     @torch.no_grad()
-    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, seed=None,
+    def generate(self, prompt_token_ids, n=1, temperature=1.0, top_p=1.0, max_tokens=1024, *, seed=None,
                  logprobs=True):  # logprobs: computed either way (cheap here); rollout.py's engine may skip them
         check_prompt_ids(prompt_token_ids)
         eos = self.model.generation_config.eos_token_id

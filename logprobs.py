@@ -17,7 +17,7 @@ from torch.utils.checkpoint import checkpoint
 import packing
 
 
-def _chunk_logprobs(hidden, targets, weight, bias, temperature, with_entropy, entropy_grad=False):
+def _chunk_logprobs(hidden, targets, weight, bias, temperature, *, with_entropy, entropy_grad=False):
     """hidden [N, H], targets [N] -> logp [N] (and entropy [N]), computed in fp32 for this chunk only."""
     logits = F.linear(hidden, weight, bias).float()                        # [N, V]: the only V-sized tensors
     if temperature != 1.0:
@@ -62,7 +62,7 @@ def final_hidden_states(model, input_ids, attention_mask, layout=None):
     return caught[-1]
 
 
-def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=256, with_entropy=False,
+def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size=256, *, with_entropy=False,
                    score_mask=None, entropy_grad=False, packed=False):
     """log pi(x_{t+1} | x_<=t) for every position of `input_ids` under a Hugging Face causal LM, with the
     logits divided by the sampling temperature (vLLM's processed logprobs are of the tempered distribution).
@@ -80,9 +80,8 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     Memory: the full [B, S, V] logits are never materialised. The backbone runs once; then `chunk_size`
     positions at a time go through the output head, log-softmax in fp32, and only the gathered values are
     kept. Each chunk is activation-checkpointed, so backward recomputes its logits instead of storing them:
-    peak extra memory is ~ chunk_size * V * 4 bytes * a small constant (~6), whatever the sequence length.
-    Measured (bench.py, 32,768 tokens, V = 151,936): chunk 256 -> 0.91 GB above the model, 1024 -> 3.1 GB;
-    the naive way needs 18.5 GB for the fp32 logits alone.
+    peak extra memory is ~ chunk_size * V * 4 bytes * a small constant (~6), whatever the sequence length
+    (measured: docs/modules.md, logprobs.py).
     """
     head = model.get_output_embeddings()
     batch, seq = input_ids.shape
@@ -104,11 +103,12 @@ def token_logprobs(model, input_ids, attention_mask, temperature=1.0, chunk_size
     # writes its gradient into a zero tensor of the whole [N, H] and adds it up (N / chunk_size of them: measured
     # 15% of a packed 32K-token micro-batch's CPU time, bench.py pack)
     for hidden_chunk, target_chunk in zip(hidden.split(chunk_size), targets.split(chunk_size)):
-        args = (hidden_chunk, target_chunk, head.weight, head.bias, temperature, with_entropy, entropy_grad)
+        args = (hidden_chunk, target_chunk, head.weight, head.bias, temperature)
+        options = {"with_entropy": with_entropy, "entropy_grad": entropy_grad}
         if torch.is_grad_enabled() and hidden.requires_grad:
-            outputs.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
+            outputs.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False, **options))
         else:
-            outputs.append(_chunk_logprobs(*args))
+            outputs.append(_chunk_logprobs(*args, **options))
     if not outputs:  # nothing scored
         outputs = [(hidden.new_zeros(0, dtype=torch.float32),) * 2 if with_entropy else hidden.new_zeros(0, dtype=torch.float32)]
 

@@ -4,9 +4,8 @@
 
 so the first forward equals the base model exactly. Defaults follow "LoRA Without Regret" (Schulman et al., 2025):
 every linear layer of attention and MLP (PEFT's "all-linear": all nn.Linear but the output head), dropout 0,
-alpha 32, and a learning rate ~10x full fine-tuning's. Our own study (README, `python demo.py --preset lora`): on the
-CPU task the best lr was 3x full fine-tuning's (10x close behind); ranks 4 and 32 matched full fine-tuning, rank 1
-trailed by 1.9 +- 1.2 points.
+alpha 32, and a learning rate ~10x full fine-tuning's. Our own study: `python demo.py --preset lora` (results in the
+README and docs/modules.md).
 
 Memory, the point of it (bytes per parameter of each mode: distributed.py's table, bench.py memory):
 - the base weights stay in the compute dtype (--dtype: bf16 on GPU), frozen: no fp32 master copy, no gradient,
@@ -22,8 +21,8 @@ vLLM generates at full speed with no LoRA kernels. rollout.py's docstring says w
 Merging in place (PEFT's merge_adapter / unmerge_adapter, as TRL does) would round W + dW - dW in bf16 and walk the
 frozen base away from itself a little at every step; out of place it never changes.
 The trainer computes with the same W' (_MergedLinear replaces PEFT's forward, W x + scale * B A x): in bf16 PEFT's
-forward differs from bf16(W + scale B A) by the merge's rounding (measured on the tiny model: 0.007 nats per token,
-max 0.06: an alignment of ~1.007 before any kernel difference), ours not at all (tests/test_lora.py). Its backward
+forward differs from bf16(W + scale B A) by the merge's rounding (docs/modules.md has the measurement), ours not at
+all (tests/test_lora.py). Its backward
 uses the low-rank formulas, so LoRA's saving stands: no [out, in] weight gradient is formed.
 
 A LoRA checkpoint (runs.save_checkpoint -> save):
@@ -156,7 +155,7 @@ class _MergedLinear(torch.autograd.Function):
         dx = dy W',   dB = scale dy^T (x A^T),   dA = scale (dy B)^T x        (in fp32)"""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, lora_a, lora_b, scale):
+    def forward(ctx, x, weight, bias, lora_a, lora_b, scale):   # positional: Function.apply takes no keywords
         ctx.save_for_backward(x, weight, lora_a, lora_b)
         ctx.scale = scale
         return torch.nn.functional.linear(x, merged_weight(weight, lora_a, lora_b, scale), bias)

@@ -50,8 +50,8 @@ def record_mismatch(totals, mismatch, mask):
     totals["ratio_min"] = min(totals["ratio_min"], mismatch["ratio_min"])
 
 
-def step_metrics(step, samples, rewards, correct, grading, own, scored, trained, update, skipped_prompts, sampling,
-                 times, args, tp):
+def step_metrics(step, samples, rewards, correct, grading, *, own, scored, trained, update, skipped_prompts,
+                 sampling, times, args, tp):
     """Step 6: the step's numbers, over the whole global batch (sums and maxima over ranks). Namespaces:
     reward/, response/ (all samples); policy/ (kl_ref, entropy, clip_frac, approx_kl_old: per-token means over the
     TRAINED samples, the only ones forwarded; loss, pg_loss: the objective as optimised, mean over the step's

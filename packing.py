@@ -111,7 +111,7 @@ def packed_rows(packed, score_mask=None):
 # ----------------------------------------------------------------------------------------------------------
 # 2. Attention within sequences only
 # ----------------------------------------------------------------------------------------------------------
-def varlen_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+def varlen_sdpa_attention(module, query, key, value, attention_mask, *, dropout=0.0, scaling=None,
                           cu_seq_lens_q=None, cu_seq_lens_k=None, seq_lengths=None, **kwargs):
     """transformers attention function: query [1, heads, N, D], key/value [1, kv_heads, N, D] of a packed row
     -> ([1, N, heads, D], None). With cu_seq_lens_q (given by a packed call) each sequence attends causally to
@@ -141,7 +141,7 @@ def _varlen_mask(*args, attention_mask=None, **kwargs):
     return None if attention_mask is None else sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
 
 
-def torch_varlen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+def torch_varlen_attention(module, query, key, value, attention_mask, *, dropout=0.0, scaling=None,
                            cu_seq_lens_q=None, cu_seq_lens_k=None, max_length_q=None, max_length_k=None, **kwargs):
     """The same contract as varlen_sdpa_attention, on torch's own varlen kernel (one launch for the whole row;
     CUDA only). Not used unless GPU_VARLEN_KERNEL = "torch_varlen"."""

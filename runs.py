@@ -47,7 +47,7 @@ import lora
 from distributed import broadcast_object, distributed, get_rank
 
 
-def resume_flags(args, build_parser, argv, ckpt, run_control, script):
+def resume_flags(args, build_parser, argv, ckpt, run_control, *, script):
     """--resume: the run's own flags (ckpt/run.json) replace this invocation's defaults, so a run continues as it
     began. A flag that changes what is learned, given on the command line with another value than the run's, is
     refused; `run_control` names the flags a resume may change (when to stop, save, evaluate; memory knobs)."""
@@ -86,7 +86,7 @@ def start_stage(args, init_from):
         args.data_seed = args.seed + args.stage - 1
 
 
-def inherit_template(args, build_parser, argv, init_from, script, log=print):
+def inherit_template(args, build_parser, argv, init_from, script, *, log=print):
     """A new stage from a checkpoint of this project (train.py --init_from, sft.py --model) asks its prompts the
     way the checkpoint was trained to read them: without --template on the command line, the checkpoint's own
     (its run.json) replaces the default, and this is said. A --template given with another value is used (a
@@ -131,7 +131,8 @@ def read_run_info(ckpt):
         sys.exit(f"{path} is not valid JSON ({exc}): restore it from a copy")
 
 
-def save_checkpoint(out_dir, step, model, tokenizer, optimizer, keep_last, trainer_state=None, run_info=None):
+def save_checkpoint(out_dir, step, model, tokenizer, optimizer, *, keep_last, trainer_state=None,
+                    run_info=None):
     """Model (HF format) + optimizer (sharded, every rank writing its own) + `trainer_state` (small picklable dict:
     data cursor, ...) + run.json (the run's flags); then the optimizer state leaves the older checkpoints and all
     but the newest `keep_last` go (module docstring). A collective: every rank calls it. Returns the checkpoint

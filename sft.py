@@ -167,7 +167,7 @@ def parse_args(argv=None):
     if args.resume and ckpt is None:
         (later if args.dry_run else errors).append(f"--resume {args.resume}: no checkpoint found there")
     if ckpt:
-        resume_flags(args, build_parser, argv, ckpt, RUN_CONTROL_FLAGS, "sft.py")
+        resume_flags(args, build_parser, argv, ckpt, RUN_CONTROL_FLAGS, script="sft.py")
     if not args.train_data:
         errors.append("--train_data: name the worked examples to train on (a file or hub:org/name). No shipped set "
                       "is a training set of worked solutions: those with solutions are evaluation sets")
@@ -301,7 +301,7 @@ def lr_at(step, args, total_steps):
 # ------------------------------------------------------------------------------------------------------------
 # One optimizer step
 # ------------------------------------------------------------------------------------------------------------
-def sft_step(model, optimizer, batch, args, device, autocast, pad_id, step):
+def sft_step(model, optimizer, batch, args, device, *, autocast, pad_id, step):
     """One optimizer step on this rank's share of the global batch (a list of Samples).
 
     loss = -(1 / N) * sum over the RESPONSE tokens of every example of log p(token | everything before it),
@@ -409,8 +409,9 @@ def main(argv=None, engine=None):
     # fp32 master weights; compute runs in --dtype under autocast. LoRA: the base (--model) frozen in --dtype, fp32
     # adapters (on resume, the checkpoint's)
     model = load_model(model_dir(args.model) if args.lora_rank else source, device, dtype if args.lora_rank else
-                       torch.float32, world, bool(args.fsdp_cpu_offload), bool(args.gradient_checkpointing),
-                       bool(args.packing), args.overrides, args.fsdp_param_dtype,
+                       torch.float32, world, bool(args.fsdp_cpu_offload),
+                       gradient_checkpointing=bool(args.gradient_checkpointing), packed=bool(args.packing),
+                       overrides=args.overrides, param_dtype=args.fsdp_param_dtype,
                        wrap=lora.wrapper(args, resume_ckpt and resume_ckpt / "adapter") if args.lora_rank
                        else None).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, betas=ADAM_BETAS,
@@ -434,7 +435,7 @@ def main(argv=None, engine=None):
 
     def evaluate(done):
         engine.update_weights(full_weights(model, getattr(engine, "dtype", None), device))
-        results = evaluation.evaluate_during_training(engine, tokenizer, args, done, rank, world, tp=1)
+        results = evaluation.evaluate_during_training(engine, tokenizer, args, done, rank, dp_world=world, tp=1)
         engine.sleep()  # give the memory back to training (a no-op on CPU)
         return results
 
@@ -451,7 +452,7 @@ def main(argv=None, engine=None):
         lr = lr_at(step, args, total_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        out = sft_step(model, optimizer, next(batcher), args, device, autocast, pad_id, step)
+        out = sft_step(model, optimizer, next(batcher), args, device, autocast=autocast, pad_id=pad_id, step=step)
         seconds = all_reduce([time.perf_counter() - start], "max")[0]
         trained_s += seconds
         done = step + 1
@@ -468,8 +469,8 @@ def main(argv=None, engine=None):
             bar.set_postfix(loss=f"{out['loss']:.4f}", lr=f"{lr:.2e}", refresh=False)
             bar.update(1)
         if (args.save_every and done % args.save_every == 0) or last:
-            save_checkpoint(args.out_dir, done, model, tokenizer, optimizer, args.keep_last,
-                                  {"batcher": batcher.state_dict()}, run_info)
+            save_checkpoint(args.out_dir, done, model, tokenizer, optimizer, keep_last=args.keep_last,
+                            trainer_state={"batcher": batcher.state_dict()}, run_info=run_info)
         if out_of_time:
             if is_main:
                 print(f"sft.py: --time_limit_s {args.time_limit_s:g} reached after {done} steps ({trained_s:.1f} s)")

@@ -2,7 +2,7 @@
 honoured by a real collective, gradient clipping of FSDP2 shards (what --fsdp_cpu_offload's CPU gradients need)
 equal to torch's, and --fsdp_cpu_offload on ONE process: a one-rank FSDP2 group beside a real vLLM engine, with
 fp32 and with bf16 parameters (FSDP2's MixedPrecisionPolicy). What only a GPU shows (NCCL, CPUOffloadPolicy itself,
-the offloaded clip through gloo beside NCCL) is listed in distributed.py's docstring."""
+the offloaded clip through gloo beside NCCL) is listed in docs/modules.md (distributed.py)."""
 import json
 import os
 import subprocess

@@ -374,7 +374,7 @@ def test_eval_skips_an_unavailable_hub_set_and_goes_on(tmp_path, monkeypatch):
     args = SimpleNamespace(eval_data="gpqa_diamond,amc2023", eval_k=1, out_dir=str(tmp_path / "run"), eval_limit=2,
                            eval_temperature=0.6, eval_top_p=1.0, max_response_len=16, template="chat", seed=0,
                            reward_workers=1)
-    metrics = evaluation.evaluate_during_training(LetterEngine("A"), LetterTokenizer(), args, 5, 0, 1, 1)
+    metrics = evaluation.evaluate_during_training(LetterEngine("A"), LetterTokenizer(), args, 5, 0, dp_world=1, tp=1)
     assert metrics["eval/gpqa_diamond_problems"] == 0 and metrics["eval/amc2023_problems"] == 2
 
 

@@ -91,7 +91,8 @@ def test_token_logprobs_projects_only_the_scored_positions(small_lm, monkeypatch
     score[0, 5:9], score[1, 2:11], score[2, 10] = 1, 1, 1
     rows = []
     real = logprobs._chunk_logprobs
-    monkeypatch.setattr(logprobs, "_chunk_logprobs", lambda hidden, *a: rows.append(hidden.shape[0]) or real(hidden, *a))
+    monkeypatch.setattr(logprobs, "_chunk_logprobs",
+                        lambda hidden, *a, **k: rows.append(hidden.shape[0]) or real(hidden, *a, **k))
     small_lm.zero_grad()
     logp, ent = logprobs.token_logprobs(small_lm, ids, attention, 0.7, chunk_size=4, with_entropy=True, score_mask=score)
     assert sum(rows) == int(score.sum()) == 14, "prompt and padding positions must not reach the output head"

@@ -97,8 +97,8 @@ def test_only_response_tokens_are_in_the_loss(tiny_model_path):
             n_response += len(s.response_ids)
     args = sft.parse_args(sft_args(tiny_model_path, "unused", micro_batch_tokens=1000))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    out = sft.sft_step(model, optimizer, samples, args, torch.device("cpu"), torch.autocast("cpu", enabled=False),
-                       tok.pad_token_id, 0)
+    out = sft.sft_step(model, optimizer, samples, args, torch.device("cpu"),
+                       autocast=torch.autocast("cpu", enabled=False), pad_id=tok.pad_token_id, step=0)
     assert out["response_tokens"] == n_response
     assert out["loss"] == pytest.approx(response_nll / n_response, rel=1e-5)
     assert out["loss"] != pytest.approx((response_nll + prompt_nll) / n_response, rel=1e-2)
@@ -119,7 +119,7 @@ def test_micro_batching_changes_nothing(tiny_model_path):
         args = sft.parse_args(sft_args(tiny_model_path, "unused", micro_batch_tokens=budget))
         optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
         out = sft.sft_step(model, optimizer, samples, args, torch.device("cpu"),
-                           torch.autocast("cpu", enabled=False), tok.pad_token_id, 0)
+                           autocast=torch.autocast("cpu", enabled=False), pad_id=tok.pad_token_id, step=0)
         after.append((out, model.state_dict()))
     (one, w1), (many, w2) = after
     assert one["loss"] == pytest.approx(many["loss"], rel=1e-5)

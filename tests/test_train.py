@@ -546,7 +546,7 @@ def test_periodic_eval_never_reuses_samples_left_by_a_killed_run(vllm_engine, wa
     stale.write_text("".join(json.dumps({"id": p["id"], "gold": "7", "prompt": "PLANTED", "response": "\\boxed{7}",
                                          "extracted": "7", "correct": True, "finish_reason": "stop", "tokens": 3})
                              + "\n" for p in problems))
-    metrics = evaluation.evaluate_during_training(vllm_engine, vllm_engine.tokenizer, args, 2, 0, 1, 1)
+    metrics = evaluation.evaluate_during_training(vllm_engine, vllm_engine.tokenizer, args, 2, 0, dp_world=1, tp=1)
     assert metrics[f"eval/{stem}_problems"] == 8
     records = [json.loads(line) for line in stale.read_text().splitlines()]
     assert len(records) == 8 and not any(r["prompt"] == "PLANTED" for r in records)
@@ -562,7 +562,7 @@ def test_periodic_eval_says_how_many_problems_each_score_covers(vllm_engine, war
     mixed.write_text("".join(json.dumps(r) + "\n" for r in synthetic_task(5) + long_rows))
     only_long.write_text("".join(json.dumps(r) + "\n" for r in long_rows))
     args = eval_args(warm_model_path, f"{mixed},{only_long}", tmp_path)
-    metrics = evaluation.evaluate_during_training(vllm_engine, vllm_engine.tokenizer, args, 1, 0, 1, 1)
+    metrics = evaluation.evaluate_during_training(vllm_engine, vllm_engine.tokenizer, args, 1, 0, dp_world=1, tp=1)
     assert metrics["eval/mixed_problems"] == 5 and metrics["eval/mixed_skipped"] == 3 and "eval/mixed" in metrics
     assert metrics["eval/only_long_problems"] == 0 and metrics["eval/only_long_skipped"] == 3
     assert "eval/only_long" not in metrics, "no score for a benchmark with no problem scored"

@@ -26,7 +26,7 @@ GRPO_FLAGS = dict(batch_size=16, group_size=8, temperature=1.0, lr=1e-4, kl_coef
                   vllm_gpu_memory_utilization=0.3, reward=REWARD)
 
 
-def run_seed(seed, out_dir, data_paths, eval_on="heldout", overrides=None, engine=None, log=print):
+def run_seed(seed, out_dir, data_paths, *, eval_on="heldout", overrides=None, engine=None, log=print):
     """SFT then GRPO for one seed (model init, data order, sampling); returns (summary dict, engine)."""
     import train
     overrides = overrides or {}
@@ -37,7 +37,7 @@ def run_seed(seed, out_dir, data_paths, eval_on="heldout", overrides=None, engin
     log(f"countdown: seed {seed}: SFT on {data_paths['sft']}")
     t0 = time.perf_counter()
     sft_ckpt = demo.sft_stage(engine, base, data_paths["sft"], out / "sft",
-                              {**SYSTEM_FLAGS, **SFT_FLAGS, **overrides.get("sft", {})}, "", seed)
+                              {**SYSTEM_FLAGS, **SFT_FLAGS, **overrides.get("sft", {})}, eval_data="", seed=seed)
     sft_s = time.perf_counter() - t0
     log(f"countdown: seed {seed}: GRPO on {data_paths['rl']} with --reward {REWARD}")
     t0 = time.perf_counter()
@@ -77,7 +77,7 @@ def main(argv=None):
         write_sets(HERE / "data")
     engine, results = None, []
     for seed in [int(s) for s in args.seeds.split(",")]:
-        summary, engine = run_seed(seed, args.out_dir, paths, args.eval_on, overrides, engine)
+        summary, engine = run_seed(seed, args.out_dir, paths, eval_on=args.eval_on, overrides=overrides, engine=engine)
         results.append(summary)
     lines = [f"Countdown, {args.eval_on} success (greedy), {len(results)} seed(s)", "",
              "| seed | after SFT | after GRPO | gain | wall s (SFT, GRPO) |", "|---|---:|---:|---:|---:|"]
