@@ -15,8 +15,8 @@ import data
 import demo
 
 ROOT = Path(__file__).resolve().parents[1]
-# What the main job claims, seed 0 (README: the table over seeds 0-2 and over torch's CPU kernel sets, which move the
-# numbers like another seed). SFT reaches at least MIN_AFTER_SFT held-out: seed 0 gave 28.8 / 34.6 / 30.8% under
+# What the main job claims, seed 0 (README: the table over seeds 0-2; docs/results.md: over torch's CPU kernel sets,
+# which move the numbers like another seed). SFT reaches at least MIN_AFTER_SFT held-out: seed 0 gave 28.8 / 34.6 / 30.8% under
 # the avx512 / avx2 / default kernels, over 4 standard errors of a 500-problem accuracy above the floor. GRPO from it
 # gains at least MIN_GRPO_GAIN: seed 0 gained +31.8 / +28.4 / +21.6 (over 9 runs, 3 seeds x 3 kernel sets, +13.0 to
 # +31.8); failing needs seed 0 to lose 7 points of its smallest gain; a broken GRPO step, or lr 3e-4, fails.
