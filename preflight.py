@@ -167,12 +167,12 @@ RUN_CONTROL_FLAGS = {"max_steps", "save_every", "keep_last", "eval_every", "eval
                      "dist_timeout_min", "vllm_runner", "vllm_sleep_level"}
 
 
-def add_system_flags(group):
+def add_system_flags(group, *, vllm_runner, dist_timeout_min, fsdp_param_dtype):
     """train.py's systems flags: how the run uses the machine (precision, memory, the vLLM engine, FSDP2, the
-    grading processes), not what it learns. The checks below and check_memory read them."""
+    grading processes), not what it learns. The checks below and check_memory read them. The defaults that live
+    with their code (rollout.VLLM_RUNNER, distributed's) come from the caller: rollout and distributed import this
+    file, never the reverse."""
     from code_reward import UNSAFE_FLAG
-    from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE
-    from rollout import VLLM_RUNNER
     g = group
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
                    help="default: bfloat16 on GPU, float32 on CPU")
@@ -188,13 +188,13 @@ def add_system_flags(group):
     g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM (less memory, slower)")
     g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state in "
                    "host memory (also on one GPU: a one-rank FSDP2 group; distributed.py)")
-    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
+    g.add_argument("--fsdp_param_dtype", default=fsdp_param_dtype, choices=["auto", "float32", "bfloat16"],
                    help="FSDP2 mixed precision (several ranks or offload): bfloat16 gathers and computes with bf16 "
                    "copies of the fp32 master weights, reduces gradients in fp32; auto: --dtype's (distributed.py)")
-    g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN,
+    g.add_argument("--dist_timeout_min", type=float, default=dist_timeout_min,
                    help="collective timeout under torchrun (NCCL's default is 10: rank 0 alone reads a checkpoint, "
                    "long generations and eval shards finish unevenly)")
-    g.add_argument("--vllm_runner", default=VLLM_RUNNER, choices=["v1", "v2", "auto"],
+    g.add_argument("--vllm_runner", default=vllm_runner, choices=["v1", "v2", "auto"],
                    help="vLLM's model runner on GPU (rollout.VLLM_RUNNER says why V1; `python bench.py gpu` checks "
                    "which combination samples correctly)")
     g.add_argument("--vllm_sleep_level", type=int, default=2, choices=[1, 2], help="2: vLLM discards its weights "

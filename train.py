@@ -40,14 +40,13 @@ import grpo
 import logprobs
 import lora
 import preflight
-from preflight import RUN_CONTROL_FLAGS   # the flags a resumed run may change
 from batching import collate, pad_rows, same_count_micro_batches
-from distributed import all_gather_objects, all_reduce, full_weights, init_distributed, load_model, optimizer_step, \
-    shutdown_distributed
+from distributed import DIST_TIMEOUT_MIN, FSDP_PARAM_DTYPE, all_gather_objects, all_reduce, full_weights, \
+    init_distributed, load_model, optimizer_step, shutdown_distributed
 from metrics import progress_line, record_mismatch, reward_totals, step_metrics, update_totals
 from reward import RewardFunctionError, all_failed, combine, component_metrics, format_reward, needs_gold, \
     score_components, score_problems, zero_truncated
-from rollout import make_engine
+from rollout import VLLM_RUNNER, make_engine
 from runs import Logger, checkpoint_note, inherit_template, latest_checkpoint, load_checkpoint, refuse_used_out_dir, \
     resume_flags, save_checkpoint, start_stage
 
@@ -144,7 +143,8 @@ def build_parser():
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
     g.add_argument("--micro_batch_tokens", type=int, default=MICRO_BATCH_TOKENS,
                    help="tokens per micro-batch (packed: real tokens; padded: count x longest)")
-    preflight.add_system_flags(g)   # precision, packing, memory, vLLM, FSDP2, grading processes
+    preflight.add_system_flags(g, vllm_runner=VLLM_RUNNER, dist_timeout_min=DIST_TIMEOUT_MIN,  # precision, packing,
+                               fsdp_param_dtype=FSDP_PARAM_DTYPE)   # memory, vLLM, FSDP2, grading processes
     preflight.add_run_control_flags(p.add_argument_group("run control (may change on --resume; preflight.py)"),
                                     eval_temperature=EVAL_TEMPERATURE, eval_top_p=EVAL_TOP_P)
     return p
@@ -160,7 +160,7 @@ def parse_args(argv=None):
     if args.resume and ckpt is None:
         (later if args.dry_run else errors).append(f"--resume {args.resume}: no checkpoint found there")
     if ckpt:
-        resume_flags(args, build_parser, argv, ckpt, RUN_CONTROL_FLAGS, script="train.py")
+        resume_flags(args, build_parser, argv, ckpt, preflight.RUN_CONTROL_FLAGS, script="train.py")
     preflight.check_train_run(args, build_parser(), ckpt, errors, later)   # sets args.reward_components (--reward)
     for note in later:
         print(f"train.py: dry run: {note} (yet)")

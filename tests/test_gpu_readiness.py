@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import distributed
+import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +27,7 @@ def test_process_group_has_a_cpu_backend_on_gpu_and_the_flags_timeout():
     import train
     args = train.parse_args(["--device", "cpu", "--model", "m", "--eval_data", "", "--dist_timeout_min", "120",
                              "--dry_run"])
-    assert args.dist_timeout_min == 120 and "dist_timeout_min" in train.RUN_CONTROL_FLAGS
+    assert args.dist_timeout_min == 120 and "dist_timeout_min" in preflight.RUN_CONTROL_FLAGS
 
 
 SCRIPT = textwrap.dedent("""
