@@ -44,7 +44,7 @@ from functools import lru_cache
 
 import sympy
 
-from answer_forms import bearings_equal, congruence, constant_families_equal, factorization, families_equal, set_intervals, up_to_constant, without_remainder
+from answer_forms import bearings_equal, congruence, constant_families_equal, dimensions, factorization, families_equal, set_intervals, up_to_constant, without_remainder
 from numerals import roman_value
 from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_dimensions, unit_key
 
@@ -1161,6 +1161,11 @@ def _forms_equal(p, g):
     pc = congruence(p)
     if pc is not None and re.fullmatch(r"-?\d+", g.strip()):
         return pc[0] == int(g)  # `2^{100} \equiv 2 \pmod 7` (cleaned to `2 \pmod{7}`) for the remainder 2
+    gd = dimensions(g)
+    if gd is not None:  # `8 \\times 5` is a shape: `5 by 8`, `8 m by 5 m`; not the area 40, nor `10 \\times 4`
+        pd = dimensions(split_top(p, ["="])[-1])
+        if pd is not None or not factorization(g):
+            return pd == gd
     gf = factorization(g)
     if gf:  # `2^3 \cdot 3^2 \cdot 5` asks for the factorization: `360 = 2 \times 2 \times 2 \times 3 \times 3 \times 5`
         return factorization(split_top(p, ["="])[-1]) == gf

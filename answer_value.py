@@ -1107,6 +1107,9 @@ def sentence_value(sentence):
     counterfactual = re.search(r"\b(?:would|could|might)\b[^.;]*?\bif\b[^.;]*?,\s*but\s+", sentence, re.I)
     if counterfactual and _candidates(sentence[counterfactual.end():]):
         sentence = sentence[counterfactual.end():]  # "It would be 12 if the boxes were full, but since two are empty it's 10."
+    contrast = re.search(r",\s*but\s+", sentence)
+    if contrast and not counterfactual and _candidates(sentence[:contrast.start()]) and _candidates(sentence[contrast.end():]):
+        return sentence_value(sentence[contrast.end():])  # "1998 + 30 = 2028, but counting ... it is 2029": the clause revises
     words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa][st]|[Ww]e)(?![a-zA-Z])|" + OTHER_SCRIPT_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     tail = _equation_tail(sentence) if words_outside_math else None

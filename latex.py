@@ -35,6 +35,7 @@ from functools import lru_cache
 
 import sympy
 
+from syntaxes import as_latex
 from numerals import (DENOMINATORS, DIGIT_MARKS, FRACTION_WORDS, GROUPED_DIGITS, NUMBER_WORDS, base_numerals, degrees_minutes_seconds,
                       number_words, plain_unicode, repeating_decimals, scaled_numbers)
 
@@ -726,6 +727,7 @@ def clean(s):
     if not s or len(s) > MAX_ANSWER_CHARS:
         return None
     s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
+    s = as_latex(s)                                                             # \SI{60}{\kilo\metre}, Sqrt[2], 2*I, ]2;7]
     s = base_numerals(degrees_minutes_seconds(s))                               # 22°30′ -> 22.5°; 0xFF -> FF_{16}
     s = _unicode_roots(s)                                                       # √27, ∛27, 0.(3), x₁
     for old, new in _UNICODE.items():

@@ -1,0 +1,47 @@
+"""The grader's rows for answer syntaxes other than LaTeX (syntaxes.py) and for shapes and revisions: both sides of
+every rule. tests/grader_cases.py merges them into EQUIV and RESPONSES; tests/test_reward.py asserts every row.
+"""
+
+SYNTAX_EQUIV = {
+    # ---- siunitx: the number, its unit as text ------------------------------------------------------------------
+    "siunitx": [
+        ("\\SI{3.6}{\\kilo\\metre}", "3.6", True), ("\\SI{3.6}{\\kilo\\metre}", "3600 \\text{ m}", True),
+        ("\\SI{3.6}{\\kilo\\metre}", "36", False), ("\\qty{7}{\\metre\\per\\second}", "7 \\text{ m/s}", True),
+        ("\\qty{7}{\\metre\\per\\second}", "7 \\text{ m}", False), ("\\num{1.2e4}", "12000", True),
+        ("\\num{1.2e-4}", "12000", False), ("\\num{6.02e23}", "6.02 \\times 10^{23}", True), ("\\ang{45}", "\\frac{\\pi}{4}", True),
+    ],
+    # ---- computer algebra and Python printouts -------------------------------------------------------------------
+    "cas_syntax": [
+        ("5 Sqrt[3]", "5\\sqrt3", True), ("5 Sqrt[3]", "3\\sqrt5", False), ("ArcSin[1/2]", "\\frac{\\pi}{6}", True),
+        ("2 Pi", "2\\pi", True), ("{{x -> 3}, {x -> -3}}", "\\pm 3", True), ("{{x -> 3}}", "\\pm 3", False),
+        ("Log[E^2]", "2", True), ("3*sqrt(5)", "3\\sqrt5", True), ("5*sqrt(3)", "3\\sqrt5", False),
+        ("3 - 4*I", "3-4i", True), ("3 + 4*I", "3-4i", False), ("-oo", "-\\infty", True), ("oo", "-\\infty", False),
+        ("x**3 - 2*x", "x^3-2x", True), ("x**2 - 2*x", "x^3-2x", False), ("np.float64(2.5)", "\\frac52", True),
+        ("np.int64(12)", "13", False), ("Fraction(5, 6)", "\\frac56", True), ("Fraction(6, 5)", "\\frac56", False),
+        ("array([1., 4., 9.])", "1, 4, 9", True), ("array([1., 4.])", "1, 4, 9", False),
+    ],
+    # ---- separators: semicolon tuples, outward-bracket intervals, ranges with an ellipsis -----------------------------
+    "separators": [
+        ("(4; -1)", "(4,-1)", True), ("(-1; 4)", "(4,-1)", False), ("P(0;\\ 5)", "(0,5)", True),
+        ("(a;b) = (1;2)", "(1,2)", True), ("]0 ; 5]", "(0,5]", True), ("]0 ; 5]", "[0,5]", False),
+        ("]-\\infty ; 4[", "(-\\infty,4)", True), ("[1;3[", "[1,3)", True), ("[1;3[", "[1,3]", False),
+        ("]-\\infty;0[\\cup]2;+\\infty[", "(-\\infty,0)\\cup(2,\\infty)", True),
+        ("\\{2, 4, \\ldots, 12\\}", "\\{2,4,6,8,10,12\\}", True), ("\\{2, 4, \\ldots, 12\\}", "\\{2,4,6,8,10\\}", False),
+        ("3, 6, 9, \\dots, 15", "3,6,9,12,15", True), ("1, 3, 9, ..., 81", "1,3,9,27,81", True),
+        ("1, 3, 9, ..., 81", "1,3,9,27", False), ("1, 2, \\ldots", "1,2", False),
+    ],
+    # ---- a shape `a \times b` is its factors, never their product ---------------------------------------------------
+    "dimensions": [
+        ("9 \\times 4", "9\\times4", True), ("4 \\times 9", "9\\times4", True), ("9 \\text{ cm by } 4 \\text{ cm}", "9\\times4", True),
+        ("36", "9\\times4", False), ("6 \\times 6", "9\\times4", False), ("12 \\times 3", "9\\times4", False),
+        ("2 \\times 2 \\times 7", "2\\times2\\times7", True), ("4 \\times 7", "2\\times2\\times7", False),
+        ("3.2 \\times 10^{4}", "3.2\\times10^4", True), ("32000", "3.2\\times10^4", True),
+    ],
+}
+
+SYNTAX_RESPONSES = [
+    # a sentence that states a value, then revises it after "but": the revision, never the first value
+    ("2000 + 18 = 2018, but since the first year counts, the answer is 2019.", "2018", 0.0),
+    ("2000 + 18 = 2018, but since the first year counts, the answer is 2019.", "2019", 1.0),
+    ("The base is $7 \\times 3$, so the box is 7 by 3 by 2.", "42", 0.0),
+]
