@@ -337,6 +337,22 @@ def _is_label(side):
         and not re.search(r"\\(?:sqrt|sin|cos|tan|log|ln)\b|\\frac\s*\{\s*\d", side)
 
 
+# A point, vector or set written with its name (`M(5, -2)`, `P'(1, 2)`, `\\vec{AB} = (3, -4)`, `S = ]3; 5[`) or a solution
+# set of one tuple (`\\{(7, 3)\\}`): the object itself
+_OBJECT = r"[(\[]\s*[^()\[\]=]*,[^()\[\]=]*[)\]]"
+_OBJECT_NAME = re.compile(rf"\s*(?:[A-Z](?:_\{{?\w+\}}?)?'*\s*(?={_OBJECT}\s*$)|(?:\\(?:overrightarrow|vec|mathbf|overline)\s*\{{\s*\w+\s*\}}"
+                          rf"|\\(?:vec|mathbf)\s+\w|[A-Za-z](?:_\{{?\w+\}}?)?)\s*=\s*(?={_OBJECT}\s*$))")
+
+
+def _named_object(s):
+    """The object of `M(5, -2)`, `\\vec{AB} = (3, -4)`, `S = (3, \\infty)`, `\\{(7, 3)\\}`; None for anything else."""
+    single = re.fullmatch(rf"\s*\\\{{\s*(\([^()]*,[^()]*\))\s*\\\}}\s*", s)
+    if single:
+        return single.group(1)
+    name = _OBJECT_NAME.match(s)
+    return s[name.end():] if name else None
+
+
 def _is_quantity_name(side):
     """m+n, a+2z, xy: a polynomial in letters with no constant term and no powers -- the quantity a problem asks
     for, restated before its value (`m+n = 29`); `x^2-4` or `2x+3` are not."""
@@ -1181,6 +1197,9 @@ def _equiv(p, g):
     if re.match(r"\\(?:hat|widehat|bar|tilde)\s*\{?\s*[A-Za-z]\s*\}?\s*=", g) and not re.match(r"\\(?:hat|widehat|bar|tilde)", p):
         g = re.sub(r"^\\(?:hat|widehat|bar|tilde)\s*\{?\s*([A-Za-z])\s*\}?", r"\1", g)  # `y = 1.6x + 0.5` for `\hat{y} = ...`:
         # the accent of the gold's name of what an equation gives (an estimate, a mean) is notation
+    named = _named_object(p)
+    if named and "=" not in g and not re.match(r"\s*[A-Za-z]\s*\(", g):
+        return _equiv(named, g)  # `M(5, -2)`, `\overrightarrow{AB} = (3, -4)`, `S = (3, \infty)`, `\{(7, 3)\}`: the object
     forms = _forms_equal(p, g)
     if forms is not None:
         return forms

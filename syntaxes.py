@@ -149,7 +149,7 @@ def _python(s):
 
 # ---- separators: semicolon tuples and French (outward bracket) intervals ---------------------------------------------
 _END = r"[-+]?\s*(?:\\infty|∞|\d+(?:[.,]\d+)?|\\frac\{[^{}]*\}\{[^{}]*\}|[a-z])"
-_FRENCH = re.compile(r"(?:(?<![\w)\]}])|(?<=\\cup)|(?<=\\cap))([\[\]])\s*(" + _END + r")\s*[;,]\s*(" + _END + r")\s*([\[\]])(?![\w(])")
+_FRENCH = re.compile(r"(?:(?<![\w)\]}])|(?<=\\cup)|(?<=\\cap)|(?<=\\in))([\[\]])\s*(" + _END + r")\s*[;,]\s*(" + _END + r")\s*([\[\]])(?![\w(])")
 
 
 def _french_interval(m):
@@ -194,8 +194,23 @@ def ranges(s):
     return _RANGE.sub(_listed, s.replace("−", "-")) if re.search(_ELLIPSIS, s) else s
 
 
+# Relation signs by their Unicode variants; `~` set apart by spaces and \\simeq are "approximately"; an examiner's marks
+# after a line (`(M1)`, `(A1)(A1)`, `(AG)`, `[2]`) are no part of it
+_SIGNS = {"⩾": "\\ge ", "≧": "\\ge ", "⩽": "\\le ", "≦": "\\le ", "≃": "\\approx "}
+_MARKS = re.compile(r"(?:\s*\((?:[MABR]\d|FT|AG|Dep)\))+(?:\s*\[\d+\])?(?=\s|$)")
+
+
+def signs(s):
+    for old, new in _SIGNS.items():
+        s = s.replace(old, new)
+    s = re.sub(r"(?<=[\w})])\s+~\s+(?=[-\d.])|\\simeq(?![a-z])", " \\\\approx ", s)
+    return _MARKS.sub(" ", s) if "(" in s else s
+
+
 def as_latex(s):
     """s with every foreign syntax above rewritten as LaTeX (see the module docstring)."""
+    s = signs(s)
+    s = re.sub(r"\\(?:left|right)\s*(?=[\[\]])", "", s) if "]" in s else s  # \\left]-2, 2\\right[
     if "\\" in s and re.search(_MACRO, s):
         s = siunitx(s)
     if _MMA.search(s):

@@ -30,6 +30,19 @@ SYNTAX_EQUIV = {
         ("3, 6, 9, \\dots, 15", "3,6,9,12,15", True), ("1, 3, 9, ..., 81", "1,3,9,27,81", True),
         ("1, 3, 9, ..., 81", "1,3,9,27", False), ("1, 2, \\ldots", "1,2", False),
     ],
+    # ---- a point, vector or set with its name; a solution set of one tuple ------------------------------------------
+    "named_objects": [
+        ("Q(-3, 8)", "(-3,8)", True), ("Q(-3, 8)", "(8,-3)", False), ("Q'(1, 0)", "(1,0)", True),
+        ("\\vec{PQ} = (2, 0, -1)", "(2,0,-1)", True), ("\\vec{PQ} = (2, 0, 1)", "(2,0,-1)", False),
+        ("I = (0, 4]", "(0,4]", True), ("I = (0, 4]", "[0,4]", False), ("\\{(-2, 9)\\}", "(-2,9)", True),
+        ("\\{(-2, 9), (1, 1)\\}", "(-2,9)", False),
+    ],
+    # ---- relation signs by their Unicode variants; `~` and \simeq as "approximately"; an examiner's marks -------------
+    "signs_and_marks": [
+        ("t ⩽ 7", "t \\le 7", True), ("t ⩽ 7", "t \\ge 7", False), ("3\\pi ~ 9.42", "9.42", True),
+        ("3\\pi ~ 9.42", "9.4", False), ("\\sqrt{10} \\simeq 3.162", "3.162", True), ("x = 4 (A1)", "4", True),
+        ("x = 4 (M1) (A1) [2]", "4", True), ("x = 4 (A1)", "5", False), ("(A)", "A", True),
+    ],
     # ---- a shape `a \times b` is its factors, never their product ---------------------------------------------------
     "dimensions": [
         ("9 \\times 4", "9\\times4", True), ("4 \\times 9", "9\\times4", True), ("9 \\text{ cm by } 4 \\text{ cm}", "9\\times4", True),
