@@ -5,7 +5,8 @@ bench.py's variant sets). Each returns a verdict or a value, or None/False when 
   rounding_asked(question), rounded_equal(pred, gold, rounding): a decimal for an exact gold, where a rounding is asked.
   question_options(question), option_letter(answer, options): the option a value is (`29` is (C)); option_value(answer,
     options): the value an option letter stands for (`\boxed{B}` for the gold 1/4 when (B) is 1/4).
-  question_verdict(text, question): the verdict of a yes-or-no question.
+  question_verdict(text, question): the verdict of a yes-or-no question; decision(text): 'reject' or 'retain', the
+    decision a text states about a hypothesis (a gold that is a decision is compared by it).
   asked_value(text, question): the value the conclusion gives the quantity the question asks about: the clause that
     shares its words ("How old is Ann now?" -> "Ann is 24 years old now, while Ben is 8."), the side of an equation
     that is the question's own expression ("what is $2x$?" -> "so $2x = 36$"), a bound that is the extremum asked
@@ -180,6 +181,31 @@ def question_verdict(text, question):
     stated = {"No" if _NEGATION.search(last[:m.start()][-40:]) else "Yes" for m in found}
     kinds = said or stated
     return kinds.pop() if len(kinds) == 1 and not (said and stated and said != stated) else None  # ("Yes, it is not prime")
+
+
+# ---- the decision of a hypothesis test -------------------------------------------------------------------------------
+# One rule for every wording: the last sentence that decides about a hypothesis (reject, retain, accept) decides, and
+# a negation before its verb ("do not", "fail to", "insufficient evidence to", "cannot") or after it ("is not
+# rejected") turns a rejection into a retention; a decision about the alternative (H_1, H_a) is the opposite one
+# about H_0; two decisions in that sentence are none
+_DECISION = re.compile(r"\b(reject(?:s|ed|ing)?|retain(?:s|ed|ing)?|accept(?:s|ed|ing)?)\b", re.I)
+_DECISION_NEGATION = re.compile(r"(?:\b(?:not|never|no|cannot|insufficient|unable|fail(?:s|ed)?|lack)\b|n't)(?![^.;]*\b(?:but|however)\b)", re.I)
+
+
+def decision(text):
+    """'reject' or 'retain': the decision the last deciding sentence of a text states about a hypothesis, else None."""
+    sentences = [s for s in re.split(r"(?<=[.!?;])\s+|\n+", (text or "").strip()[-2000:]) if _DECISION.search(s)]
+    if not sentences or UNSURE.search(sentences[-1]):
+        return None
+    last, found = sentences[-1], set()
+    for verb in _DECISION.finditer(last):
+        clause = re.split(r"[,;:]|\b(?:so|then|thus|hence|therefore|we|I)\b", last[max(0, verb.start() - 40):verb.start()])[-1]
+        negated = _DECISION_NEGATION.search(clause) or re.match(r"\s*(?:not|n't)\b", last[verb.end():])
+        alternative = re.match(r"\s*(?:the\s+)?(?:\$?\s*H_?\{?[1₁aA]|alternative)", last[verb.end():]) or re.search(
+            r"(?:H_?\{?[1₁aA]\}?\$?|alternative(?:\s+hypothesis)?)\s*(?:is|was|be)\s+(?:not\s+)?$", last[:verb.start()])
+        kept = verb.group(1).lower().startswith(("retain", "accept")) or negated
+        found.add("retain" if bool(kept) != bool(alternative) else "reject")  # (accepting H_1 rejects H_0)
+    return found.pop() if len(found) == 1 else None
 
 
 # ---- the value the question asks about ------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ import time
 import traceback
 
 from answer_compare import equivalent, gold_is_valid
-from answer_question import (asked_letter, asked_value, family_equal, form_violated, new_value, option_letter, option_value, question_options,
+from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, new_value, option_letter, option_value, question_options,
                              question_verdict, restates_question, rounded_equal, rounding_asked, without_restated_side)
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
@@ -108,6 +108,8 @@ def _choice_reward_unbounded(response, gold, options, strict=False, think_prefil
 
 
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
+    if re.search(r"\bH_?\{?[0₀o]|\bnull\b|hypothes", gold, re.I) and decision(gold):  # "Fail to reject $H_0$": the
+        return 1.0 if decision(final_text(response, think_prefilled)) == decision(gold) else 0.0  # decision, in any words
     answer, kind = _extract(response, strict, think_prefilled)
     if answer is not None and question and (restates_question(answer, question, gold) or form_violated(answer, question, gold)):
         return 0.0  # the expression the question asks to compute, given back unevaluated; not the form it asks for

@@ -53,6 +53,14 @@ SYNTAX_EQUIV = {
 }
 
 SYNTAX_RESPONSES = [
+    # a decision about a hypothesis, in any words: the last deciding sentence, its negation, the alternative's opposite
+    ("The test statistic 3.1 exceeds 2.58, hence $H_0$ is rejected at the 1% level.", "Reject $H_0$", 1.0),
+    ("The test statistic 3.1 exceeds 2.58, hence $H_0$ is rejected at the 1% level.", "Fail to reject $H_0$", 0.0),
+    ("With p = 0.4 we cannot reject the null hypothesis.", "Fail to reject $H_0$", 1.0),
+    ("With p = 0.4 we cannot reject the null hypothesis.", "Reject $H_0$", 0.0),
+    ("p < 0.01, so the data support $H_a$: we accept the alternative.", "Reject $H_0$", 1.0),
+    ("p > 0.05, so we retain $H_0$.", "Reject $H_0$", 0.0),
+    ("At first I would reject $H_0$. On a second look the p-value is 0.08, so I do not reject it.", "Fail to reject $H_0$", 1.0),
     # a sentence that states a value, then revises it after "but": the revision, never the first value
     ("2000 + 18 = 2018, but since the first year counts, the answer is 2019.", "2018", 0.0),
     ("2000 + 18 = 2018, but since the first year counts, the answer is 2019.", "2019", 1.0),
