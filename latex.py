@@ -726,7 +726,8 @@ def clean(s):
     s = plain_unicode(s).strip()
     if not s or len(s) > MAX_ANSWER_CHARS:
         return None
-    s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
+    if "&" not in s:  # (in an array a double backslash before a macro is a row break)
+        s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                 # \\frac (escaped twice) -> \frac
     s = as_latex(s)                                                             # \SI{60}{\kilo\metre}, Sqrt[2], 2*I, ]2;7]
     s = base_numerals(degrees_minutes_seconds(s))                               # 22°30′ -> 22.5°; 0xFF -> FF_{16}
     s = _unicode_roots(s)                                                       # √27, ∛27, 0.(3), x₁

@@ -43,6 +43,14 @@ SYNTAX_EQUIV = {
         ("3\\pi ~ 9.42", "9.4", False), ("\\sqrt{10} \\simeq 3.162", "3.162", True), ("x = 4 (A1)", "4", True),
         ("x = 4 (M1) (A1) [2]", "4", True), ("x = 4 (A1)", "5", False), ("(A)", "A", True),
     ],
+    # ---- a scalar factored out of a vector or matrix: the entries with the scalar multiplied in ---------------------
+    "scalar_factored": [
+        ("\\frac14(2, 6)", "(\\frac12, \\frac32)", True), ("\\frac14(2, 6)", "(2, 6)", False), ("(2, 6)/4", "(0.5, 1.5)", True),
+        ("\\frac{1}{\\sqrt5}(1, 2)", "(\\frac{\\sqrt5}{5}, \\frac{2\\sqrt5}{5})", True), ("\\frac{1}{\\sqrt5}(2, 1)", "(\\frac{\\sqrt5}{5}, \\frac{2\\sqrt5}{5})", False),
+        ("B^{-1} = \\frac{1}{3}\\begin{pmatrix}3 & 0 \\\\ -6 & 1\\end{pmatrix}", "\\begin{pmatrix}1 & 0\\\\-2 & \\frac13\\end{pmatrix}", True),
+        ("-\\frac{1}{3}\\begin{pmatrix}3 & 0 \\\\ -6 & 1\\end{pmatrix}", "\\begin{pmatrix}1 & 0\\\\-2 & \\frac13\\end{pmatrix}", False),
+        ("\\begin{pmatrix}1 & 0\\\\\\frac{-6}{3} & \\frac13\\end{pmatrix}", "\\begin{pmatrix}1 & 0\\\\-2 & \\frac13\\end{pmatrix}", True),
+    ],
     # ---- a shape `a \times b` is its factors, never their product ---------------------------------------------------
     "dimensions": [
         ("9 \\times 4", "9\\times4", True), ("4 \\times 9", "9\\times4", True), ("9 \\text{ cm by } 4 \\text{ cm}", "9\\times4", True),
