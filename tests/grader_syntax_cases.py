@@ -51,6 +51,13 @@ SYNTAX_EQUIV = {
         ("-\\frac{1}{3}\\begin{pmatrix}3 & 0 \\\\ -6 & 1\\end{pmatrix}", "\\begin{pmatrix}1 & 0\\\\-2 & \\frac13\\end{pmatrix}", False),
         ("\\begin{pmatrix}1 & 0\\\\\\frac{-6}{3} & \\frac13\\end{pmatrix}", "\\begin{pmatrix}1 & 0\\\\-2 & \\frac13\\end{pmatrix}", True),
     ],
+    # ---- special functions at constants with closed values; inverse hyperbolic functions -------------------------------
+    "special_values": [
+        ("\\Gamma(4)", "6", True), ("\\Gamma(4)", "24", False), ("\\Gamma\\left(\\frac32\\right)", "\\frac{\\sqrt\\pi}{2}", True),
+        ("\\zeta(4)", "\\frac{\\pi^4}{90}", True), ("\\zeta(4)", "\\frac{\\pi^2}{6}", False), ("\\Gamma(0)", "0", False),
+        ("\\cosh^{-1}(2)", "\\ln(2+\\sqrt3)", True), ("\\operatorname{artanh}\\frac12", "\\frac12\\ln 3", True),
+        ("\\operatorname{artanh}\\frac12", "\\ln 3", False),
+    ],
     # ---- a shape `a \times b` is its factors, never their product ---------------------------------------------------
     "dimensions": [
         ("9 \\times 4", "9\\times4", True), ("4 \\times 9", "9\\times4", True), ("9 \\text{ cm by } 4 \\text{ cm}", "9\\times4", True),
