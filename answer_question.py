@@ -20,6 +20,8 @@ bench.py's variant sets). Each returns a verdict or a value, or None/False when 
 import math
 import re
 
+import sympy
+
 from answer_compare import canon, equivalent, rounds_to, significant_digits, split_top, vector_entries
 from answer_forms import proportional, same_line
 from answer_value import OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement, sentence_value
@@ -375,6 +377,38 @@ def family_equal(answer, gold, question):
     if _UP_TO_SCALE.search(question) and proportional(p, g):
         return True
     return bool(_SOLUTION_SET.search(question) and same_line(p, g))
+
+
+_BASIS = re.compile(r"\bbasis\b|\bbases\b|\bspanning\s+set\b", re.I)
+
+
+def _vectors(answer):
+    """The vectors of a set or list of vectors (`\\{(1, 0, -1), (0, 1, -1)\\}`, columns, `(1, 2)^T`), parsed, else None."""
+    text = clean(answer or "")
+    if text is None:
+        return None
+    text = split_top(text, ["="])[-1].strip()
+    text = re.sub(r"^(?:\\operatorname\{span\}|span)\s*", "", text)
+    text = re.sub(r"\^\s*\{?\s*(?:T|\\top|t)\s*\}?", "", text)  # (1, 2)^T: a column
+    inner = re.fullmatch(r"\\\{(.*)\\\}|\[(.*)\]", text, re.S)
+    items = split_top(inner.group(1) or inner.group(2), [","]) if inner else split_top(text, [","])
+    vectors = [vector_entries(item.strip()) for item in items]
+    if not vectors or any(v is None for v in vectors) or len({len(v) for v in vectors}) != 1 or len(vectors) > 6:
+        return None
+    parsed = [[parse_math(clean(x) or "") for x in v] for v in vectors]
+    return None if any(x is None or x.free_symbols for v in parsed for x in v) else parsed
+
+
+def same_span(answer, gold, question):
+    """With a question that asks for a basis: two sets of independent vectors that span the same space (a basis
+    is defined up to its span: `{(2, 4)}` is a basis of the span of `{(1, 2)}`; a dependent set is no basis)."""
+    if not question or not _BASIS.search(question):
+        return False
+    p, g = _vectors(answer), _vectors(gold)
+    if p is None or g is None or len(p) != len(g) or len(p[0]) != len(g[0]):
+        return False
+    rank = lambda rows: sympy.Matrix(rows).rank(simplify=True)
+    return rank(p) == rank(g) == rank(p + g) == len(g)
 
 
 def option_value(answer, options):

@@ -50,7 +50,7 @@ import traceback
 
 from answer_compare import equivalent, gold_is_valid
 from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, new_value, option_letter, option_value, question_options,
-                             question_verdict, restates_question, rounded_equal, rounding_asked, without_restated_side)
+                             question_verdict, restates_question, rounded_equal, rounding_asked, same_span, without_restated_side)
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
@@ -128,7 +128,7 @@ def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, 
     if answer is not None and (rounded_equal(answer, gold, rounding_asked(question))
                                or _is_equiv_unbounded(option_letter(answer, options) or "", gold)
                                or _is_equiv_unbounded(option_value(answer, options) or "", gold)
-                               or family_equal(answer, gold, question)):
+                               or family_equal(answer, gold, question) or same_span(answer, gold, question)):
         return 1.0
     text = final_text(response, think_prefilled)
     readings = [asked_value(text, answer, question, strict=not free)] + ([new_value(text, answer, question)] if free else [])
