@@ -140,6 +140,7 @@ def _python(s):
     s = re.sub(r"\b(?:np\.|numpy\.)?array\(\s*\[([^\[\]]*)\]\s*\)", lambda m: "\\{" + re.sub(r"(?<=\d)\.(?!\d)", "", m.group(1)) + "\\}", s)
     s = re.sub(r"(?<![\w\\])z?oo\b", "\\\\infty ", s)                 # oo, zoo: SymPy's infinity
     s = re.sub(r"(?<=[\d\s*+-])I\b(?!\w)", "i", s) if re.search(r"[\d)]\s*\*\s*I\b|[-+]\s*I\b", s) else s  # 2*I
+    s = re.sub(r"(?<![\w\\])sqrt\(([^()]*)\)", r"\\sqrt{\1}", s)  # sqrt(3) -> \\sqrt{3}
     s = re.sub(r"(?<![\w\\])(sqrt|exp|log|sin|cos|tan)\(", lambda m: ("\\sqrt(" if m.group(1) == "sqrt" else
                                                                "\\ln(" if m.group(1) == "log" else f"\\{m.group(1)}("), s)
     s = re.sub(r"(?<![\w\\])E\b(?![\w(])", "e", s) if re.search(r"\bexp\(|\bE\s*\*\*", s) else s
@@ -220,3 +221,57 @@ def as_latex(s):
     if ";" in s or "]" in s:
         s = separators(s)
     return ranges(s)
+
+
+# ---- a session transcript: the inputs are no statements, the outputs and the prose are read as LaTeX ------------------
+_TRANSCRIPT = re.compile(r"^\s*(?:>>>|In\s*\[\d*\]\s*:=?|Out\s*\[\d*\]\s*[:=]?)|\b[A-Z][a-z]+(?:[A-Z][a-z]*)*\[[^\[\]\n]*\]", re.M)
+
+
+def _command_call(line):
+    """The end of a computer-algebra command that opens the line (`Solve[x^2 == 2, x]`, `Simplify[Sqrt[18]] // N`), else 0."""
+    m = re.match(r"\s*[A-Z][a-z]+(?:[A-Z][a-z]*)*\[", line)
+    if not m or m.group(0).strip()[:-1] in _MMA_FUNCTION:
+        return 0
+    depth, i = 0, m.end() - 1
+    for i in range(m.end() - 1, len(line)):
+        depth += {"[": 1, "]": -1}.get(line[i], 0)
+        if depth == 0:
+            break
+    if depth:
+        return 0
+    tail = re.match(r"(?:\s*//\s*\w+)*", line[i + 1:])
+    return i + 1 + tail.end()
+
+
+def transcript(text):
+    """A response holding an interpreter session (`>>> np.mean(x)` / `np.float64(7.0)`; `In[1]:= D[x Sin[x], x]` /
+    `Out[1]= x Cos[x] + Sin[x]`) or computer-algebra commands (`Simplify[Sqrt[18]] gives 3 Sqrt[2]`): input lines,
+    commands and code fences dropped, output prompts peeled, each output set in math and every line rewritten by the
+    rules above (a rewritten value after a colon, `is` or `=` set in math). Other text is returned as it is."""
+    if not text or not _TRANSCRIPT.search(text):
+        return text
+    lines, after_input = [], False
+    for line in text.split("\n"):
+        if re.match(r"\s*(?:>>>|\.\.\.\s|In\s*\[\d*\]\s*:=?)", line):
+            after_input = True
+            continue
+        if re.match(r"\s*```", line):
+            continue
+        output = re.match(r"\s*Out\s*\[\d*\]\s*[:=]?\s*", line)
+        body = line[output.end():] if output else line
+        command = _command_call(body)
+        if command:
+            body = re.sub(r"^\s*(?:=|→|->|gives|yields|returns|is)?\s*", "", body[command:])
+            output = output or re.match(r"", body)
+        rewritten = _mathematica(body) if command or _MMA.search(body) else body
+        rewritten = _python(rewritten) if _SYMPY.search(rewritten) else rewritten
+        if not rewritten.strip():
+            continue
+        if (output or after_input) and "$" not in rewritten:
+            lines.append(f"${rewritten.strip()}$")
+        else:
+            tail = re.match(r"(.*(?::\s|\bis\s|\bare\s|=\s?))(.+?)(\.?)\s*$", rewritten)
+            changed = rewritten != body and tail and "$" not in rewritten
+            lines.append(f"{tail.group(1)}${tail.group(2)}${tail.group(3)}" if changed else rewritten)
+        after_input = False
+    return "\n".join(lines)

@@ -68,6 +68,17 @@ SYNTAX_EQUIV = {
 }
 
 SYNTAX_RESPONSES = [
+    # an interpreter session or a computer-algebra command: inputs dropped, outputs read as math
+    (">>> from sympy import *\n>>> integrate(x**2, (x, 0, 3))\n9\n\nThe integral is 9.", "9", 1.0),
+    (">>> from sympy import *\n>>> integrate(x**2, (x, 0, 3))\n9\n\nThe integral is 9.", "3", 0.0),
+    (">>> import math\n>>> math.comb(6, 2)\n15", "15", 1.0),
+    (">>> import math\n>>> math.comb(6, 2)\n15", "6", 0.0),
+    ("In[1]:= Integrate[1/x^2, {x, 1, Infinity}]\nOut[1]= 1", "1", 1.0),
+    ("In[1]:= Integrate[1/x^2, {x, 1, Infinity}]\nOut[1]= 1", "\\infty", 0.0),
+    ("Factor[x^2 - 9] gives (x - 3) (x + 3).", "(x-3)(x+3)", 1.0),
+    ("Factor[x^2 - 9] gives (x - 3) (x + 3).", "(x-9)(x+1)", 0.0),
+    ("```python\n>>> sqrt(50)\n5*sqrt(2)\n```\nSo it simplifies to 5*sqrt(2).", "5\\sqrt2", 1.0),
+    ("```python\n>>> sqrt(50)\n5*sqrt(2)\n```\nSo it simplifies to 5*sqrt(2).", "2\\sqrt5", 0.0),
     # a decision about a hypothesis, in any words: the last deciding sentence, its negation, the alternative's opposite
     ("The test statistic 3.1 exceeds 2.58, hence $H_0$ is rejected at the 1% level.", "Reject $H_0$", 1.0),
     ("The test statistic 3.1 exceeds 2.58, hence $H_0$ is rejected at the 1% level.", "Fail to reject $H_0$", 0.0),
