@@ -250,12 +250,23 @@ def transcript(text):
     rules above (a rewritten value after a colon, `is` or `=` set in math). Other text is returned as it is."""
     if not text or not _TRANSCRIPT.search(text):
         return text
-    lines, after_input = [], False
+    lines, block, after_input = [], [], False
+
+    def close_block():
+        if block:  # an output that spans lines (a printed matrix) is one value
+            joined = " ".join(x.strip() for x in block)
+            lines.append(joined if "$" in joined else f"${joined}$")
+            block.clear()
+
     for line in text.split("\n"):
         if re.match(r"\s*(?:>>>|\.\.\.\s|In\s*\[\d*\]\s*:=?)", line):
+            close_block()
             after_input = True
             continue
-        if re.match(r"\s*```", line):
+        if re.match(r"\s*```", line) or not line.strip():
+            close_block()
+            after_input = False
+            lines.append("" if line.strip() else line)
             continue
         output = re.match(r"\s*Out\s*\[\d*\]\s*[:=]?\s*", line)
         body = line[output.end():] if output else line
@@ -267,11 +278,13 @@ def transcript(text):
         rewritten = _python(rewritten) if _SYMPY.search(rewritten) else rewritten
         if not rewritten.strip():
             continue
-        if (output or after_input) and "$" not in rewritten:
-            lines.append(f"${rewritten.strip()}$")
-        else:
-            tail = re.match(r"(.*(?::\s|\bis\s|\bare\s|=\s?))(.+?)(\.?)\s*$", rewritten)
-            changed = rewritten != body and tail and "$" not in rewritten
-            lines.append(f"{tail.group(1)}${tail.group(2)}${tail.group(3)}" if changed else rewritten)
-        after_input = False
+        if after_input or output:
+            block.append(rewritten)
+            if output and not after_input:
+                close_block()
+            continue
+        tail = re.match(r"(.*(?::\s|\bis\s|\bare\s|=\s?))(.+?)(\.?)\s*$", rewritten)
+        changed = rewritten != body and tail and "$" not in rewritten
+        lines.append(f"{tail.group(1)}${tail.group(2)}${tail.group(3)}" if changed else rewritten)
+    close_block()
     return "\n".join(lines)
