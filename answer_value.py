@@ -1068,6 +1068,11 @@ def _without_asides(text):
     return "".join(kept) + text[last:]
 
 
+# A shape stated as "a by b (by c)" at the end of a statement ("The rectangle is 12 m by 6 m."): a \\times b
+_SHAPE_BY = re.compile(r"(?:\b(?:is|are|be|measures?|dimensions?)\b|:)\s*\$?(\d+(?:\.\d+)?)\s*([a-z]{1,3}\b)?\s*by\s+"
+                       r"(\d+(?:\.\d+)?)\s*(?:\2\b)?(?:\s*by\s+(\d+(?:\.\d+)?)\s*(?:\2\b)?)?\s*(?:units?|[a-z]{1,3})?\$?\s*[.!]?\s*$")
+
+
 def sentence_value(sentence):
     """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
@@ -1078,6 +1083,9 @@ def sentence_value(sentence):
         sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
     if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
+    shape = _SHAPE_BY.search(sentence)
+    if shape:  # "The box is 5 by 5 by 3 units.", "... : 12 m by 6 m.": a shape, its factors in order
+        return " by ".join(x for x in shape.group(1, 3, 4) if x)  # (never the product: `12 by 6` is no 72)
     matrix = matrix_in_prose(sentence)
     if matrix:
         return matrix  # "the first row of AB is (2, 1) and the second row is (4, 3)": a matrix by its rows or columns

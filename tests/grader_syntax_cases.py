@@ -68,6 +68,12 @@ SYNTAX_EQUIV = {
 }
 
 SYNTAX_RESPONSES = [
+    # a shape stated "a by b" at the end of a statement is the shape, never its area
+    ("The garden measures 9 ft by 4 ft.", "9\\times4", 1.0),
+    ("The garden measures 9 ft by 4 ft.", "36", 0.0),
+    ("The crate is 2 by 3 by 4.", "2\\times3\\times4", 1.0),
+    ("The crate is 2 by 3 by 4.", "2\\times3\\times5", 0.0),
+    ("Divide 36 by 4 to get 9.", "9", 1.0),
     # an interpreter session or a computer-algebra command: inputs dropped, outputs read as math
     (">>> from sympy import *\n>>> integrate(x**2, (x, 0, 3))\n9\n\nThe integral is 9.", "9", 1.0),
     (">>> from sympy import *\n>>> integrate(x**2, (x, 0, 3))\n9\n\nThe integral is 9.", "3", 0.0),
