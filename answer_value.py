@@ -1083,7 +1083,7 @@ def sentence_value(sentence):
         sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
     if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
-    shape = _SHAPE_BY.search(sentence)
+    shape = _SHAPE_BY.search(sentence) if " by " in sentence else None
     if shape:  # "The box is 5 by 5 by 3 units.", "... : 12 m by 6 m.": a shape, its factors in order
         return " by ".join(x for x in shape.group(1, 3, 4) if x)  # (never the product: `12 by 6` is no 72)
     matrix = matrix_in_prose(sentence)

@@ -198,6 +198,7 @@ def ranges(s):
 # Relation signs by their Unicode variants; `~` set apart by spaces and \\simeq are "approximately"; an examiner's marks
 # after a line (`(M1)`, `(A1)(A1)`, `(AG)`, `[2]`) are no part of it
 _SIGNS = {"⩾": "\\ge ", "≧": "\\ge ", "⩽": "\\le ", "≦": "\\le ", "≃": "\\approx "}
+_SIGN_OR_MARK = re.compile(r"[⩾≧⩽≦≃~]|\\simeq|\((?:[MABR]\d|FT|AG|Dep)\)")
 _MARKS = re.compile(r"(?:\s*\((?:[MABR]\d|FT|AG|Dep)\))+(?:\s*\[\d+\])?(?=\s|$)")
 
 
@@ -210,7 +211,7 @@ def signs(s):
 
 def as_latex(s):
     """s with every foreign syntax above rewritten as LaTeX (see the module docstring)."""
-    s = signs(s)
+    s = signs(s) if _SIGN_OR_MARK.search(s) else s
     s = re.sub(r"\\(?:left|right)\s*(?=[\[\]])", "", s) if "]" in s else s  # \\left]-2, 2\\right[
     if "\\" in s and re.search(_MACRO, s):
         s = siunitx(s)
@@ -224,7 +225,7 @@ def as_latex(s):
 
 
 # ---- a session transcript: the inputs are no statements, the outputs and the prose are read as LaTeX ------------------
-_TRANSCRIPT = re.compile(r"^\s*(?:>>>|In\s*\[\d*\]\s*:=?|Out\s*\[\d*\]\s*[:=]?)|\b[A-Z][a-z]+(?:[A-Z][a-z]*)*\[[^\[\]\n]*\]", re.M)
+_TRANSCRIPT = re.compile(r"^[ \t]*(?:>>>|In\s*\[\d*\]\s*:=?|Out\s*\[\d*\]\s*[:=]?)|\b[A-Z][a-z]+[A-Za-z]*\[[^\[\]\n]*\]", re.M)
 
 
 def _command_call(line):
@@ -248,7 +249,7 @@ def transcript(text):
     `Out[1]= x Cos[x] + Sin[x]`) or computer-algebra commands (`Simplify[Sqrt[18]] gives 3 Sqrt[2]`): input lines,
     commands and code fences dropped, output prompts peeled, each output set in math and every line rewritten by the
     rules above (a rewritten value after a colon, `is` or `=` set in math). Other text is returned as it is."""
-    if not text or not _TRANSCRIPT.search(text):
+    if not text or ("[" not in text and ">>>" not in text) or not _TRANSCRIPT.search(text):
         return text
     lines, block, after_input = [], [], False
 
