@@ -379,6 +379,43 @@ def family_equal(answer, gold, question):
     return bool(_SOLUTION_SET.search(question) and same_line(p, g))
 
 
+_INTERCEPT = re.compile(r"\b\$?([xy])\$?\s*-\s*intercepts?\b", re.I)
+
+
+def _axis_coordinates(text, axis):
+    """The coordinates along `axis` of an intercept answer: points on that axis (`(4, 0)` for x) or bare values
+    (`4`, `x = -1 and x = 5`, `b = 7`); None when a point is off the axis or the text is neither."""
+    c = clean(text or "")
+    if c is None:
+        return None
+    points = re.findall(r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*\)", c)
+    if points:
+        if re.sub(r"\(\s*[^(),]+?\s*,\s*[^(),]+?\s*\)|\\cup|,|and|\s", "", split_top(c, ["="])[-1]):
+            return None  # (text besides the points)
+        on_axis = [(a if axis == "x" else b) for a, b in points if (b if axis == "x" else a).strip() == "0"]
+        return on_axis if len(on_axis) == len(points) else None
+    values = [split_top(part, ["="])[-1].strip() for part in re.split(r",|\\text\s*\{\s*and\s*\}|\band\b", c)]
+    return values if all(v and parse_math(v) is not None and not parse_math(v).free_symbols for v in values) else None
+
+
+def intercept_equal(answer, gold, question):
+    """With a question that asks for an x- or y-intercept: a point on that axis and its coordinate are one answer
+    (`(4, 0)` for the x-intercept 4; `b = 7` for the y-intercept (0, 7)), as a multiset of coordinates."""
+    axis = _INTERCEPT.search(question or "")
+    if not axis or not answer:
+        return False
+    p, g = _axis_coordinates(answer, axis.group(1).lower()), _axis_coordinates(gold, axis.group(1).lower())
+    if p is None or g is None or len(p) != len(g):
+        return False
+    left = list(g)
+    for value in p:
+        match = next((x for x in left if equivalent(value, x)), None)
+        if match is None:
+            return False
+        left.remove(match)
+    return True
+
+
 _BASIS = re.compile(r"\bbasis\b|\bbases\b|\bspanning\s+set\b", re.I)
 
 

@@ -49,7 +49,8 @@ import time
 import traceback
 
 from answer_compare import equivalent, gold_is_valid
-from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, new_value, option_letter, option_value, question_options,
+from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, intercept_equal, new_value,
+                             option_letter, option_value, question_options,
                              question_verdict, restates_question, rounded_equal, rounding_asked, same_span, without_restated_side)
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
@@ -128,7 +129,8 @@ def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, 
     if answer is not None and (rounded_equal(answer, gold, rounding_asked(question))
                                or _is_equiv_unbounded(option_letter(answer, options) or "", gold)
                                or _is_equiv_unbounded(option_value(answer, options) or "", gold)
-                               or family_equal(answer, gold, question) or same_span(answer, gold, question)):
+                               or family_equal(answer, gold, question) or same_span(answer, gold, question)
+                               or intercept_equal(answer, gold, question)):
         return 1.0
     text = final_text(response, think_prefilled)
     readings = [asked_value(text, answer, question, strict=not free)] + ([new_value(text, answer, question)] if free else [])
