@@ -209,8 +209,14 @@ def signs(s):
     return _MARKS.sub(" ", s) if "(" in s else s
 
 
+_ANY_FOREIGN = re.compile(r"\\(?:SI|qty|num|ang|unit|si|SIrange|qtyrange|numrange|simeq|[lc]?dots)(?![a-z])|[A-Z][a-z]+[A-Za-z]*\[|->|"
+                          r"\b(?:Pi|Infinity|z?oo|I)\b|\*|\(\s*\d+\s*,|\b(?:np|numpy)\.|\barray\(|[;\]⩾≧⩽≦≃~…]|\.\.\.|\((?:[MABR]\d|FT|AG|Dep)\)")
+
+
 def as_latex(s):
     """s with every foreign syntax above rewritten as LaTeX (see the module docstring)."""
+    if not _ANY_FOREIGN.search(s):
+        return s  # (one search decides for most answers)
     s = signs(s) if _SIGN_OR_MARK.search(s) else s
     s = re.sub(r"\\(?:left|right)\s*(?=[\[\]])", "", s) if "]" in s else s  # \\left]-2, 2\\right[
     if "\\" in s and re.search(_MACRO, s):
