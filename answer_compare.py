@@ -44,7 +44,7 @@ from functools import lru_cache
 
 import sympy
 
-from answer_forms import bearings_equal, congruence, constant_families_equal, factorization, families_equal, set_intervals, up_to_constant, without_remainder
+from answer_forms import bearings_equal, congruence, constant_families_equal, dimensions, factorization, families_equal, set_intervals, up_to_constant, without_remainder
 from numerals import roman_value
 from latex import NOT_UNITS, clean, compound_units, is_english, is_infinite, parse_math, split_unit, unit_dimensions, unit_key
 
@@ -335,6 +335,55 @@ def _is_label(side):
         return False
     return _LABEL.fullmatch(side) is not None and not re.fullmatch(r"\s*\\(?:pi|infty|e)\s*", side) \
         and not re.search(r"\\(?:sqrt|sin|cos|tan|log|ln)\b|\\frac\s*\{\s*\d", side)
+
+
+# A scalar factored out of a vector or matrix (`\\frac15(3, 4)`, `-\\frac12 \\begin{pmatrix}4 & -2 \\\\ -3 & 1\\end{pmatrix}`,
+# `(1, 2, 2)/3`): the object with the scalar multiplied into each entry
+_TUPLE_OBJECT = r"\([^()]*,[^()]*\)"
+_MATRIX_OBJECT = r"\\begin\{[pbvB]?matrix\}.*?\\end\{[pbvB]?matrix\}"
+_SCALAR = r"-?\s*(?:\\frac\s*(?:\{[^{}]*(?:\{[^{}]*\}[^{}]*)?\}|\d)\s*(?:\{[^{}]*(?:\{[^{}]*\}[^{}]*)?\}|\d)|\d+(?:\.\d+)?|\\sqrt\s*\{?\d+\}?)"
+
+
+def _scalar_distributed(s):
+    """The vector or matrix of `c (entries)` or `(entries)/c` with c multiplied into each entry (parsed trees; the
+    products written back as LaTeX), else None."""
+    m = re.fullmatch(rf"\s*({_SCALAR})\s*(?:\\cdot|\\times)?\s*({_TUPLE_OBJECT}|{_MATRIX_OBJECT})\s*", s, re.S)
+    divided = None if m else re.fullmatch(rf"\s*({_TUPLE_OBJECT})\s*/\s*({_SCALAR})\s*", s)
+    if not m and not divided:
+        return None
+    scalar, obj = (m.group(1), m.group(2)) if m else (f"\\frac{{1}}{{{divided.group(2)}}}", divided.group(1))
+    value = parse_math(scalar)
+    if value is None or value.free_symbols or value == 0:
+        return None
+
+    def times(entry):
+        parsed = parse_math(entry.strip())
+        return None if parsed is None else sympy.latex(sympy.simplify(value * parsed))
+
+    if obj.startswith("("):
+        entries = [times(e) for e in split_top(obj[1:-1], [","])]
+        return None if None in entries else "(" + ", ".join(entries) + ")"
+    kind, body = re.fullmatch(r"\\begin\{([pbvB]?matrix)\}(.*?)\\end\{\1\}", obj, re.S).groups()
+    rows = [[times(e) for e in row.split("&")] for row in re.split(r"\\\\", body) if row.strip()]
+    if any(None in row for row in rows):
+        return None
+    return f"\\begin{{{kind}}}" + " \\\\ ".join(" & ".join(row) for row in rows) + f"\\end{{{kind}}}"
+
+
+# A point, vector or set written with its name (`M(5, -2)`, `P'(1, 2)`, `\\vec{AB} = (3, -4)`, `S = ]3; 5[`) or a solution
+# set of one tuple (`\\{(7, 3)\\}`): the object itself
+_OBJECT = r"[(\[]\s*[^()\[\]=]*,[^()\[\]=]*[)\]]"
+_OBJECT_NAME = re.compile(rf"\s*(?:[A-Z](?:_\{{?\w+\}}?)?'*\s*(?={_OBJECT}\s*$)|(?:\\(?:overrightarrow|vec|mathbf|overline)\s*\{{\s*\w+\s*\}}"
+                          rf"|\\(?:vec|mathbf)\s+\w|[A-Za-z](?:_\{{?\w+\}}?)?)\s*=\s*(?={_OBJECT}\s*$))")
+
+
+def _named_object(s):
+    """The object of `M(5, -2)`, `\\vec{AB} = (3, -4)`, `S = (3, \\infty)`, `\\{(7, 3)\\}`; None for anything else."""
+    single = re.fullmatch(rf"\s*\\\{{\s*(\([^()]*,[^()]*\))\s*\\\}}\s*", s)
+    if single:
+        return single.group(1)
+    name = _OBJECT_NAME.match(s)
+    return s[name.end():] if name else None
 
 
 def _is_quantity_name(side):
@@ -1161,6 +1210,11 @@ def _forms_equal(p, g):
     pc = congruence(p)
     if pc is not None and re.fullmatch(r"-?\d+", g.strip()):
         return pc[0] == int(g)  # `2^{100} \equiv 2 \pmod 7` (cleaned to `2 \pmod{7}`) for the remainder 2
+    gd = dimensions(g)
+    if gd is not None:  # `8 \\times 5` is a shape: `5 by 8`, `8 m by 5 m`; not the area 40, nor `10 \\times 4`
+        pd = dimensions(split_top(p, ["="])[-1])
+        if pd is not None or not factorization(g):
+            return pd == gd
     gf = factorization(g)
     if gf:  # `2^3 \cdot 3^2 \cdot 5` asks for the factorization: `360 = 2 \times 2 \times 2 \times 3 \times 3 \times 5`
         return factorization(split_top(p, ["="])[-1]) == gf
@@ -1176,6 +1230,12 @@ def _equiv(p, g):
     if re.match(r"\\(?:hat|widehat|bar|tilde)\s*\{?\s*[A-Za-z]\s*\}?\s*=", g) and not re.match(r"\\(?:hat|widehat|bar|tilde)", p):
         g = re.sub(r"^\\(?:hat|widehat|bar|tilde)\s*\{?\s*([A-Za-z])\s*\}?", r"\1", g)  # `y = 1.6x + 0.5` for `\hat{y} = ...`:
         # the accent of the gold's name of what an equation gives (an estimate, a mean) is notation
+    distributed = _scalar_distributed(split_top(p, ["="])[-1])
+    if distributed and _scalar_distributed(g) is None and distributed != p:
+        return _equiv(distributed, g)  # `\\frac15(3, 4)`, `(1, 2, 2)/3`, `\\frac{1}{10}\\begin{pmatrix}...`: the entries
+    named = _named_object(p)
+    if named and "=" not in g and not re.match(r"\s*[A-Za-z]\s*\(", g):
+        return _equiv(named, g)  # `M(5, -2)`, `\overrightarrow{AB} = (3, -4)`, `S = (3, \infty)`, `\{(7, 3)\}`: the object
     forms = _forms_equal(p, g)
     if forms is not None:
         return forms

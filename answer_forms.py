@@ -19,6 +19,7 @@ of its form, so answer_compare falls through to its other comparisons.
     -2 \\le x \\le 2\\}`, `R \\setminus [-1, 3]`, `R \\setminus \\{2, -2\\}`), for answer_compare's interval comparison.
   bearings_equal(p, g): a quadrant bearing or compass point and an angle clockwise from north (`S 60° E` = `120°`,
     `NW` = `315°`, `030°` = `N 30° E`); matrix_in_prose(sentence): a matrix given by its ordered rows or columns.
+  dimensions(s): the factors of a shape `8 \\times 5`, `8 m by 5 m` (compared as a multiset, never as the product).
 Everything is bounded: at most 6 symbols, a fixed number of sample points, integers below 10^12 factored by trial.
 """
 import random
@@ -74,6 +75,20 @@ def factorization(s):
             return None if power is None else {}
         found[int(power.group(1))] += int(power.group(2) or 1)
     return dict(found)
+
+
+# ---- dimensions: `8 \\times 5` of plain numbers (no power of ten, not all primes) is a shape, not the product 40
+_DIMENSION_SEP = re.compile(r"\s*(?:\\times|×|\bby\b)\s*")
+_DIMENSION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:\\text\s*\{\s*[A-Za-z]{1,12}\s*\}|[A-Za-z]{1,12})?\s*")
+
+
+def dimensions(s):
+    """The sorted factors of a shape written `a \\times b (\\times c)` or `a m by b m`, or None when s is not one."""
+    parts = _DIMENSION_SEP.split(s)
+    if not 2 <= len(parts) <= 4 or "^" in s:
+        return None
+    factors = [_DIMENSION.fullmatch(part) for part in parts]
+    return sorted(Fraction(f.group(1)) for f in factors) if all(factors) else None
 
 
 # ---- families of solutions with an integer parameter --------------------------------------------------------------

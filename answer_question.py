@@ -5,7 +5,8 @@ bench.py's variant sets). Each returns a verdict or a value, or None/False when 
   rounding_asked(question), rounded_equal(pred, gold, rounding): a decimal for an exact gold, where a rounding is asked.
   question_options(question), option_letter(answer, options): the option a value is (`29` is (C)); option_value(answer,
     options): the value an option letter stands for (`\boxed{B}` for the gold 1/4 when (B) is 1/4).
-  question_verdict(text, question): the verdict of a yes-or-no question.
+  question_verdict(text, question): the verdict of a yes-or-no question; decision(text): 'reject' or 'retain', the
+    decision a text states about a hypothesis (a gold that is a decision is compared by it).
   asked_value(text, question): the value the conclusion gives the quantity the question asks about: the clause that
     shares its words ("How old is Ann now?" -> "Ann is 24 years old now, while Ben is 8."), the side of an equation
     that is the question's own expression ("what is $2x$?" -> "so $2x = 36$"), a bound that is the extremum asked
@@ -18,6 +19,8 @@ bench.py's variant sets). Each returns a verdict or a value, or None/False when 
 """
 import math
 import re
+
+import sympy
 
 from answer_compare import canon, equivalent, rounds_to, significant_digits, split_top, vector_entries
 from answer_forms import proportional, same_line
@@ -180,6 +183,31 @@ def question_verdict(text, question):
     stated = {"No" if _NEGATION.search(last[:m.start()][-40:]) else "Yes" for m in found}
     kinds = said or stated
     return kinds.pop() if len(kinds) == 1 and not (said and stated and said != stated) else None  # ("Yes, it is not prime")
+
+
+# ---- the decision of a hypothesis test -------------------------------------------------------------------------------
+# One rule for every wording: the last sentence that decides about a hypothesis (reject, retain, accept) decides, and
+# a negation before its verb ("do not", "fail to", "insufficient evidence to", "cannot") or after it ("is not
+# rejected") turns a rejection into a retention; a decision about the alternative (H_1, H_a) is the opposite one
+# about H_0; two decisions in that sentence are none
+_DECISION = re.compile(r"\b(reject(?:s|ed|ing)?|retain(?:s|ed|ing)?|accept(?:s|ed|ing)?)\b", re.I)
+_DECISION_NEGATION = re.compile(r"(?:\b(?:not|never|no|cannot|insufficient|unable|fail(?:s|ed)?|lack)\b|n't)(?![^.;]*\b(?:but|however)\b)", re.I)
+
+
+def decision(text):
+    """'reject' or 'retain': the decision the last deciding sentence of a text states about a hypothesis, else None."""
+    sentences = [s for s in re.split(r"(?<=[.!?;])\s+|\n+", (text or "").strip()[-2000:]) if _DECISION.search(s)]
+    if not sentences or UNSURE.search(sentences[-1]):
+        return None
+    last, found = sentences[-1], set()
+    for verb in _DECISION.finditer(last):
+        clause = re.split(r"[,;:]|\b(?:so|then|thus|hence|therefore|we|I)\b", last[max(0, verb.start() - 40):verb.start()])[-1]
+        negated = _DECISION_NEGATION.search(clause) or re.match(r"\s*(?:not|n't)\b", last[verb.end():])
+        alternative = re.match(r"\s*(?:the\s+)?(?:\$?\s*H_?\{?[1₁aA]|alternative)", last[verb.end():]) or re.search(
+            r"(?:H_?\{?[1₁aA]\}?\$?|alternative(?:\s+hypothesis)?)\s*(?:is|was|be)\s+(?:not\s+)?$", last[:verb.start()])
+        kept = verb.group(1).lower().startswith(("retain", "accept")) or negated
+        found.add("retain" if bool(kept) != bool(alternative) else "reject")  # (accepting H_1 rejects H_0)
+    return found.pop() if len(found) == 1 else None
 
 
 # ---- the value the question asks about ------------------------------------------------------------------------------
@@ -349,6 +377,75 @@ def family_equal(answer, gold, question):
     if _UP_TO_SCALE.search(question) and proportional(p, g):
         return True
     return bool(_SOLUTION_SET.search(question) and same_line(p, g))
+
+
+_INTERCEPT = re.compile(r"\b\$?([xy])\$?\s*-\s*intercepts?\b", re.I)
+
+
+def _axis_coordinates(text, axis):
+    """The coordinates along `axis` of an intercept answer: points on that axis (`(4, 0)` for x) or bare values
+    (`4`, `x = -1 and x = 5`, `b = 7`); None when a point is off the axis or the text is neither."""
+    c = clean(text or "")
+    if c is None:
+        return None
+    points = re.findall(r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*\)", c)
+    if points:
+        if re.sub(r"\(\s*[^(),]+?\s*,\s*[^(),]+?\s*\)|\\cup|,|and|\s", "", split_top(c, ["="])[-1]):
+            return None  # (text besides the points)
+        on_axis = [(a if axis == "x" else b) for a, b in points if (b if axis == "x" else a).strip() == "0"]
+        return on_axis if len(on_axis) == len(points) else None
+    values = [split_top(part, ["="])[-1].strip() for part in re.split(r",|\\text\s*\{\s*and\s*\}|\band\b", c)]
+    return values if all(v and parse_math(v) is not None and not parse_math(v).free_symbols for v in values) else None
+
+
+def intercept_equal(answer, gold, question):
+    """With a question that asks for an x- or y-intercept: a point on that axis and its coordinate are one answer
+    (`(4, 0)` for the x-intercept 4; `b = 7` for the y-intercept (0, 7)), as a multiset of coordinates."""
+    axis = _INTERCEPT.search(question or "")
+    if not axis or not answer:
+        return False
+    p, g = _axis_coordinates(answer, axis.group(1).lower()), _axis_coordinates(gold, axis.group(1).lower())
+    if p is None or g is None or len(p) != len(g):
+        return False
+    left = list(g)
+    for value in p:
+        match = next((x for x in left if equivalent(value, x)), None)
+        if match is None:
+            return False
+        left.remove(match)
+    return True
+
+
+_BASIS = re.compile(r"\bbasis\b|\bbases\b|\bspanning\s+set\b", re.I)
+
+
+def _vectors(answer):
+    """The vectors of a set or list of vectors (`\\{(1, 0, -1), (0, 1, -1)\\}`, columns, `(1, 2)^T`), parsed, else None."""
+    text = clean(answer or "")
+    if text is None:
+        return None
+    text = split_top(text, ["="])[-1].strip()
+    text = re.sub(r"^(?:\\operatorname\{span\}|span)\s*", "", text)
+    text = re.sub(r"\^\s*\{?\s*(?:T|\\top|t)\s*\}?", "", text)  # (1, 2)^T: a column
+    inner = re.fullmatch(r"\\\{(.*)\\\}|\[(.*)\]", text, re.S)
+    items = split_top(inner.group(1) or inner.group(2), [","]) if inner else split_top(text, [","])
+    vectors = [vector_entries(item.strip()) for item in items]
+    if not vectors or any(v is None for v in vectors) or len({len(v) for v in vectors}) != 1 or len(vectors) > 6:
+        return None
+    parsed = [[parse_math(clean(x) or "") for x in v] for v in vectors]
+    return None if any(x is None or x.free_symbols for v in parsed for x in v) else parsed
+
+
+def same_span(answer, gold, question):
+    """With a question that asks for a basis: two sets of independent vectors that span the same space (a basis
+    is defined up to its span: `{(2, 4)}` is a basis of the span of `{(1, 2)}`; a dependent set is no basis)."""
+    if not question or not _BASIS.search(question):
+        return False
+    p, g = _vectors(answer), _vectors(gold)
+    if p is None or g is None or len(p) != len(g) or len(p[0]) != len(g[0]):
+        return False
+    rank = lambda rows: sympy.Matrix(rows).rank(simplify=True)
+    return rank(p) == rank(g) == rank(p + g) == len(g)
 
 
 def option_value(answer, options):

@@ -35,6 +35,7 @@ import unicodedata
 
 from answer_compare import equivalent
 from answer_markup import entities, peel
+from syntaxes import transcript
 from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, code_forms, is_english, parse_math, split_unit
 from numerals import decimal_comma_text, plain_unicode
@@ -70,7 +71,7 @@ def final_text(response, think_prefilled=False):
         return None
     if "<|begin_of_solution|>" in text:
         text = text.rsplit("<|begin_of_solution|>", 1)[1]
-    return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
+    return transcript(text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:])  # (an interpreter session's outputs)
 
 
 # Chat styles around a value. Struck-out text is taken back: `~~36~~`, `<s>36</s>`, `<del>`, `<strike>`, `\\sout{36}`,

@@ -1068,6 +1068,11 @@ def _without_asides(text):
     return "".join(kept) + text[last:]
 
 
+# A shape stated as "a by b (by c)" at the end of a statement ("The rectangle is 12 m by 6 m."): a \\times b
+_SHAPE_BY = re.compile(r"(?:\b(?:is|are|be|measures?|dimensions?)\b|:)\s*\$?(\d+(?:\.\d+)?)\s*([a-z]{1,3}\b)?\s*by\s+"
+                       r"(\d+(?:\.\d+)?)\s*(?:\2\b)?(?:\s*by\s+(\d+(?:\.\d+)?)\s*(?:\2\b)?)?\s*(?:units?|[a-z]{1,3})?\$?\s*[.!]?\s*$")
+
+
 def sentence_value(sentence):
     """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
@@ -1078,6 +1083,9 @@ def sentence_value(sentence):
         sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
     if not sentence or UNSURE.search(sentence) or _conditional(sentence):
         return None  # "3, but I'm not sure", "5 if n is even, else 6"
+    shape = _SHAPE_BY.search(sentence) if " by " in sentence else None
+    if shape:  # "The box is 5 by 5 by 3 units.", "... : 12 m by 6 m.": a shape, its factors in order
+        return " by ".join(x for x in shape.group(1, 3, 4) if x)  # (never the product: `12 by 6` is no 72)
     matrix = matrix_in_prose(sentence)
     if matrix:
         return matrix  # "the first row of AB is (2, 1) and the second row is (4, 3)": a matrix by its rows or columns
@@ -1107,6 +1115,9 @@ def sentence_value(sentence):
     counterfactual = re.search(r"\b(?:would|could|might)\b[^.;]*?\bif\b[^.;]*?,\s*but\s+", sentence, re.I)
     if counterfactual and _candidates(sentence[counterfactual.end():]):
         sentence = sentence[counterfactual.end():]  # "It would be 12 if the boxes were full, but since two are empty it's 10."
+    contrast = re.search(r",\s*but\s+", sentence)
+    if contrast and not counterfactual and _candidates(sentence[:contrast.start()]) and _candidates(sentence[contrast.end():]):
+        return sentence_value(sentence[contrast.end():])  # "1998 + 30 = 2028, but counting ... it is 2029": the clause revises
     words_outside_math = re.search(r"(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}|[Ii][sft]|[Bb]e|[Ss]o|[Aa][st]|[Ww]e)(?![a-zA-Z])|" + OTHER_SCRIPT_LETTER,
                                    split_unit(clean(ROUNDING_NOTE.sub(" ", sentence)) or "")[0])
     tail = _equation_tail(sentence) if words_outside_math else None

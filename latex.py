@@ -35,6 +35,7 @@ from functools import lru_cache
 
 import sympy
 
+from syntaxes import as_latex
 from numerals import (DENOMINATORS, DIGIT_MARKS, FRACTION_WORDS, GROUPED_DIGITS, NUMBER_WORDS, base_numerals, degrees_minutes_seconds,
                       number_words, plain_unicode, repeating_decimals, scaled_numbers)
 
@@ -43,6 +44,7 @@ MAX_RESULT_BITS = 20_000     # refuse to compute b**e (and n!) past ~6000 decima
 MAX_FUNCTION_ARG = 1e6       # sin(x), exp(x), ... of a constant |x| beyond this are refused (sin(10^100))
 MAX_DEPTH = 60               # nesting depth of the expression parser
 MAX_SYMBOLIC_POWER = 1000    # x^{1001}, 2^{1001 x}: refused (evaluating them at sample points is unbounded work)
+MAX_SPECIAL_ARG = 170       # \Gamma and \zeta of a constant |x| beyond this are refused
 MAX_TERMS = 200              # \sum / \prod with integer bounds further apart than this are refused
 MAX_ANSWER_CHARS = 1000      # longer "answers" are not answers
 
@@ -55,9 +57,10 @@ _NUMERAL = re.compile(r"\d+\.?\d*|\.\d+")
 _TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[A-Za-z]|[-+*/^_!()\[\]{}|,'=])")
 _FUNCS = {"arccot": sympy.acot, "arcsec": sympy.asec, "arccsc": sympy.acsc, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
           "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh,
-          "cosh": sympy.cosh, "tanh": sympy.tanh, "ln": sympy.log, "exp": sympy.exp, "sgn": sympy.sign}
+          "cosh": sympy.cosh, "tanh": sympy.tanh, "arsinh": sympy.asinh, "arcsinh": sympy.asinh, "arcosh": sympy.acosh,
+          "arccosh": sympy.acosh, "artanh": sympy.atanh, "arctanh": sympy.atanh, "ln": sympy.log, "exp": sympy.exp, "sgn": sympy.sign}
 _INVERSE = {"sin": sympy.asin, "cos": sympy.acos, "tan": sympy.atan, "cot": sympy.acot, "sec": sympy.asec,
-            "csc": sympy.acsc}
+            "csc": sympy.acsc, "sinh": sympy.asinh, "cosh": sympy.acosh, "tanh": sympy.atanh}
 _GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota",
           "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi",
           "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega", "ell", "hbar")
@@ -364,6 +367,11 @@ class _Parser:
         if name == "infty":
             self.infinity_seen = True
             return sympy.oo
+        if name in ("Gamma", "zeta") and self.peek() == "(":  # \Gamma(5) = 24, \Gamma(1/2) = \sqrt\pi, \zeta(2) = \pi^2/6
+            arg = self.func_arg()
+            if not (arg.is_number and arg.is_real) or abs(arg) > MAX_SPECIAL_ARG or (arg <= 0 and arg.is_integer) or arg == 1:
+                raise ParseError("special function outside its bounded domain")
+            return _checked(sympy.gamma(arg) if name == "Gamma" else sympy.zeta(arg))
         if name in _GREEK:
             return self.symbol(name)
         if name in _ACCENTS:  # \bar{x}, \dot{x}_0, \vec{v}, \overline{AB}: a name of its own
@@ -725,7 +733,9 @@ def clean(s):
     s = plain_unicode(s).strip()
     if not s or len(s) > MAX_ANSWER_CHARS:
         return None
-    s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                     # \\frac (escaped twice) -> \frac
+    if "&" not in s:  # (in an array a double backslash before a macro is a row break)
+        s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                 # \\frac (escaped twice) -> \frac
+    s = as_latex(s)                                                             # \SI{60}{\kilo\metre}, Sqrt[2], 2*I, ]2;7]
     s = base_numerals(degrees_minutes_seconds(s))                               # 22°30′ -> 22.5°; 0xFF -> FF_{16}
     s = _unicode_roots(s)                                                       # √27, ∛27, 0.(3), x₁
     for old, new in _UNICODE.items():
@@ -736,7 +746,7 @@ def clean(s):
         s = re.sub(r"(\\mathbb\{R\})\s*\\(?=\s*[\[(\\{])(?![\[(])", r"\1 \\setminus ", s)
     if re.search(r"[\u0370-\u03ff]", s):  # Greek letters by their Unicode names: θ -> \theta, Δ -> \Delta
         s = re.sub(r"[\u0370-\u03ff]", _greek_command, s)
-    s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|arccot|arcsec|arccsc|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",
+    s = re.sub(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|arccot|arcsec|arccsc|arsinh|arcsinh|arcosh|arccosh|artanh|arctanh|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])",
                r"\\\1 ", s)                                                        # cos 30°, log₂ 5: the functions
     s = re.sub(r"\\not\s*=", "\\\\ne ", s)
     s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2

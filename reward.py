@@ -49,8 +49,9 @@ import time
 import traceback
 
 from answer_compare import equivalent, gold_is_valid
-from answer_question import (asked_letter, asked_value, family_equal, form_violated, new_value, option_letter, option_value, question_options,
-                             question_verdict, restates_question, rounded_equal, rounding_asked, without_restated_side)
+from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, intercept_equal, new_value,
+                             option_letter, option_value, question_options,
+                             question_verdict, restates_question, rounded_equal, rounding_asked, same_span, without_restated_side)
 from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
 from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
@@ -108,6 +109,8 @@ def _choice_reward_unbounded(response, gold, options, strict=False, think_prefil
 
 
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
+    if re.search(r"\bH_?\{?[0₀o]|\bnull\b|hypothes", gold, re.I) and decision(gold):  # "Fail to reject $H_0$": the
+        return 1.0 if decision(final_text(response, think_prefilled)) == decision(gold) else 0.0  # decision, in any words
     answer, kind = _extract(response, strict, think_prefilled)
     if answer is not None and question and (restates_question(answer, question, gold) or form_violated(answer, question, gold)):
         return 0.0  # the expression the question asks to compute, given back unevaluated; not the form it asks for
@@ -126,7 +129,8 @@ def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, 
     if answer is not None and (rounded_equal(answer, gold, rounding_asked(question))
                                or _is_equiv_unbounded(option_letter(answer, options) or "", gold)
                                or _is_equiv_unbounded(option_value(answer, options) or "", gold)
-                               or family_equal(answer, gold, question)):
+                               or family_equal(answer, gold, question) or same_span(answer, gold, question)
+                               or intercept_equal(answer, gold, question)):
         return 1.0
     text = final_text(response, think_prefilled)
     readings = [asked_value(text, answer, question, strict=not free)] + ([new_value(text, answer, question)] if free else [])

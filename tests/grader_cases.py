@@ -1472,3 +1472,7 @@ RESPONSES = [
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{odd}', 0.0),
     ('Since h(2) = 4 and h(-2) = 4, so $h$ is twelve.', '12', 1.0),
 ]
+
+from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
+EQUIV.update(SYNTAX_EQUIV)
+RESPONSES += SYNTAX_RESPONSES

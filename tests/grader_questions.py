@@ -86,4 +86,16 @@ QUESTIONS = [
     # a closing list of labelled items: the item the question names
     ("What is the area of a 3 m by 5 m rectangle?", "- Area: 3 × 5 = 15 m²\n- Perimeter: 2(3 + 5) = 16 m", "15", 1.0),
     ("What is the perimeter of a 3 m by 5 m rectangle?", "- Area: 3 × 5 = 15 m²\n- Diagonal: √34 m\n- Perimeter: 16 m", "15", 0.0),
+    # a basis is defined up to its span: independent vectors spanning the same space, as many as the gold's
+    ("Find a basis for the row space of $\\begin{pmatrix}1&1\\\\2&2\\end{pmatrix}$.", "Basis: $\\{(3, 3)\\}$", "\\{(1,1)\\}", 1.0),
+    ("Find a basis for the row space of $\\begin{pmatrix}1&1\\\\2&2\\end{pmatrix}$.", "Basis: $\\{(1, -1)\\}$", "\\{(1,1)\\}", 0.0),
+    ("Find a basis for the plane $x - y + z = 0$.", "A basis: $\\{(1, 1, 0), (0, 1, 1)\\}$.", "\\{(1,1,0),(-1,0,1)\\}", 1.0),
+    ("Find a basis for the plane $x - y + z = 0$.", "A basis: $\\{(1, 1, 0), (2, 2, 0)\\}$.", "\\{(1,1,0),(-1,0,1)\\}", 0.0),
+    ("Find a basis for the plane $x - y + z = 0$.", "A basis: $\\{(1, 1, 0), (0, 1, 1), (1, 2, 1)\\}$.", "\\{(1,1,0),(-1,0,1)\\}", 0.0),
+    ("Which vectors lie in the plane $x - y + z = 0$?", "$\\{(1, 1, 0), (0, 1, 1)\\}$", "\\{(1,1,0),(-1,0,1)\\}", 0.0),
+    # an intercept: the point on the asked axis and its coordinate are one answer; a point off that axis is not
+    ("Find the $y$-intercept of $2x + 3y = 12$.", "The $y$-intercept is the point $(0, 4)$.", "4", 1.0),
+    ("Find the $y$-intercept of $2x + 3y = 12$.", "The $y$-intercept is the point $(4, 0)$.", "4", 0.0),
+    ("Find the $x$-intercepts of $y = x^2 - 9$.", "So $x = 3$ and $x = -3$.", "(-3,0),(3,0)", 1.0),
+    ("Find the $x$-intercepts of $y = x^2 - 9$.", "So $x = 3$.", "(-3,0),(3,0)", 0.0),
 ]
