@@ -110,6 +110,8 @@ def rounded_equal(pred, gold, rounding):
         if decimal is None or exact is None or exact.free_symbols or re.fullmatch(r"[-+]?\d*\.\d+", gv.strip()):
             return False  # (a decimal gold is compared by its own precision: _values_equal)
         kind, asked = rounding
+        if kind == "places" and asked <= 0 and exact.is_Integer and exact % 10 ** -asked == 0:
+            return sympy.Rational(pv.strip()) == exact  # `48000` for "to the nearest thousand" is the rounding itself
         shown = len(pv.split(".")[1]) if "." in pv else 0
         if kind == "places" and shown < asked or kind == "figures" and significant_digits(pv) < asked:
             return False
@@ -320,13 +322,17 @@ _CLOSED_FORM = re.compile(r"\bclosed[- ]form\b", re.I)
 _UNCLOSED = re.compile(r"\\(?:sum|prod|[lc]?dots)(?![a-z])|\.\.\.|…")
 _PARTIAL_FRACTIONS = re.compile(r"\bpartial[- ]fractions?\b", re.I)
 _SET_ASKED = re.compile(r"\b(?:solve|solutions?|roots?|zeros?|all|set|values)\b", re.I)
+# "solve ... for h", "express y in terms of x", "make t the subject", "isolate r": the variable asked for
+_SOLVE_FOR = re.compile(r"\b(?:solve\b[^.?]*?\bfor|express|isolate|make)\s+\$?\s*([A-Za-z](?:_\{?\w+\}?)?)\s*\$?"
+                        r"(?=\s*(?:[.,?;:]|$|in\s+terms|the\s+subject|(?:in|as|from|using|given)\b))", re.I)
 
 
 def form_violated(answer, question, gold=None):
     """The answer is not in the form the question asks: a sum, a product or an ellipsis where a closed form is asked
     (`\\sum_{k=1}^n k` for n(n+1)/2); one fraction where partial fractions are (the final side must be a sum of terms);
     a fraction not in lowest terms (`\\frac{375}{1000}`, `6/8`) where lowest terms or a simplified form are; a set
-    `\\{0\\}` for a gold that is one value, where the question asks for one quantity (no solutions, roots or set)."""
+    `\\{0\\}` for a gold that is one value, where the question asks for one quantity (no solutions, roots or set); an
+    equation solved for another variable than the one the question asks to solve for (a gold `y = ...`)."""
     if not question or not answer:
         return False
     final = split_top(clean(answer) or "", ["=", "\\approx"])[-1]
@@ -337,6 +343,11 @@ def form_violated(answer, question, gold=None):
     if gold is not None and re.fullmatch(r"\\\{[^{},;]*\\\}", final) and not re.search(r"\\\{|\{", gold) \
             and not _SET_ASKED.search(question):
         return True
+    solved = _SOLVE_FOR.search(question)
+    if solved and gold is not None and re.match(re.escape(solved.group(1)) + r"\s*=", clean(gold) or ""):
+        sides = [side.strip() for side in split_top(clean(answer) or "", ["="])]
+        if len(sides) > 1 and solved.group(1) not in (sides[0], sides[-1]):
+            return True  # `x = 5 - \frac53 y` where y is asked: the same line, solved for another variable
     if not _LOWEST_TERMS.search(question):
         return False
     fractions = re.findall(r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\w.])(-?\d+)\s*/\s*(\d+)(?![\w.])", answer or "")

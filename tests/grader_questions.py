@@ -23,6 +23,18 @@ QUESTIONS = [
     ('What is $\\sqrt{7}$ to the nearest hundredth?', 'The answer is 2.64.', '\\sqrt{7}', 0.0),
     ('What is $\\sqrt{7}$?', 'The answer is 2.65.', '\\sqrt{7}', 0.0),
     ('Give $e^2$ to three significant figures.', '\\boxed{7.39}', 'e^2', 1.0),
+    # a gold already at the asked precision is the rounding itself: only it is paid
+    ('Round 6,451 to the nearest hundred.', '6,451 ≈ 6,500', '6500', 1.0),
+    ('Round 6,451 to the nearest hundred.', '6,451 ≈ 6,450', '6500', 0.0),
+    ('What is 905/7 to the nearest whole number?', '905/7 = 129.29 (2 d.p.)', '129', 0.0),
+    ('What is 905/7 to the nearest whole number?', '905/7 ≈ 129.29, so about 129.', '129', 1.0),
+    # solved for the variable the question asks: the same relation solved for another variable is not the answer
+    ('Solve $p = 2q + 6$ for $q$.', 'Rearranging, $q = \\frac{p - 6}{2}$.', 'q = \\frac{p-6}{2}', 1.0),
+    ('Solve $p = 2q + 6$ for $q$.', 'Rearranging, $p = 2q + 6$, so $\\frac{p-6}{2} = q$.', 'q = \\frac{p-6}{2}', 1.0),
+    ('Solve $p = 2q + 6$ for $q$.', 'Rearranging, $2q = p - 6$ and $p = 2q + 6$.', 'q = \\frac{p-6}{2}', 0.0),
+    ('Solve $2x + 4y = 8$ for $y$.', '$2x = 8 - 4y$, so $x = 4 - 2y$.', 'y = 2 - \\frac{x}{2}', 0.0),
+    ('Solve $2x + 4y = 8$ for $y$.', '$4y = 8 - 2x$, so $y = 2 - \\frac{x}{2}$.', 'y = 2 - \\frac{x}{2}', 1.0),
+    ('Make $r$ the subject of $V = \\pi r^2 h$.', '$h = \\frac{V}{\\pi r^2}$', 'r = \\sqrt{\\frac{V}{\\pi h}}', 0.0),
     ('Give $e^2$ to three significant figures.', '\\boxed{7.4}', 'e^2', 0.0),
     ('Which is prime? (A) 51 (B) 57 (C) 59 (D) 63', 'Only 59 is prime, so the answer is 59.', 'C', 1.0),
     ('Which is prime? (A) 51 (B) 57 (C) 59 (D) 63', 'Only 57 is prime, so the answer is 57.', 'C', 0.0),
