@@ -49,8 +49,16 @@ _CHAT_TURN = re.compile(r"<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>|<\|eot_id\
 
 
 def final_text(response, think_prefilled=False):
-    """The part of a response that can state its final answer, or None when the response was cut off inside a
-    reasoning block. think_prefilled: the prompt itself opened a `<think>` block (R1-Zero style templates)."""
+    """The part of a response that can state its final answer (after_reasoning), an interpreter session in it read
+    as its outputs (syntaxes.transcript), or None when the response was cut off inside a reasoning block."""
+    text = after_reasoning(response, think_prefilled)
+    return None if text is None else transcript(text)
+
+
+def after_reasoning(response, think_prefilled=False):
+    """The text after a response's reasoning (what the code reward runs the last program of), or None when the
+    response was cut off inside a reasoning block. think_prefilled: the prompt itself opened a `<think>` block (R1-Zero
+    style templates)."""
     if not response:
         return None
     text = response[-MAX_RESPONSE_CHARS:]
@@ -71,7 +79,7 @@ def final_text(response, think_prefilled=False):
         return None
     if "<|begin_of_solution|>" in text:
         text = text.rsplit("<|begin_of_solution|>", 1)[1]
-    return transcript(text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:])  # (an interpreter session's outputs)
+    return text.split("<|end_of_solution|>", 1)[0][-MAX_RESPONSE_CHARS:]
 
 
 # Chat styles around a value. Struck-out text is taken back: `~~36~~`, `<s>36</s>`, `<del>`, `<strike>`, `\\sout{36}`,

@@ -52,7 +52,7 @@ from answer_compare import equivalent, gold_is_valid
 from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, intercept_equal, new_value,
                              option_letter, option_value, question_options,
                              question_verdict, restates_question, rounded_equal, rounding_asked, same_span, without_restated_side)
-from answer_span import final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py reads a solution's box)
+from answer_span import after_reasoning, final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py)
 from answer_value import CURRENCY, reduce_span
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
 from code_reward import score_code_batch
@@ -339,7 +339,7 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
     too the multiple-choice rules (score_choice_batch: GPQA, hub_sets.py). Returns floats in
     [0, 1]; `stats` receives both graders' counts (timeouts, invalid_gold, code_timeouts, sandbox_refusals, ...).
     strict: see extract_answer (math rows only). think_prefilled, and a <think> the response opens itself: one
-    rule for math and code (answer_span.final_text): only the text after the reasoning is graded, and a response
+    rule for math and code (answer_span.after_reasoning): only the text after the reasoning is graded, and a response
     that never closes its reasoning has no answer -- for code, no program (a draft code block written while
     thinking is not the answer), counted in stats as `code_no_program`."""
     if len(responses) != len(problems):
@@ -365,7 +365,7 @@ def score_problems(responses, problems, workers=2, timeout_s=DEFAULT_TIMEOUT_S, 
     if code_rows:
         # tests under a published protocol read the whole response by its own rule (protocols.extract_program)
         part = score_code_batch([responses[i] if isinstance(problems[i]["tests"], dict) and problems[i]["tests"].get(
-                                 "protocol") else final_text(responses[i], think_prefilled) or "" for i in code_rows],
+                                 "protocol") else after_reasoning(responses[i], think_prefilled) or "" for i in code_rows],
                                 [problems[i]["tests"] for i in code_rows],
                                 workers=workers, timeout_s=code_timeout_s or CODE_TIMEOUT_S, stats=stats)
         for i, s in zip(code_rows, part):
