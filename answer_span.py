@@ -35,7 +35,7 @@ import unicodedata
 
 from answer_compare import equivalent
 from answer_markup import entities, peel
-from syntaxes import transcript
+from syntaxes import roots, transcript
 from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, code_forms, is_english, parse_math, split_unit
 from numerals import decimal_comma_text, plain_unicode
@@ -561,7 +561,7 @@ def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
     text = _drop_echoed_instructions(_without_next_problem(_without_signoff(_without_loop_tail(_markup(peel(_chat_marks(
-        plain_unicode(entities(text)))))))))
+        roots(plain_unicode(entities(text))))))))))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
         typo = _unclosed_box(text, last_box + len("\\boxed"))

@@ -279,7 +279,7 @@ def _joined_assignments(sentence, candidates):
 _RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
 SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
                 "on", "or", "so", "to", "up", "us", "we", "i"}
-_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓°")
+_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠≈×·−±∓°")
 
 
 def _wrap_raw_math(piece):
@@ -553,6 +553,27 @@ def _solved_for(sentence, candidates):
         run.append((position, value))
     steps = [v for _, v in run[1:]]
     return candidates[-1] if steps and any(not re.fullmatch(r"\s*[A-Za-z]\s*=[^=]+", v) for v in steps) else None
+
+
+def _derivation_end(sentence):
+    """The last equation of a sentence that ends on it, when the sentence is a derivation whatever its words: the
+    letter solved for (`3x = 18, then divide by 3, so x = 6`; the letter is in an earlier equation that is not itself
+    an assignment) or a computation on an earlier result (`... = 1111, and 7 \\times 1111 = 7777`), else None."""
+    steps = _candidates(sentence)
+    position, last = steps[-1]
+    segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+    if not re.fullmatch(r"[\s$*_]*[.!]?\s*", sentence[segment.end() if segment else position + len(last):]):
+        return None
+    earlier = [v for _, v in steps[:-1] if "=" in v]
+    solved = re.fullmatch(r"\s*([A-Za-z])\s*=\s*([^=<>]+)", last)
+    if solved:
+        letter = rf"(?<![A-Za-z\\]){solved.group(1)}(?![A-Za-z])"
+        return last if any(re.search(letter, v) and not re.fullmatch(r"\s*[A-Za-z]\s*=[^=]+", v) for v in earlier) else None
+    computed = re.fullmatch(r"([^=A-Za-z]*?\d[^=A-Za-z]*)=\s*(-?\d[\d,]*(?:\.\d+)?)\s*", re.sub(r"\\(?:times|cdot|div)\b", "*", last))
+    results = [v.split("=")[-1].strip() for v in earlier]
+    used = computed and any(re.fullmatch(r"-?\d[\d,]*(?:\.\d+)?", r) and re.search(rf"(?<![\d.]){re.escape(r)}(?![\d.])",
+                                                                                   computed.group(1)) for r in results)
+    return computed.group(2) if used else None
 
 
 def _unit_after(after):
@@ -1332,7 +1353,8 @@ def conclusion_value(text, finished=True):
                 return None  # "Remaining = 27 - 4": a computation the response stops before finishing
             if value is None and len(_candidates(prepared)) > 1 and not _OTHER_CASE.search(sentence) \
                     and not UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
-                return _asked_for(prepared, tail) or _last_clause(prepared)  # else the last clause's ("...; the larger is 11")
+                return _derivation_end(prepared) or _asked_for(prepared, tail) or _last_clause(prepared)  # else the last
+                # clause's ("...; the larger is 11")
             return value
     return None
 

@@ -752,6 +752,7 @@ def clean(s):
     s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2
     s = re.sub(r"\{\s*([^{}]+?)\s*\\choose\s*([^{}]+?)\s*\}", r"\\binom{\1}{\2}", s)      # {10 \choose 3}
     s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(?=\()", r"\\sqrt", s)                        # sqrt(2)
+    s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(\d+(?:\.\d+)?|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt{\1}", s)  # 2sqrt3, sqrt 50
     s = re.sub(r"(?<![\\a-zA-Z])pi(?![a-zA-Z])", r"\\pi ", s)                          # 2pi
     s = s.replace("\\AA", "Å")
     s = re.sub(r"\\colon(?![a-zA-Z])", ":", s)

@@ -9,6 +9,8 @@ rewrites text by its grammar, and every expansion is bounded.
                  `array([2., 3.])`
   separators     a tuple or point with semicolons `(2; 3)`, `M(2;\\ 3)`; French intervals with outward brackets
                  `]2 ; 7]`, `]-\\infty ; 3[` (an opening `]` or a closing `[` is an open end)
+  roots          plain-text roots `2sqrt3`, `sqrt 50`, `5sqrt(2)`, `√(25*2)`: \\sqrt{...} over the number, letter or
+                 parenthesised group after them (applied to a whole response: answer_span.find_span)
   ranges         `1, 2, \\ldots, 7` and `1, 2, 4, \\ldots, 64`: an arithmetic or geometric progression that reaches its
                  last term exactly, listed (at most MAX_RANGE terms; otherwise left as written)
 """
@@ -189,6 +191,14 @@ def _listed(m):
         if terms[-1] == last:
             return ", ".join(str(x) for x in terms)
     return m.group(0)
+
+
+_ROOT = re.compile(r"(?<![\\A-Za-z])(?:sqrt|√)\s*(?:\(([^()\n]{1,40})\)|(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z])))")
+
+
+def roots(s):
+    """Roots written in plain text as LaTeX (see the module docstring): `x = 2sqrt3` -> `x = 2\\sqrt{3}`."""
+    return _ROOT.sub(lambda m: "\\sqrt{" + (m.group(1) or m.group(2)) + "}", s) if "sqrt" in s or "√" in s else s
 
 
 def ranges(s):
