@@ -1428,6 +1428,7 @@ def equivalent(pred, gold):
 @lru_cache(maxsize=4096)
 def gold_is_valid(gold):
     """Can this gold answer be graded at all? Not when it is empty, longer than MAX_ANSWER_CHARS, has unbalanced
-    brackets or no letter or digit. (Golds that are not formulas, like `52_8` or `3:1`, still compare.)"""
+    brackets or no letter or digit, save a relation symbol alone (`<`: a blank to fill). (Golds that are not formulas,
+    like `52_8` or `3:1`, still compare.)"""
     g = clean(gold)
-    return g is not None and bool(re.search(r"[A-Za-z0-9]", g)) and balanced(g)
+    return g is not None and (bool(re.search(r"[A-Za-z0-9]", g)) or g.strip() in ("<", ">", "=", "≤", "≥")) and balanced(g)

@@ -419,8 +419,9 @@ def _case_answer(sentence):
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
 _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not|no\s+es|no\s+son|n'est\s+pas|ist\s+nicht|nicht|не|não\s+é|"
                        r"non\s+è)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?(?:\s*(?:sino|mais|sondern|а|mas|ma)\b)?"
-                       r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
-                       r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
+                       r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:(?:also|simply|clearly|therefore)\s+)?"
+                       r"(?:rejected|discarded|extraneous|invalid|excluded|ruled\s+out|wrong|incorrect|mistaken|incomplete|"
+                       r"(?:a\s+)?mistake|an\s+error|not\s+(?:correct|right|the\s+answer))\b", re.I)  # ("the student's 2 is wrong")
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
 _RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
                        r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?:an?\s+)?(?=(?:\d{1,2}:\d{2}|" + _VALUE_TEXT
@@ -1015,6 +1016,7 @@ def _prepared(sentence):
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+    sentence = re.sub(r"(?<=[A-Za-z]{2})['’](?=s\b)", "", sentence)  # "it's 1/36": a contraction, not a prime
     sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence  # ", k ∈ ℤ"
     sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
     sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"

@@ -49,8 +49,8 @@ import time
 import traceback
 
 from answer_compare import equivalent, gold_is_valid
-from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, intercept_equal, new_value,
-                             option_letter, option_value, question_options,
+from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, intercept_equal, new_value, other_unit,
+                             option_letter, option_value, question_choice, question_options,
                              question_verdict, restates_question, rounded_equal, rounding_asked, same_span, without_restated_side)
 from answer_span import after_reasoning, final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py)
 from answer_value import CURRENCY, reduce_span
@@ -109,6 +109,13 @@ def _choice_reward_unbounded(response, gold, options, strict=False, think_prefil
 
 
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
+    paid = _paid(response, gold, strict, think_prefilled, question)
+    if paid and question and other_unit(final_text(response, think_prefilled), gold, question):
+        return 0.0  # "Convert 77°F to degrees Celsius." -> "25 °F": the gold's number, in a unit the question does not ask for
+    return paid
+
+
+def _paid(response, gold, strict, think_prefilled, question):
     if re.search(r"\bH_?\{?[0₀o]|\bnull\b|hypothes", gold, re.I) and decision(gold):  # "Fail to reject $H_0$": the
         return 1.0 if decision(final_text(response, think_prefilled)) == decision(gold) else 0.0  # decision, in any words
     answer, kind = _extract(response, strict, think_prefilled)
@@ -136,6 +143,9 @@ def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, 
     readings = [asked_value(text, answer, question, strict=not free)] + ([new_value(text, answer, question)] if free else [])
     if any(r is not None and _is_equiv_unbounded(r, gold) for r in readings):
         return 1.0
+    choice = question_choice(text, question) if free else None
+    if choice is not None and _is_equiv_unbounded(choice, gold):
+        return 1.0  # "Which is larger, $2^{30}$ or $3^{20}$?" -> "so $3^{20} > 2^{30}$"; "... so it is unlikely."
     verdict = question_verdict(text, question) if not strict else None  # (strict: no free text)
     return 1.0 if verdict and _is_equiv_unbounded(verdict, gold) else 0.0
 

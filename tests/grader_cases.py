@@ -1471,6 +1471,20 @@ RESPONSES = [
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{even}', 1.0),
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{odd}', 0.0),
     ('Since h(2) = 4 and h(-2) = 4, so $h$ is twelve.', '12', 1.0),
+    # plain-text roots; a sentence that ends a derivation states its last equation; ≈ joins a formula in prose
+    ('x = sqrt(12) = 2sqrt3', '2\\sqrt{3}', 1.0), ('x = sqrt(12) = 2sqrt3', '3\\sqrt{2}', 0.0),
+    ('sqrt 50 = sqrt(25*2) = 5sqrt(2)', '5\\sqrt{2}', 1.0), ('The answer is 5√(2).', '5\\sqrt{2}', 1.0),
+    ('The answer is 5sqrt(3).', '5\\sqrt{2}', 0.0),
+    ('$\\frac{10^4-1}{9} = 1111$, and $7 \\times 1111 = 7777$.', '7777', 1.0),
+    ('$\\frac{10^4-1}{9} = 1111$, and $7 \\times 1111 = 7777$.', '1111', 0.0),
+    ('3^(x+1) = 3^4, so x + 1 = 4 and x = 3', '3', 1.0), ('3^(x+1) = 3^4, so x + 1 = 4 and x = 3', '4', 0.0),
+    ('نضيف 7 إلى الطرفين: 3x = 18، ثم نقسم على 3، إذن x = 6.', '6', 1.0),
+    ('نضيف 7 إلى الطرفين: 3x = 18، ثم نقسم على 3، إذن x = 6.', '18', 0.0),
+    ('So x = 2 and y = 3.', '3', 0.0), ('So √2 ≈ 1.4142.', '1.4142', 1.0), ('So √2 ≈ 1.4142.', '1.4143', 0.0),
+    ("Alice is wrong: the dice are independent, so it's 1/6 × 1/6 = 1/36, not 1/6.", '\\frac{1}{36}', 1.0),
+    ("Alice is wrong: the dice are independent, so it's 1/6 × 1/6 = 1/36, not 1/6.", '\\frac{1}{6}', 0.0),
+    ('Product rule: $\\ln x + 1$. So his answer $\\ln x$ is incomplete.', '\\ln x + 1', 1.0),
+    ('Product rule: $\\ln x + 1$. So his answer $\\ln x$ is incomplete.', '\\ln x', 0.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
