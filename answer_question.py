@@ -19,6 +19,8 @@ bench.py's variant sets). Each returns a verdict or a value, or None/False when 
   question_choice(text, question): the one of the alternatives a question offers ("Which is larger, $2^{30}$ or
     $3^{20}$?", "certain, likely, unlikely, or impossible?", "Fill in the blank with $<$, $>$, or $=$", "Plan A ... Plan
     B") that the conclusion picks: by naming it, by a relation between them, or by negating the other of two.
+  response_options(text): the options a response lists itself before it answers with a letter ("A. 5  B. 6  C. 7
+    ... Answer: C"), as question_options reads a question's.
   other_unit(text, gold, question): the conclusion states the gold's number in another unit than the one the question
     asks for ("Convert 77°F to degrees Celsius." -> "so it is 25 °F": not paid).
 """
@@ -157,7 +159,7 @@ def question_options(question):
         return {}
     options = {}
     for k in range(start, len(labels)):
-        if letters[k] != "ABCDE"[k - start]:
+        if k - start >= 5 or letters[k] != "ABCDE"[k - start]:
             break
         end = labels[k + 1].start() if k + 1 < len(labels) else len(question)
         options[letters[k]] = re.sub(r"[\s,;]*(?:or)?\s*$", "", question[labels[k].end():end].split("\n")[0]).strip()
@@ -468,6 +470,24 @@ def option_value(answer, options):
     """The text of the option an answer names by its letter alone (`B`, `(B)`, `\\textbf{(B)}`), else None."""
     letter = re.fullmatch(r"\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?\s*\.?\s*", answer or "")
     return options.get(letter.group(1)) if letter else None
+
+
+_INLINE_OPTION = re.compile(r"(?:(?<=\s)|^)([A-E])[.)][ \t]+(?=\S)")
+
+
+def response_options(text):
+    """{letter: text} of the options a response lists (one per line, "(A) ...", or on one line "A. 5  B. 6  C. 7"),
+    from A in order; {} when it lists none."""
+    options = question_options(text or "")
+    if options:
+        return options
+    for line in reversed((text or "").split("\n")[-20:]):
+        labels = list(_INLINE_OPTION.finditer(line))
+        letters = "".join(m.group(1) for m in labels)
+        if len(labels) >= 3 and "ABCDE".startswith(letters):
+            return {m.group(1): line[m.end():labels[k + 1].start() if k + 1 < len(labels) else len(line)].strip()
+                    for k, m in enumerate(labels)}
+    return {}
 
 
 # A unit the question asks for: "in miles", "to degrees Celsius", "How many minutes ...?" (a unit word that ends the

@@ -38,7 +38,7 @@ from answer_markup import entities, peel
 from syntaxes import roots, transcript
 from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, code_forms, is_english, parse_math, split_unit
-from numerals import decimal_comma_text, plain_unicode
+from numerals import accounting_negatives, decimal_comma_text, plain_unicode
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
 
@@ -561,7 +561,7 @@ def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
     text = _drop_echoed_instructions(_without_next_problem(_without_signoff(_without_loop_tail(_markup(peel(_chat_marks(
-        roots(plain_unicode(entities(text))))))))))
+        accounting_negatives(roots(plain_unicode(entities(text)))))))))))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
         typo = _unclosed_box(text, last_box + len("\\boxed"))

@@ -50,7 +50,7 @@ import traceback
 
 from answer_compare import equivalent, gold_is_valid
 from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, intercept_equal, new_value, other_unit,
-                             option_letter, option_value, question_choice, question_options,
+                             option_letter, option_value, question_choice, question_options, response_options,
                              question_verdict, restates_question, rounded_equal, rounding_asked, same_span, without_restated_side)
 from answer_span import after_reasoning, final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py)
 from answer_value import CURRENCY, reduce_span
@@ -128,6 +128,9 @@ def _paid(response, gold, strict, think_prefilled, question):
         return 1.0 if _is_equiv_unbounded(lettered, gold) else 0.0
     if answer is not None and _is_equiv_unbounded(answer, gold):
         return 1.0
+    if answer is not None and not (question and question_options(question)) and _is_equiv_unbounded(
+            option_value(answer, response_options(final_text(response, think_prefilled))) or "", gold):
+        return 1.0  # "A. 5  B. 6  C. 7  D. 30 ... Answer: C": the value of the option the response lists and picks
     if not question:
         return 0.0
     # with the question (answer_question.py): a rounding it asks for (`0.6931` for ln 2), the option a value is (`29` is

@@ -1485,6 +1485,15 @@ RESPONSES = [
     ("Alice is wrong: the dice are independent, so it's 1/6 × 1/6 = 1/36, not 1/6.", '\\frac{1}{6}', 0.0),
     ('Product rule: $\\ln x + 1$. So his answer $\\ln x$ is incomplete.', '\\ln x + 1', 1.0),
     ('Product rule: $\\ln x + 1$. So his answer $\\ln x$ is incomplete.', '\\ln x', 0.0),
+    # the options a response lists itself, then picks by letter; amounts in parentheses written for negative ones
+    ('Choices: A. 5  B. 6  C. 7  D. 30\nSolution: 35 / 5 = 7.\nAnswer: C', '7', 1.0),
+    ('Choices: A. 5  B. 6  C. 7  D. 30\nSolution: 35 / 5 = 7.\nAnswer: B', '7', 0.0),
+    ('A) 4\nB) 24\nC) 48\nD) 96\nAnswer: B', '24', 1.0), ('A) 4\nB) 24\nC) 48\nD) 96\nAnswer: C', '24', 0.0),
+    ('Net income = 12,000 − 15,500 = ($3,500), i.e. a net loss.', '-3500', 1.0),
+    ('Net income = 12,000 − 15,500 = ($3,500), i.e. a net loss.', '3500', 0.0),
+    ('Profit per share = 41 − 48 = (7)', '-7', 1.0), ('Profit per share = 48 − 41 = (7)', '-7', 0.0),
+    ('Net cash flow = 500 − 800 + 200 = $(100)', '-100', 1.0), ('Net cash flow = 500 − 800 + 200 = $(100)', '100', 0.0),
+    ('| **Ending balance** | **(70.00)** |', '-70', 1.0), ('So $f(7) = 3$.', '-7', 0.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
