@@ -528,8 +528,8 @@ def other_unit(text, gold, question):
 # alone (a math alternative or a name with a word of the question's own, or as the whole sentence: "-> **Store X**"),
 # when it negates the other of two ("so it is not prime" picks "composite"), or by a relation between them: the side
 # a "which is larger/smaller" asks for, or the relation a blank between two quantities asks for ("$2^{10} > 10^3$")
-_ALT = r"(\$[^$]{1,60}\$|[<>=≤≥]|[A-Za-z][A-Za-z-]*)"
-_ALT_LIST = re.compile(_ALT + r"((?:\s*,\s*" + _ALT + r")*)\s*,?\s+or\s+" + _ALT + r"(?=\s*[?.:;,]|\s*$)")
+_ALT_KINDS = (r"\$[^$]{1,60}\$", r"\$?[<>=≤≥]\$?", r"[A-Za-z][A-Za-z-]*")  # math, a relation symbol, a word
+_ALT_LISTS = [re.compile("(" + alt + r")((?:\s*,\s*" + alt + r")*)\s*,?\s+or\s+(" + alt + r")(?=\s*[?.:;,]|\s*$)") for alt in _ALT_KINDS]
 _NAMED = re.compile(r"\b([A-Z][a-z]+)\s+([A-Z]|\d)\b")
 _RELATIONS = {">": ">", "<": "<", "=": "=", "≥": "≥", "≤": "≤", "\\gt": ">", "\\lt": "<", "\\ge": "≥", "\\geq": "≥",
               "\\le": "≤", "\\leq": "≤"}
@@ -543,11 +543,11 @@ _SMALLER = re.compile(r"\b(?:smaller|less|lower|fewer|smallest|least|lowest)\b",
 def _alternatives_offered(question):
     """The alternatives a question offers (see above), as written, or []."""
     found = []
-    for m in _ALT_LIST.finditer(question[-1500:]):
-        items = [m.group(1)] + re.findall(_ALT, m.group(2)) + [m.group(4)]
-        kinds = {"math" if x.startswith("$") else "symbol" if x in _RELATIONS else "word" for x in items}
-        if len(kinds) == 1 and len(set(items)) == len(items) and not (kinds == {"word"} and {x.lower() for x in items} & STOP_WORDS):
-            found = [x.strip("$").strip() for x in items]
+    for alt, pattern in zip(_ALT_KINDS, _ALT_LISTS):
+        for m in pattern.finditer(question[-1500:]):
+            items = [m.group(1)] + re.findall(alt, m.group(2)) + [m.group(3)]
+            if len(set(items)) == len(items) and not (alt == _ALT_KINDS[2] and {x.lower() for x in items} & STOP_WORDS):
+                found = [x.strip("$").strip() for x in items]
     heads = {}
     for m in _NAMED.finditer(question):
         heads.setdefault(m.group(1), []).append(m.group(0))
@@ -615,4 +615,5 @@ def question_choice(text, question):
     rest = re.sub(r"\b(?:" + "|".join(re.escape(x) for x in items) + r")\b", " ", last, flags=re.I)
     own_word = any(w.lower() in words - {w.lower() for x in items for w in x.split()} for w in re.findall(r"[A-Za-z]{4,}", rest))
     alone = not re.sub(r"\b(?:final|answer|so|thus|hence|therefore|the|is|it)\b", "", rest, flags=re.I).strip(" .:!*_→=>-\n")
-    return choice if choice[:1].isalpha() and " " not in choice or own_word or alone else None
+    word = re.fullmatch(r"[A-Za-z][A-Za-z-]*", choice)  # (an adjective offered: "likely", "composite"; it names itself)
+    return choice if word or own_word or alone else None

@@ -141,4 +141,7 @@ QUESTIONS = [
      "Distributing: 2x - 6 = 10, so x = 8. The student's answer of 2 is wrong.", "8", 1.0),
     ("A student says the solution of 2(x - 3) = 10 is x = 2. Give the correct solution.",
      "Distributing: 2x - 6 = 10, so x = 8. The student's answer of 2 is wrong.", "2", 0.0),
+    ("Which fraction is larger, $\\frac{7}{9}$ or $\\frac{11}{14}$?", "Since 98 < 99, 7/9 < 11/14.", "\\frac{11}{14}", 1.0),
+    ("Which fraction is larger, $\\frac{7}{9}$ or $\\frac{11}{14}$?", "Since 98 < 99, 7/9 > 11/14.", "\\frac{11}{14}", 0.0),
+    ("Which is larger, $\\pi^e$ or $e^\\pi$?", "$\\pi^e \\approx 22.46$ and $e^\\pi \\approx 23.14$, so they are about equal.", "e^{\\pi}", 0.0),
 ]
