@@ -260,6 +260,24 @@ def _command_call(line):
     return i + 1 + tail.end()
 
 
+# ---- a formal statement: a response that ends on a Lean proof states its answer in the theorem -----------------------
+_LEAN_BLOCK = re.compile(r"```\s*lean4?\s*\n(.*?)```\s*$", re.S | re.I)
+_LEAN_STATEMENT = re.compile(r"\b(?:theorem|lemma|example)\b[^:]*?:\s*(.+?)\s*:=", re.S)
+
+
+def lean_answer(text):
+    """A response that ends on a Lean block whose theorem states an equation (`(2 : ℕ) ^ 10 = 1024`, `2 ^ 100 % 7 = 2`)
+    or an extremum (`IsLeast S 1`, `IsGreatest S 9`), with that value stated after it ("The answer is 1024."); other
+    text is returned as it is."""
+    block = _LEAN_BLOCK.search(text or "") if "```" in (text or "") else None
+    statement = _LEAN_STATEMENT.search(block.group(1)) if block else None
+    if statement is None:
+        return text
+    claim = " ".join(statement.group(1).split())
+    value = re.fullmatch(r"[^=]*[^=<>:!]=\s*(-?\d+(?:\s*/\s*\d+)?)", claim) or re.fullmatch(r"Is(?:Least|Greatest)\s+.+\s(-?\d+)", claim)
+    return f"{text.rstrip()}\n\nThe answer is {value.group(1)}." if value else text
+
+
 def transcript(text):
     """A response holding an interpreter session (`>>> np.mean(x)` / `np.float64(7.0)`; `In[1]:= D[x Sin[x], x]` /
     `Out[1]= x Cos[x] + Sin[x]`) or computer-algebra commands (`Simplify[Sqrt[18]] gives 3 Sqrt[2]`): input lines,

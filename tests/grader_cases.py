@@ -1494,6 +1494,12 @@ RESPONSES = [
     ('Profit per share = 41 − 48 = (7)', '-7', 1.0), ('Profit per share = 48 − 41 = (7)', '-7', 0.0),
     ('Net cash flow = 500 − 800 + 200 = $(100)', '-100', 1.0), ('Net cash flow = 500 − 800 + 200 = $(100)', '100', 0.0),
     ('| **Ending balance** | **(70.00)** |', '-70', 1.0), ('So $f(7) = 3$.', '-7', 0.0),
+    # a response that ends on a Lean proof states its answer in the theorem
+    ('```lean4\ntheorem answer : (2 : ℕ) ^ 10 = 1024 := by norm_num\n```', '1024', 1.0),
+    ('```lean4\ntheorem answer : (2 : ℕ) ^ 10 = 1000 := by norm_num\n```', '1024', 0.0),
+    ('```lean\nexample : 2 ^ 100 % 7 = 2 := by norm_num\n```', '2', 1.0), ('```lean\nexample : 2 ^ 100 % 7 = 2 := by norm_num\n```', '100', 0.0),
+    ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '1', 1.0),
+    ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '3', 0.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
