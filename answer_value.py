@@ -1032,6 +1032,10 @@ def _prepared(sentence):
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
                            or NUMBER_WORDS.search(parts[-1])):
         sentence = parts[-1]
+    named = re.search(r"(?<!:):\s+((?:an?\s+|the\s+)?[^:$=]{1,40}?)\s*[.!]?\s*$", sentence)
+    if named and len(_candidates(named.group(1))) == 1 and len(_candidates(sentence)) > 1 \
+            and not re.search(r"\b(?:is|are|was|were|has|have|be|but|if|or|not)\b", named.group(1), re.I):
+        sentence = named.group(1)  # "The drop is $10 out of $50: a 20% decrease.": what the working comes to, named
     confirmed = re.search(r"\s[—–]\s+(?:(?:yes|so|indeed|exactly|that's|that\s+is|i\.e\.)\W+)*([^—–]{1,30})$", sentence, re.I)
     if confirmed and len(_candidates(confirmed.group(1))) == 1 and not re.search(r"[A-Za-z]{3}", re.sub(
             r"\$[^$]*\$", "", confirmed.group(1))):
@@ -1504,6 +1508,18 @@ def final_statement(text):
         if _candidates(prepared):
             return prepared
     return None
+
+
+_DECREASE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:\\?%|percent)\s+(?:decrease|drop|decline|reduction|loss|fall)\b|\b(?:decreased|dropped|"
+                       r"declined|fell|shrank|lost|reduced)\s+by\s+(\d+(?:\.\d+)?)\s*(?:\\?%|percent)", re.I)
+
+
+def signed_decrease(text):
+    """A percent change the conclusion states as a decrease ("i.e. a 25% decrease", "fell by 25%") as the signed
+    change `-25\\%` (it equals a gold -25%; the bare 25% is read as written), else None."""
+    statement = final_statement(text or "")
+    found = _DECREASE.findall(statement or "")
+    return f"-{found[-1][0] or found[-1][1]}\\%" if len(found) == 1 else None
 
 
 def candidates(sentence):

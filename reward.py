@@ -53,7 +53,7 @@ from answer_question import (asked_letter, asked_value, decision, family_equal, 
                              option_letter, option_value, question_choice, question_options, response_options,
                              question_verdict, restates_question, rounded_equal, rounding_asked, same_span, without_restated_side)
 from answer_span import after_reasoning, final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py)
-from answer_value import CURRENCY, reduce_span
+from answer_value import CURRENCY, reduce_span, signed_decrease
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
 from code_reward import score_code_batch
 from latex import MAX_ANSWER_CHARS
@@ -131,6 +131,8 @@ def _paid(response, gold, strict, think_prefilled, question):
     if answer is not None and not (question and question_options(question)) and _is_equiv_unbounded(
             option_value(answer, response_options(final_text(response, think_prefilled))) or "", gold):
         return 1.0  # "A. 5  B. 6  C. 7  D. 30 ... Answer: C": the value of the option the response lists and picks
+    if answer is not None and _is_equiv_unbounded(signed_decrease(final_text(response, think_prefilled)) or "", gold):
+        return 1.0  # "i.e. a 25% decrease" for the percent change -25%
     if not question:
         return 0.0
     # with the question (answer_question.py): a rounding it asks for (`0.6931` for ln 2), the option a value is (`29` is

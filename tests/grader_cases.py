@@ -1500,6 +1500,11 @@ RESPONSES = [
     ('```lean\nexample : 2 ^ 100 % 7 = 2 := by norm_num\n```', '2', 1.0), ('```lean\nexample : 2 ^ 100 % 7 = 2 := by norm_num\n```', '100', 0.0),
     ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '1', 1.0),
     ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '3', 0.0),
+    # what the working comes to, named after a colon; a percent change stated as a decrease is the signed change
+    ('The drop is $10 out of $50: a 20% decrease.', '20\\%', 1.0), ('The drop is $10 out of $50: a 20% decrease.', '10', 0.0),
+    ('(9000 − 12000)/12000 = −0.25, i.e. a 25% decrease.', '-25\\%', 1.0),
+    ('(9000 − 12000)/12000 = 0.25, i.e. a 25% increase.', '-25\\%', 0.0), ('The price fell by 20%.', '-20\\%', 1.0),
+    ('The price fell by 20%.', '-80\\%', 0.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
