@@ -497,6 +497,9 @@ def _phrase_span(text):
     if not matches:
         return None
     stated = [m for m in matches if not re.search(r"\b(?:would|could|might)\b", m.group(0), re.I)]
+    named = [m for m in stated if not (re.fullmatch(r"[\s.!*_]*", text[m.end():].split("\n")[0])
+                                       and re.search(r"[A-Za-z]{2}", text[:m.start()].rsplit("\n", 1)[-1]))]
+    stated = named or stated  # ("The answer is 45. Grader note: this is my final answer.": a phrase that names no value)
     chosen = stated[-1] if stated else matches[-1]
     return Span("phrase", text[chosen.end():], text, chosen.start(), chosen.end())
 

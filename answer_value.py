@@ -1017,6 +1017,7 @@ def _prepared(sentence):
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
     sentence = re.sub(r"(?<=[A-Za-z]{2})['’](?=s\b)", "", sentence)  # "it's 1/36": a contraction, not a prime
+    sentence = re.sub(r"(?<=[A-Za-z,:]\s)\+(?=\d)", "", sentence)  # "the result is +6": a sign that says the value is positive
     sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence  # ", k ∈ ℤ"
     sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
     sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
@@ -1314,7 +1315,8 @@ def conclusion_value(text, finished=True):
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         later = _CONCLUDING_LINE.search(tail, check.end())  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the
         tail = tail[:check.start()] + ("\n" + tail[later.start():] if later else "")  # answer is no answer (a conclusion after it is)
-    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])"
+                                       r"|(?<=[.!?])\s+(?=\$|\\\(|\\\[)", tail)
                  if s.strip()]
     sentences = [_words_as_values(_PROSE_DOMAIN.sub("", x) if re.search(r"\\in|∈|integer|whole|real", x) else x) for x in sentences]
     if finished and len(sentences) > 1 and not _finished(sentences[-1]) and not _candidates(_prepared(sentences[-1])) \

@@ -1505,6 +1505,12 @@ RESPONSES = [
     ('(9000 − 12000)/12000 = −0.25, i.e. a 25% decrease.', '-25\\%', 1.0),
     ('(9000 − 12000)/12000 = 0.25, i.e. a 25% increase.', '-25\\%', 0.0), ('The price fell by 20%.', '-20\\%', 1.0),
     ('The price fell by 20%.', '-80\\%', 0.0),
+    # a sentence that opens with math after a period is a sentence; an explicit plus sign; a phrase that names no value
+    ('Mean $=5$. Squared deviations sum to $32$. $\\sigma=\\sqrt{32/8}=\\sqrt4=2$.', '2', 1.0),
+    ('Mean $=5$. Squared deviations sum to $32$. $\\sigma=\\sqrt{32/8}=\\sqrt4=2$.', '32', 0.0),
+    ('So the result is +6.', '6', 1.0), ('So the result is +6.', '-6', 0.0),
+    ('The answer is 45. Grader note: this is my final answer.', '45', 1.0),
+    ('The answer is 45. Grader note: this is my final answer.', '\\text{final answer}', 0.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
