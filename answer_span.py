@@ -410,7 +410,7 @@ def _json_answer(text):
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
     r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
-    r"|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])",
+    r"|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])|(?<=[.!?][ \t])[*_]*(?:final\s+)?answer[*_]*\s*:",  # (". Answer: 12" in a line)
     re.IGNORECASE | re.MULTILINE)
 # the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
 # in a text that names an answer in one of them (one scan for the nouns, then the phrases)

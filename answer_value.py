@@ -1105,6 +1105,10 @@ def sentence_value(sentence):
     """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
     sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
+    label = re.fullmatch(r"[^\W\d_]{2,}(?:\s+[^\W\d_]{2,})?[*_]*\s*[:：]\s*(.+?)\s*", sentence)
+    if label and len(_candidates(label.group(1))) == 1 and not re.search(r"[A-Za-z]{2}|" + OTHER_SCRIPT_LETTER,
+                                                                          _MATH_SEGMENT.sub(" ", label.group(1))):
+        sentence = label.group(1)  # "Απάντηση: 55", "Total: $42$": a value labelled by a word of any script
     sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
     sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence
     if "(" in sentence:
