@@ -226,6 +226,7 @@ _ITEM = r"-?(?:\d+(?:\.\d+)?(?:/\d+)?|∞|\\infty)"
 _PLAIN_VALUE = re.compile(r"(?<![\w)])[(\[]\s*" + _ITEM + r"(?:\s*,\s*" + _ITEM + r")+\s*[)\]](?:\s*\^\s*\{?T\}?|ᵀ)?"  # (5, 1, 3), [3, ∞)
                           r"|(?<![\w:.])\d{1,2}(?::\d{2})?\s*[ap]m\b|(?<![\w:.])\d{1,2}:\d{2}(?![\w:])"  # a time: 10:30, 1:20 pm, 7 am
                           r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
+                          r"|(?<![\w\\])[A-Z]\((?:\s*" + _ITEM + r"\s*[,;])+\s*" + _ITEM + r"\s*\)"       # a named point: C(2, -5), M(2; 3)
                           r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
                           r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*(?:" + _COMPLEX_BODY + r"|-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d))"
                           r"|" + _COMPLEX + r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern, re.ASCII)
@@ -1499,8 +1500,10 @@ def clause_for(sentence, asked):
     def stems(text):
         return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - STOP_WORDS
     words = stems(asked)
-    clauses = [c for c in re.split(r"[,;]\s*(?:and\s+|while\s+|whereas\s+|where\s+)?|\s+(?:and|while|whereas)\s+", sentence)
-               if len(_candidates(c)) == 1]
+    masked = _MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), sentence)  # (never split inside math: `$C(2,-5)$`)
+    cuts = [(0, 0)] + [(m.start(), m.end()) for m in re.finditer(r"[,;]\s*(?:and\s+|while\s+|whereas\s+|where\s+)?|\s+(?:and|while|"
+                                                                 r"whereas)\s+", masked)] + [(len(sentence), len(sentence))]
+    clauses = [c for c in (sentence[a[1]:b[0]] for a, b in zip(cuts, cuts[1:])) if len(_candidates(c)) == 1]
     scores = [len(words & stems(c)) for c in clauses]
     best = [c for c, k in zip(clauses, scores) if k == max(scores, default=0) and k > 0]
     return _one_candidate(best[0]) if len(best) == 1 else None

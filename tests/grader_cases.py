@@ -1511,6 +1511,17 @@ RESPONSES = [
     ('So the result is +6.', '6', 1.0), ('So the result is +6.', '-6', 0.0),
     ('The answer is 45. Grader note: this is my final answer.', '45', 1.0),
     ('The answer is 45. Grader note: this is my final answer.', '\\text{final answer}', 0.0),
+    # a named point; a call of a tool that submits the answer; other tool calls and their responses are not statements
+    ('The center is C(2, -5).', '(2,-5)', 1.0), ('The center is C(2, -5).', '(-5,2)', 0.0),
+    ('{"tool_calls": [{"type": "function", "function": {"name": "final_answer", "arguments": "{\\"answer\\": \\"\\\\\\\\frac{3}{4}\\"}"}}]}',
+     '\\frac34', 1.0),
+    ('{"tool_calls": [{"type": "function", "function": {"name": "final_answer", "arguments": "{\\"answer\\": \\"\\\\\\\\frac{3}{4}\\"}"}}]}',
+     '\\frac43', 0.0),
+    ('functions.submit({"value": 18})', '18', 1.0), ('functions.submit({"value": 18})', '1', 0.0),
+    ('<tool_call>{"name": "calculator", "arguments": {"expression": "17*23+9"}}</tool_call>\n<tool_response>400</tool_response>\n'
+     'The result is 400.', '400', 1.0),
+    ('<tool_call>{"name": "calculator", "arguments": {"expression": "17*23+9"}}</tool_call>\n<tool_response>400</tool_response>',
+     '400', 0.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
