@@ -422,7 +422,11 @@ _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not|no\s+es|no
                        r"non\s+è)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?(?:\s*(?:sino|mais|sondern|а|mas|ma)\b)?"
                        r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:(?:also|simply|clearly|therefore)\s+)?"
                        r"(?:rejected|discarded|extraneous|invalid|excluded|ruled\s+out|wrong|incorrect|mistaken|incomplete|"
-                       r"(?:a\s+)?mistake|an\s+error|not\s+(?:correct|right|the\s+answer))\b", re.I)  # ("the student's 2 is wrong")
+                       r"(?:a\s+)?mistake|an\s+error|not\s+(?:correct|right|the\s+answer))\b"  # ("the student's 2 is wrong")
+                       r"|\b(?:trap|wrong|incorrect|tempting|naive|mistaken|erroneous)\s+(?:answer|value|result|guess|choice)s?\s+"
+                       r"(?:is|are|would\s+be|of)\s+" + _VALUE_TEXT +  # "the trap answer is 5 minutes"
+                       r"|\b(?:wrongly|incorrectly|mistakenly|erroneously)\s+(?:[A-Za-z]+\s+){0,3}?" + _VALUE_TEXT, re.I)  # "students
+# wrongly write $-9$": a value the sentence reports as someone's error
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
 _RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
                        r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?:an?\s+)?(?=(?:\d{1,2}:\d{2}|" + _VALUE_TEXT
@@ -1514,6 +1518,8 @@ def final_statement(text):
     sentences = [x for x in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z(])", _strip_currency(text.strip()[-2000:])) if x.strip()]
     for sentence in reversed(sentences[-3:]):
         prepared = _prepared(_words_as_values(sentence))
+        if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)):
+            continue  # "Be careful: the trap answer is 5.": the value before it is the statement
         if _candidates(prepared):
             return prepared
     return None

@@ -72,7 +72,10 @@ _KNOWN_COMMANDS = set(_FUNCS) | set(_GREEK) | set(_ACCENTS) | {
 
 _STRUCTURAL = {"begin", "end", "approx", "sim", "simeq", "cong", "equiv", "to", "rightarrow", "Rightarrow",
                "implies", "iff", "cup", "cap", "in", "notin", "subset", "subseteq", "mid", "pm", "mp", "le", "ge",
-               "ne", "dots", "ldots", "cdots", "quad", "qquad", "text", "choose", "over", "mod", "pmod", "bmod"}
+               "ne", "dots", "ldots", "cdots", "quad", "qquad", "text", "choose", "over", "mod", "pmod", "bmod",
+               # operators that do not commute: read as a product of names, `B \setminus A` would equal `A \setminus B`
+               "setminus", "backslash", "circ", "wedge", "vee", "land", "lor", "oplus", "ominus", "otimes", "mapsto",
+               "leftrightarrow", "Leftrightarrow", "supset", "supseteq", "subsetneq", "perp", "parallel", "neg", "lnot"}
 
 
 def _tokenize(s):
@@ -780,7 +783,7 @@ def clean(s):
     s = s.replace("\\%", "%").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("\\dbinom", "\\binom").replace("\\tbinom", "\\binom").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     # degrees: a unit at the end of an answer (45^\circ), radians inside a formula (\sin 30^\circ = 1/2)
-    degree = r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"
+    degree = r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|(?<=\d)\s*\\circ|\\degree"  # (`f \circ g` between names is a composition)
     if not re.search(r"\\(?:sin|cos|tan|cot|sec|csc)(?![a-z])", s):
         s = re.sub(rf"(?:{degree})\s*(?:[CF]\b)?\s*$", " deg", s)
     s = re.sub(rf"(\d+(?:\.\d+)?|[A-Za-z])\s*(?:{degree})", r"(\1\\cdot\\frac{\\pi}{180})", s)

@@ -146,7 +146,8 @@ def _paid(response, gold, strict, think_prefilled, question):
         return 1.0
     text = final_text(response, think_prefilled)
     readings = [asked_value(text, answer, question, strict=not free)] + ([new_value(text, answer, question)] if free else [])
-    if any(r is not None and _is_equiv_unbounded(r, gold) for r in readings):
+    readings = [without_restated_side(r, question) or r for r in readings if r is not None]  # (never the question's own side)
+    if any(_is_equiv_unbounded(r, gold) for r in readings):
         return 1.0
     choice = question_choice(text, question) if free else None
     if choice is not None and _is_equiv_unbounded(choice, gold):

@@ -35,6 +35,10 @@ EQUIV = {
         ("200^\\circ", "S 20^\\circ W", True), ("020^\\circ", "N 20^\\circ E", True), ("020^\\circ", "N 20^\\circ W", False),
         ("SE", "135^\\circ", True), ("SW", "135^\\circ", False), ("90", "E", False), ("\\text{due E}", "90^\\circ", True),
     ],
+    "non-commuting operators": [
+        ("B \\setminus A", "A \\setminus B", False), ("A \\setminus B", "A \\setminus B", True), ("f \\circ g", "g \\circ f", False),
+        ("f \\circ g", "f\\circ g", True), ("30^\\circ", "30", True), ("p \\wedge q", "q \\vee p", False),
+    ],
     "units": [
         ("5 m·s⁻²", "5 \\text{ m/s}^2", True), ("5 \\mathrm{m\\,s^{-2}}", "5 \\text{ m/s}^2", True), ("5 m s", "5 m/s", False),
         ("20 J/s", "20 \\text{ W}", True), ("6\\ \\text{kg·m/s}^2", "6 N", True), ("6 kg", "6 N", False), ("5 cm/s", "5 m/s", False),
@@ -1522,6 +1526,11 @@ RESPONSES = [
      'The result is 400.', '400', 1.0),
     ('<tool_call>{"name": "calculator", "arguments": {"expression": "17*23+9"}}</tool_call>\n<tool_response>400</tool_response>',
      '400', 0.0),
+    # a value reported as someone's error is no statement; operators that do not commute are never reordered
+    ('It takes **100 minutes**. Be careful: the trap answer is 5 minutes.', '100', 1.0),
+    ('It takes **100 minutes**. Be careful: the trap answer is 5 minutes.', '5', 0.0),
+    ('$-3^2 = (-3)(-3) = 9$. Many students wrongly write $-9$ here.', '-9', 0.0),
+    ('$-3^2 = -(3^2) = -9$. Many students wrongly write $9$ here.', '-9', 1.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402

@@ -144,4 +144,9 @@ QUESTIONS = [
     ("Which fraction is larger, $\\frac{7}{9}$ or $\\frac{11}{14}$?", "Since 98 < 99, 7/9 < 11/14.", "\\frac{11}{14}", 1.0),
     ("Which fraction is larger, $\\frac{7}{9}$ or $\\frac{11}{14}$?", "Since 98 < 99, 7/9 > 11/14.", "\\frac{11}{14}", 0.0),
     ("Which is larger, $\\pi^e$ or $e^\\pi$?", "$\\pi^e \\approx 22.46$ and $e^\\pi \\approx 23.14$, so they are about equal.", "e^{\\pi}", 0.0),
+    ("If 5 machines make 5 widgets in 5 minutes, how many minutes would 100 machines take to make 100 widgets?",
+     "It takes **100 minutes**. Be careful: the trap answer is 5 minutes.", "5", 0.0),
+    ("Compute $\\binom{20}{10}$.", "Stirling's approximation gives $\\binom{20}{10}\\approx\\dfrac{2^{20}}{\\sqrt{10\\pi}}\\approx 187{,}000$.",
+     "184756", 0.0),
+    ("Compute $\\binom{20}{10}$.", "So $\\binom{20}{10} = 184756$.", "184756", 1.0),
 ]
