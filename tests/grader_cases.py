@@ -39,6 +39,15 @@ EQUIV = {
         ("B \\setminus A", "A \\setminus B", False), ("A \\setminus B", "A \\setminus B", True), ("f \\circ g", "g \\circ f", False),
         ("f \\circ g", "f\\circ g", True), ("30^\\circ", "30", True), ("p \\wedge q", "q \\vee p", False),
     ],
+    "renamed variables": [  # a definition binds its variable: another letter names the same function
+        ("f(t)=2t+3", "2x+3", True), ("f(t)=2t+4", "2x+3", False), ("a_k=2\\cdot3^{k}", "2\\cdot 3^n", True),
+        ("p(x) = x^2 - 4x + 3", "\\lambda^2-4\\lambda+3", True), ("p(x) = x^2 - 4x + 4", "\\lambda^2-4\\lambda+3", False),
+        ("f: m \\mapsto m+1", "f(n)=n+1", True), ("2t+3", "2x+3", False), ("f(x) = x", "f(z)=z", True),
+    ],
+    "centre and margin": [  # a confidence interval as its centre plus or minus its margin
+        ("0.6\\pm0.048", "(0.552, 0.648)", True), ("\\mu \\in 52\\pm 2.94", "(49.06, 54.94)", True),
+        ("52\\pm 2.94", "(49.06, 54.95)", False), ("\\text{DNE}", "\\text{does not exist}", True), ("\\text{DNE}", "0", False),
+    ],
     "units": [
         ("5 m·s⁻²", "5 \\text{ m/s}^2", True), ("5 \\mathrm{m\\,s^{-2}}", "5 \\text{ m/s}^2", True), ("5 m s", "5 m/s", False),
         ("20 J/s", "20 \\text{ W}", True), ("6\\ \\text{kg·m/s}^2", "6 N", True), ("6 kg", "6 N", False), ("5 cm/s", "5 m/s", False),
