@@ -425,7 +425,9 @@ _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not|no\s+es|no
                        r"(?:a\s+)?mistake|an\s+error|not\s+(?:correct|right|the\s+answer))\b"  # ("the student's 2 is wrong")
                        r"|\b(?:trap|wrong|incorrect|tempting|naive|mistaken|erroneous)\s+(?:answer|value|result|guess|choice)s?\s+"
                        r"(?:is|are|would\s+be|of)\s+" + _VALUE_TEXT +  # "the trap answer is 5 minutes"
-                       r"|\b(?:wrongly|incorrectly|mistakenly|erroneously)\s+(?:[A-Za-z]+\s+){0,3}?" + _VALUE_TEXT, re.I)  # "students
+                       r"|\b(?:wrongly|incorrectly|mistakenly|erroneously)\s+(?:[A-Za-z]+\s+){0,3}?" + _VALUE_TEXT
+                       + r"|\b(?:trap|mistake|error|pitfall)\b[^.;!$\d]{0,40}?\b(?:answer(?:ing)?|writ(?:e|ing)|say(?:ing)?|giv(?:e|ing)|"
+                       r"get(?:ting)?|choos(?:e|ing))\s+" + _VALUE_TEXT + r"|\btempting\s+" + _VALUE_TEXT, re.I)  # "students
 # wrongly write $-9$": a value the sentence reports as someone's error
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
 _RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
@@ -1468,7 +1470,8 @@ _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
 # boxes, it would be 56.")
 _ASIDE = re.compile(r"\s*(?:(?:interestingly|incidentally|by\s+the\s+way|as\s+a\s+side\s+note|as\s+an\s+aside|fun\s+fact|"
-                    r"for\s+comparison|side\s+note|btw)\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)
+                    r"for\s+comparison|side\s+note|btw|more\s+generally|in\s+general(?=\s*,)|(?:note|notice)\s+that\s+if\b[^.]{0,200}?\b(?:would|might)"
+                    r")\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)  # (a variation on the problem)
 # A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
 _CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\d+[.)]\s+)?(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
                     r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:double[-\s])?(?:check|verify)|"

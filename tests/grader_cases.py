@@ -1540,6 +1540,14 @@ RESPONSES = [
     ('It takes **100 minutes**. Be careful: the trap answer is 5 minutes.', '5', 0.0),
     ('$-3^2 = (-3)(-3) = 9$. Many students wrongly write $-9$ here.', '-9', 0.0),
     ('$-3^2 = -(3^2) = -9$. Many students wrongly write $9$ here.', '-9', 1.0),
+    ("$40-15+1=26$. Don't fall into the trap of answering $25$!", '26', 1.0),
+    ("$40-15+1=26$. Don't fall into the trap of answering $25$!", '25', 0.0),
+    ('So $-3^2=-9$. A common mistake is to answer $9$.', '-9', 1.0), ('So $-3^2=-9$. A common mistake is to answer $9$.', '9', 0.0),
+    # a variation on the problem after the answer is no answer ("Note that if ... were ..., ... would be", "More generally")
+    ('So $x=2$ or $x=3$.\n\nNote that if the constant term were 4 instead of 6, the roots would be 1 and 4.', '2, 3', 1.0),
+    ('So $x=2$ or $x=3$.\n\nNote that if the constant term were 4 instead of 6, the roots would be 1 and 4.', '1, 4', 0.0),
+    ('So $x \\in \\{2, 3\\}$.\n\nMore generally, for $x^2-5x+c=0$ the roots are $\\frac{5\\pm\\sqrt{25-4c}}{2}$.', '2, 3', 1.0),
+    ('Radius $r = 5$.\n\nIn general form: **x² + y² − 6x − 8y = 0**', 'x^2+y^2-6x-8y=0', 1.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
