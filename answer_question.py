@@ -31,7 +31,8 @@ import sympy
 
 from answer_compare import canon, equivalent, rounds_to, significant_digits, split_top, vector_entries
 from answer_forms import proportional, same_line
-from answer_value import OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement, sentence_value
+from answer_value import (OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement, sentence_value,
+                          settled_statement)
 from latex import clean, parse_math, split_unit, unit_key
 from numerals import NUMBER_WORDS, number_words
 
@@ -311,14 +312,18 @@ def given_numbers(question):
 
 def new_value(text, answer, question):
     """The conclusion's one value the question does not give, when the answer read without the question is a number
-    the question gives ("Fifteen percent of what number is 9?" ... "9 is 15% of 60, because ..."), else None."""
+    the question gives ("Fifteen percent of what number is 9?" ... "9 is 15% of 60, because ..."), or there is none
+    and the response settles on a statement ("The number 360 has 24 positive divisors."); else None."""
     given = given_numbers(question)
     number = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*\\?%?\s*", answer or "")
-    statement = final_statement(text or "")
-    if number is None or float(number.group(1)) not in given or statement is None:
+    statement = final_statement(text or "") if answer else settled_statement(text)
+    if answer and (number is None or float(number.group(1)) not in given) or statement is None:
         return None
     statement = re.split(r"[,;]?\s+(?:because|since|as)\b", statement)[0]
-    new = [value for _, value in candidates(statement) if re.fullmatch(r"-?\d+(?:\.\d+)?", value) and float(value) not in given]
+    values = [value for _, value in candidates(statement)]
+    new = [value for value in values if re.fullmatch(r"-?\d+(?:\.\d+)?", value) and float(value) not in given]
+    if not answer and any(not re.fullmatch(r"-?\d+(?:\.\d+)?", value) for value in values):
+        return None  # (with no answer read, every value must be a plain number: `x = 0, 4` is a list)
     return new[0] if len(set(new)) == 1 else None
 
 

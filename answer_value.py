@@ -1540,6 +1540,17 @@ def signed_decrease(text):
     return f"-{found[-1][0] or found[-1][1]}\\%" if len(found) == 1 else None
 
 
+def settled_statement(text):
+    """final_statement, when the response settles on it: the text ends as a statement ends, and the statement is no
+    task, retraction, doubt, condition, contrast or alternative; else None."""
+    statement = final_statement(text or "")
+    if statement is None or not _finished(text.strip().split("\n")[-1]) or UNSURE.search(statement) or _TASK.match(statement) \
+            or _RETRACTION.search(statement) or re.search(r"\b(?:but|if|or|unless|would|could|might|maybe|perhaps|than|at\s+(?:least|"
+                                                           r"most)|up\s+to|over|under)\b", statement, re.I):  # (a bound: "more than 6")
+        return None
+    return statement
+
+
 def candidates(sentence):
     """The values a sentence states, in order (see _candidates): [(position, text)]."""
     return list(_candidates(sentence))
