@@ -35,7 +35,7 @@ import unicodedata
 
 from answer_compare import equivalent
 from answer_markup import entities, peel
-from syntaxes import lean_answer, roots, transcript
+from syntaxes import code_output, lean_answer, roots, transcript
 from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, code_forms, is_english, parse_math, split_unit
 from numerals import accounting_negatives, decimal_comma_text, plain_unicode
@@ -52,7 +52,7 @@ def final_text(response, think_prefilled=False):
     """The part of a response that can state its final answer (after_reasoning), an interpreter session in it read
     as its outputs (syntaxes.transcript), or None when the response was cut off inside a reasoning block."""
     text = after_reasoning(response, think_prefilled)
-    return None if text is None else transcript(lean_answer(text))
+    return None if text is None else transcript(code_output(lean_answer(text)))
 
 
 def after_reasoning(response, think_prefilled=False):

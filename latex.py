@@ -727,6 +727,20 @@ PARAMETER_DOMAIN = re.compile(r"\s*(?:[,;]\s*(?:where\s+|for\s+(?:all\s+|any\s+|
                               r"|(?:is\s+)?(?:an?\s+|any\s+)?(?:integers?|whole\s+numbers?|real\s+numbers?|natural\s+numbers?))\s*$", re.IGNORECASE)
 
 
+# A system's solution written as the rows of an environment, one assignment a row (`\begin{cases} x = 4 \\ y = 3
+# \end{cases}`, the bracket of alternatives `\left[\begin{array}{l} x = 2 \\ x = 3 \end{array}\right.`): the
+# assignments in a row, as written in prose (`x = 4, y = 3`; `x = 2, x = 3`)
+_ASSIGNMENT_ROWS = re.compile(r"(?:\\left\s*(?:\[|\\\{|\.)\s*)?\\begin\{(cases|array|aligned|gathered|rcases)\}(?:\{[lcr|]*\})?(.*?)"
+                              r"\\end\{\1\}(?:\s*\\right\s*(?:\]|\\\}|\.))?", re.DOTALL)
+
+
+def _assignment_rows(match):
+    rows = [row.strip().rstrip(",.;").strip() for row in re.split(r"\\\\", match.group(2)) if row.strip()]
+    if len(rows) >= 2 and all(re.fullmatch(r"[A-Za-z](?:_\{?\w+\}?)?\s*&?\s*=\s*[^=&]+", row) for row in rows):
+        return ", ".join(row.replace("&", "") for row in rows)
+    return match.group(0)
+
+
 @lru_cache(maxsize=8192)
 def clean(s):
     """Canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs, thousands
@@ -738,6 +752,7 @@ def clean(s):
         return None
     if "&" not in s:  # (in an array a double backslash before a macro is a row break)
         s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                 # \\frac (escaped twice) -> \frac
+    s = _ASSIGNMENT_ROWS.sub(_assignment_rows, s) if "\\begin" in s else s  # \begin{cases} x = 4 \\ y = 3 \end{cases}
     s = as_latex(s)                                                             # \SI{60}{\kilo\metre}, Sqrt[2], 2*I, ]2;7]
     s = base_numerals(degrees_minutes_seconds(s))                               # 22°30′ -> 22.5°; 0xFF -> FF_{16}
     s = _unicode_roots(s)                                                       # √27, ∛27, 0.(3), x₁

@@ -278,6 +278,19 @@ def lean_answer(text):
     return f"{text.rstrip()}\n\nThe answer is {value.group(1)}." if value else text
 
 
+_FINAL_CODE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```\s*$", re.DOTALL)
+_OUTPUT_COMMENT = re.compile(r"^[ \t]*(?:print\(.*\)[ \t]*)?#[ \t]*(?:(?:output|prints?|result|->|=>|→|=)[ \t]*:?[ \t]*)?"
+                             r"(-?\d[\d,_]*(?:\.\d+)?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def code_output(text):
+    """A response that ends on a code block whose last `print(...)` states its output in a comment (`print(total)  #
+    -> 2318`, `# Output: 25`), with that output stated after it ("The output is 2318."); other text as it is."""
+    block = _FINAL_CODE.search(text or "") if "```" in (text or "") else None
+    outputs = _OUTPUT_COMMENT.findall(block.group(1)) if block and "print" in block.group(1) else []
+    return f"{text.rstrip()}\n\nThe output is {outputs[-1].replace('_', '')}." if outputs else text
+
+
 def transcript(text):
     """A response holding an interpreter session (`>>> np.mean(x)` / `np.float64(7.0)`; `In[1]:= D[x Sin[x], x]` /
     `Out[1]= x Cos[x] + Sin[x]`) or computer-algebra commands (`Simplify[Sqrt[18]] gives 3 Sqrt[2]`): input lines,

@@ -1548,6 +1548,14 @@ RESPONSES = [
     ('So $x=2$ or $x=3$.\n\nNote that if the constant term were 4 instead of 6, the roots would be 1 and 4.', '1, 4', 0.0),
     ('So $x \\in \\{2, 3\\}$.\n\nMore generally, for $x^2-5x+c=0$ the roots are $\\frac{5\\pm\\sqrt{25-4c}}{2}$.', '2, 3', 1.0),
     ('Radius $r = 5$.\n\nIn general form: **x² + y² − 6x − 8y = 0**', 'x^2+y^2-6x-8y=0', 1.0),
+    # a system's solution as rows of assignments; a program's output stated in a comment of a closing code block
+    ('\\[\n\\begin{cases} x = 4 \\\\ y = 3 \\end{cases}\n\\]', '(4,3)', 1.0),
+    ('\\[\n\\begin{cases} x = 4 \\\\ y = 3 \\end{cases}\n\\]', '(3,4)', 0.0),
+    ('\\[ \\left[\\begin{array}{l} x = 2 \\\\ x = 3 \\end{array}\\right. \\]', '2, 3', 1.0),
+    ('\\[ \\left[\\begin{array}{l} x = 2 \\\\ x = 3 \\end{array}\\right. \\]', '2', 0.0),
+    ('```python\ntotal = sum(i for i in range(100) if i % 3 == 0 or i % 5 == 0)\nprint(total)  # -> 2318\n```', '2318', 1.0),
+    ('```python\ntotal = sum(i for i in range(100) if i % 3 == 0 or i % 5 == 0)\nprint(total)  # -> 2418\n```', '2318', 0.0),
+    ('```python\nprint(len(primes))\n# Output: 25\n```', '25', 1.0), ('```python\nprint(len(primes))\n```', '25', 0.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402

@@ -149,4 +149,10 @@ QUESTIONS = [
     ("Compute $\\binom{20}{10}$.", "Stirling's approximation gives $\\binom{20}{10}\\approx\\dfrac{2^{20}}{\\sqrt{10\\pi}}\\approx 187{,}000$.",
      "184756", 0.0),
     ("Compute $\\binom{20}{10}$.", "So $\\binom{20}{10} = 184756$.", "184756", 1.0),
+    ("How many positive divisors does 360 have?", "```python\nprint(divisor_count(360))\n```\nThe number 360 has 24 positive divisors.",
+     "24", 1.0),
+    ("How many positive divisors does 360 have?", "```python\nprint(divisor_count(360))\n```\nThe number 360 has more than 20 divisors.",
+     "24", 0.0),
+    ("What is the fewest number of socks you must draw from 5 colors to be sure of a pair?",
+     "By the pigeonhole principle you need more than 6 socks.", "6", 0.0),
 ]
