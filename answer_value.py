@@ -430,7 +430,7 @@ _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not|no\s+es|no
                        r"get(?:ting)?|choos(?:e|ing))\s+" + _VALUE_TEXT + r"|\btempting\s+" + _VALUE_TEXT, re.I)  # "students
 # wrongly write $-9$": a value the sentence reports as someone's error
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
-_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
+_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives|adds?\s+(?:up\s+)?to|sums?\s+to|totals?|comes?\s+to)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
                        r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?:an?\s+)?(?=(?:\d{1,2}:\d{2}|" + _VALUE_TEXT
                        + r")(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?(?:\s+(?!(?:more|less|fewer|greater|smaller|larger|higher|lower|than|times|of|"
                        r"per|out|as)\b)[^\W\d_]+){0,4}\s*[.!]?\s*$)", re.I)  # ("which is 2 more than Tom" restates nothing)
@@ -1093,7 +1093,11 @@ def _without_asides(text):
         english = [w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", inner)) if is_english(w)]
         after_value = re.search(r"\d[%¤]?(?:\s*[^\s\d()=+*/^<>,.;:]+){0,3}\s*$", text[:match.start()])
         formula = re.sub(r"(?<=\d)\s*([A-Za-z]+)\b", lambda u: " " if unit_key(u.group(1)) else u.group(0), inner)
-        if len(english) >= 3 or re.match(r"\s*\(\s*(?:check|verif|substitut)", inner, re.I) \
+        other = re.match(r"\s*\(\s*(?:and|for\s+a\s+total\s+of|plus|with|while|whereas|vs\.?|versus)\b|\s*\(\s*([A-Za-z]{3,})\b[^()]*?\d",
+                         inner, re.I)  # "(and 10 dimes)", "(nullity 1)", "(local min -2 at x = 1)": another quantity, named
+        if other and other.group(1) and (unit_key(other.group(1)) or other.group(1).lower() in ("about", "approximately", "exactly")):
+            other = None  # ("(about 3.14)": the same value again)
+        if len(english) >= 3 or other and after_value or re.match(r"\s*\(\s*(?:check|verif|substitut)", inner, re.I) \
                 or re.search(r"\b(?:rejected|extraneous|discarded|excluded|invalid|ruled\s+out)\b", inner, re.I) \
                 or after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula) \
                 or after_value and re.fullmatch(r"\s*\(\s*(?:(?:" + NUMBER_WORD + "|" + "|".join(DENOMINATORS) + r"|and|an?|point)[\s-]*)+\)", inner,
@@ -1357,7 +1361,7 @@ def conclusion_value(text, finished=True):
         labelled = re.fullmatch(r"\s*\(\s*([A-Za-z][\w ]{0,20}:\s*[^()]+)\)\s*[.!]?\s*", sentence)
         if labelled and len([w for w in re.findall(r"[A-Za-z]{3,}", labelled.group(1).split(":", 1)[1]) if is_english(w)]) < 2:  # "(Majority: 8)": a labelled value set apart, no aside
             sentence, prepared = labelled.group(1), _prepared(labelled.group(1))
-        elif _ASIDE.match(sentence) or re.fullmatch(r"\s*\([^()]*\)[.!]?\s*", sentence):
+        elif _ASIDE.match(sentence) or re.fullmatch(r"\s*\((?:[^()]|\([^()]*\))*\)[.!]?\s*", sentence):
             continue  # "Interestingly, her brother will be 31 ...", "(Banker's rounding would give 2, ...)": not the answer
         missing = re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", prepared, re.I)
         if missing and all(position < missing.start() for position, _ in _candidates(prepared)) and (

@@ -1556,6 +1556,12 @@ RESPONSES = [
     ('```python\ntotal = sum(i for i in range(100) if i % 3 == 0 or i % 5 == 0)\nprint(total)  # -> 2318\n```', '2318', 1.0),
     ('```python\ntotal = sum(i for i in range(100) if i % 3 == 0 or i % 5 == 0)\nprint(total)  # -> 2418\n```', '2318', 0.0),
     ('```python\nprint(len(primes))\n# Output: 25\n```', '25', 1.0), ('```python\nprint(len(primes))\n```', '25', 0.0),
+    # an aside naming another quantity after the value; result verbs ("which add to"); an aside holding a point
+    ('The tip is $11.52 (for a total of $75.52).', '11.52', 1.0), ('The tip is $11.52 (for a total of $75.52).', '75.52', 0.0),
+    ('Local max value 2 at x = −1 (local min −2 at x = 1).', '2', 1.0),
+    ('Local max value 2 at x = −1 (local min −2 at x = 1).', '-2', 0.0),
+    ('So the roots are 1/2 and 3, which add to 3.5.', '\\frac72', 1.0), ('So the roots are 1/2 and 3, which add to 3.5.', '3', 0.0),
+    ('So x = 5 (about 3.14 more than before).', '5', 1.0), ('The answer is 60 (15 × 4).', '60', 1.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
