@@ -1233,9 +1233,11 @@ _DEFINED = re.compile(r"\s*(?:[A-Za-z](?:_\{?[A-Za-z]\}?)?\s*\(\s*([A-Za-z]|\\[a
 
 def _renamed_variable(p, g):
     """_equiv of a definition in its own variable against a gold in another (see above), else None."""
+    defined_sides = [_DEFINED.fullmatch(x) for x in (p, g)]
+    if not any(defined_sides):
+        return None
     sides = []
-    for x in (p, g):
-        defined = _DEFINED.fullmatch(x)
+    for x, defined in zip((p, g), defined_sides):
         body = defined.group(4) if defined else x
         if "=" in body:
             return None

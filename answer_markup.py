@@ -140,7 +140,7 @@ def _is_diagram(block):
 
 _SUBMIT_NAME = re.compile(r"(?:answer|submit|final|respond)", re.I)
 _TOOL_BLOCK = re.compile(r"<(tool_call|tool_response|function_call|function_response)>(.*?)</\1>", re.S)
-_CALL = re.compile(r"(?:functions\.)?([A-Za-z_]\w*)\s*\(\s*(\{.*\}|[^()]*)\s*\)\s*$", re.S)
+_CALL = re.compile(r"(?:<\|python_tag\|>)?(?:functions\.)?([A-Za-z_]\w*)\s*\(\s*(\{.*\}|[^()]*)\s*\)(?:<\|eom_id\|>)?", re.S)
 
 
 def _argument(arguments):
@@ -179,11 +179,12 @@ def tool_calls(text):
         answer = _submitted(stripped)
         if answer is not None:
             return f"The answer is {answer}."
-    call = _CALL.search(stripped)
-    if call and _SUBMIT_NAME.search(call.group(1)) and call.start() == len(stripped) - len(stripped.splitlines()[-1].lstrip()):
+    last_line = stripped.rsplit("\n", 1)[-1].strip()
+    call = _CALL.fullmatch(last_line) if last_line.endswith(")") else None
+    if call and _SUBMIT_NAME.search(call.group(1)):
         answer = _argument(call.group(2))
         if answer is not None:
-            return stripped[:call.start()] + f"The answer is {answer}."
+            return stripped[:len(stripped) - len(last_line)] + f"The answer is {answer}."
     if "<" in text and _TOOL_BLOCK.search(text):
         def block(m):
             answer = _submitted(m.group(2).strip()) if m.group(1).endswith("call") else None
@@ -194,7 +195,7 @@ def tool_calls(text):
 
 def peel(text):
     """The text with the markup layers of the module docstring peeled."""
-    text = tool_calls(text) if "name" in text or "(" in text else text
+    text = tool_calls(text) if '"name"' in text or "<tool_" in text or "<function_" in text or text.rstrip().endswith(")") else text
     if "\\begin{document}" in text:
         text = _document(text)
     if "\\" in text:

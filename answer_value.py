@@ -1539,6 +1539,8 @@ _DECREASE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:\\?%|percent)\s+(?:decre
 def signed_decrease(text):
     """A percent change the conclusion states as a decrease ("i.e. a 25% decrease", "fell by 25%") as the signed
     change `-25\\%` (it equals a gold -25%; the bare 25% is read as written), else None."""
+    if not _DECREASE.search((text or "")[-2000:]):
+        return None
     statement = final_statement(text or "")
     found = _DECREASE.findall(statement or "")
     return f"-{found[-1][0] or found[-1][1]}\\%" if len(found) == 1 else None

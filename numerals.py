@@ -465,6 +465,7 @@ _AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _MONEY_NEGATIVE = re.compile(r"(?<![\w)])(?:[$¤€£]\s*\(\s*(" + _AMOUNT + r")\s*\)|\(\s*[$¤€£]\s*(" + _AMOUNT + r")\s*\)"
                              r"|\(\s*(\d{1,3}(?:,\d{3})*\.\d\d)\s*\))")
 _RESULT_IN_PARENS = re.compile(r"([\d.,\s+\-−×*/÷()]{3,80})=\s*\(\s*(" + _AMOUNT + r")\s*\)")
+_ACCOUNTING_HINT = re.compile(r"[$¤€£]\s*\(|\(\s*[$¤€£]|\.\d\d\s*\)|=\s*\(\s*\d")
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
@@ -491,7 +492,7 @@ def _arithmetic(text):
 
 def accounting_negatives(text):
     """Amounts in parentheses written for negative ones, as negative numbers (see above)."""
-    if "(" not in text:
+    if "(" not in text or not _ACCOUNTING_HINT.search(text):
         return text
     text = _MONEY_NEGATIVE.sub(lambda m: "-" + (m.group(1) or m.group(2) or m.group(3)), text)
 

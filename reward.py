@@ -128,10 +128,11 @@ def _paid(response, gold, strict, think_prefilled, question):
         return 1.0 if _is_equiv_unbounded(lettered, gold) else 0.0
     if answer is not None and _is_equiv_unbounded(answer, gold):
         return 1.0
-    if answer is not None and not (question and question_options(question)) and _is_equiv_unbounded(
-            option_value(answer, response_options(final_text(response, think_prefilled))) or "", gold):
+    text = final_text(response, think_prefilled)
+    if answer is not None and re.fullmatch(r"\s*\(?[A-E]\)?\s*", answer) and not (question and question_options(question)) \
+            and _is_equiv_unbounded(option_value(answer, response_options(text)) or "", gold):
         return 1.0  # "A. 5  B. 6  C. 7  D. 30 ... Answer: C": the value of the option the response lists and picks
-    if answer is not None and _is_equiv_unbounded(signed_decrease(final_text(response, think_prefilled)) or "", gold):
+    if answer is not None and "%" in answer and _is_equiv_unbounded(signed_decrease(text) or "", gold):
         return 1.0  # "i.e. a 25% decrease" for the percent change -25%
     if not question:
         return 0.0
@@ -144,7 +145,6 @@ def _paid(response, gold, strict, think_prefilled, question):
                                or family_equal(answer, gold, question) or same_span(answer, gold, question)
                                or intercept_equal(answer, gold, question)):
         return 1.0
-    text = final_text(response, think_prefilled)
     readings = [asked_value(text, answer, question, strict=not free)] + ([new_value(text, answer, question)] if free else [])
     readings = [without_restated_side(r, question) or r for r in readings if r is not None]  # (never the question's own side)
     if any(_is_equiv_unbounded(r, gold) for r in readings):
