@@ -244,8 +244,9 @@ def asked_value(text, answer, question, strict=False):
     if not asking or not text:
         return None
     statement = final_statement(text) if not strict else None
-    if statement is not None and UNSURE.search(statement):
-        return None
+    if statement is not None and (UNSURE.search(statement) or re.search(r"\bif\b[^.;]*[,;]\s*(?:or|otherwise|else)\b|\bif\s+not\b",
+                                                                       statement, re.I)):
+        return None  # ("It's 6 if rotations are the same, or 24 if not.": an answer by cases)
     if answer and "=" in answer:  # "what is $2x$?" ... "so $2x = 36$": the side that is the question's own expression
         sides = split_top(clean(answer) or "", ["="])
         formulas = [clean(next(g for g in m if g)) for m in _QUESTION_MATH.findall(question)]

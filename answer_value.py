@@ -47,7 +47,7 @@ _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if
 UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
                      r"(?:might|could|may)\s+(?:[a-z]+\s+){0,2}?be\s+[$(\\]*-?\d+|"
-                     r"if\s+I'?m\s+not\s+mistaken)\b",
+                     r"if\s+I'?m\s+not\s+mistaken|(?:could|might|may)\s+be\s+either|either\s+(?:one|answer|way)\s+(?:is|could|might|works))\b",
                      re.IGNORECASE)
 # ...nor one the response defers: work it announces as still to be done after it ("36, but we still have to remove the
 # broken ones", "36 so far"), or a "wait" that takes it back; modals of obligation and their subjects, not topics
@@ -1340,6 +1340,8 @@ def conclusion_value(text, finished=True):
         sentences = sentences[:-1]  # "Therefore, they have 56 legs. This shows how multiplication is a fundamental": commentary
     if finished and sentences and not _finished(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    if sentences and re.search(r"\(\s*[A-E]\s*\)\s*,?\s*(?:or|and/or|/)\s*\(\s*[A-E]\s*\)", sentences[-1]):
+        return None  # "I'd go with (C) or (D).": a hedge between options
     parts = _labelled_parts(tail)
     if parts:
         return parts  # "(a) 9\n(b) 2", "Mean: 4; Median: 3", "Length = 8, width = 7.": the parts, in order

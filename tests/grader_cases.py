@@ -1562,6 +1562,9 @@ RESPONSES = [
     ('Local max value 2 at x = −1 (local min −2 at x = 1).', '-2', 0.0),
     ('So the roots are 1/2 and 3, which add to 3.5.', '\\frac72', 1.0), ('So the roots are 1/2 and 3, which add to 3.5.', '3', 0.0),
     ('So x = 5 (about 3.14 more than before).', '5', 1.0), ('The answer is 60 (15 × 4).', '60', 1.0),
+    # a hedge stated after the value ("so the answer could be either"), or between options in the last sentence
+    ("It's 2.5 (though with round-half-to-even it would be 2.4), so the answer could be either.", '2.5', 0.0),
+    ("It's 2.5 (round half up), so the answer is 2.5.", '2.5', 1.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402

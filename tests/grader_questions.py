@@ -155,4 +155,10 @@ QUESTIONS = [
      "24", 0.0),
     ("What is the fewest number of socks you must draw from 5 colors to be sure of a pair?",
      "By the pigeonhole principle you need more than 6 socks.", "6", 0.0),
+    ("The average of 4, 7, 10, and $x$ is 8. What is $x$? (A) 8 (B) 9 (C) 10 (D) 11 (E) 12",
+     "So $x = 11$, which points to (D). But if the average were rounded, (C) would fit too.\n\nI'd go with (C) or (D).", "D", 0.0),
+    ("The average of 4, 7, 10, and $x$ is 8. What is $x$? (A) 8 (B) 9 (C) 10 (D) 11 (E) 12",
+     "So $x = 11$, which points to (D).", "D", 1.0),
+    ("In how many ways can 4 people be seated around a round table, if rotations are considered the same?",
+     "It's 6 if rotations are considered the same, or 24 if not.", "6", 0.0),
 ]
