@@ -35,10 +35,11 @@ from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, VERB_PREDICATE, parse_cases
 from answer_forms import QUADRANT_IN_PROSE, matrix_in_prose
-from latex import (DATE_WORDS, MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, compound_units, is_english, split_unit, superscripts, unit_key,
-                   unit_vector_hats, unit_word, unwrap_commands)
+from answer_words import MATH_SEGMENT, outside_math, words_as_values
+from latex import (MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, is_english, split_unit, superscripts, unit_key, unit_vector_hats, unit_word,
+                   unwrap_commands)
 from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, base_numerals, cjk_numbers, degrees_minutes_seconds,
-                      number_conventions, number_words, repeating_decimals, roman_value, scaled_numbers)
+                      number_conventions, number_words, repeating_decimals, scaled_numbers)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -209,7 +210,6 @@ def _sentence_head(line):
     return line.strip().rstrip(".").strip()
 
 
-_MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
 _NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d(?:[\d,]*\d)?(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+(?![\w.]))?"  # 4.4e7 too
 # a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
 # part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
@@ -237,7 +237,7 @@ def _candidates(sentence):
     """[(position, text)] of the math segments and, outside them, the bare numbers, mixed numbers (`2 1/2`) and
     plain-text relations (`x >= 2`), in order."""
     candidates, last_end = [], 0
-    for match in _MATH_SEGMENT.finditer(sentence):
+    for match in MATH_SEGMENT.finditer(sentence):
         candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end, match.start())]
         candidates.append((match.start(), next(g for g in match.groups() if g is not None)))
         last_end = match.end()
@@ -255,7 +255,7 @@ def _joined_assignments(sentence, candidates):
     one set; relations of one letter joined by "or" one union (`x < 2 or x > 3`)."""
     joined, previous_end = [], 0
     for position, value in candidates:
-        segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+        segment = MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
         end = segment.end() if segment else position + len(value)
         if joined and _RELATION.fullmatch(value) and _RELATION.fullmatch(joined[-1][1].split(" \\text{ or } ")[-1].strip()) \
                 and value[0] == joined[-1][1].strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", sentence[previous_end:position]):
@@ -289,7 +289,7 @@ def _wrap_raw_math(piece):
     so that it is one candidate, as if the writer had delimited it. Words (of 3+ letters, or short English ones such as
     "is", "to") end a run; a plain number is left alone."""
     out, last = [], 0
-    for segment in list(_MATH_SEGMENT.finditer(piece)) + [None]:
+    for segment in list(MATH_SEGMENT.finditer(piece)) + [None]:
         end = segment.start() if segment else len(piece)
         out.append(_wrap_plain(piece[last:end]))
         if segment:
@@ -553,7 +553,7 @@ def _solved_for(sentence, candidates):
     letter = rf"(?<![A-Za-z\\]){last.group(1)}(?![A-Za-z])"
     run = [candidates[-1]]
     for position, value in reversed(candidates[:-1]):
-        segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+        segment = MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
         between = sentence[segment.end() if segment else position + len(value):run[-1][0]]
         if "=" not in value or not re.search(letter, value) or not re.fullmatch(r"[\s$]*(?:[,;]|,?\s*(?:so|then|hence|thus))?[\s$]*",
                                                                               between, re.I):
@@ -569,7 +569,7 @@ def _derivation_end(sentence):
     an assignment) or a computation on an earlier result (`... = 1111, and 7 \\times 1111 = 7777`), else None."""
     steps = _candidates(sentence)
     position, last = steps[-1]
-    segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+    segment = MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
     if not re.fullmatch(r"[\s$*_]*[.!]?\s*", sentence[segment.end() if segment else position + len(last):]):
         return None
     earlier = [v for _, v in steps[:-1] if "=" in v]
@@ -602,7 +602,7 @@ def _one_candidate(sentence):
     position, value = chosen
     before, after = sentence[:position].rstrip(" *_"), sentence[position + len(value):].lstrip("*_")  # **27** is 27
     value = re.sub(r"^\s*=\s*", "", value)  # "P(at least one six) $= 1 - 25/36 = 11/36$": a chain after a label in words
-    segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+    segment = MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
     if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
         after = sentence[segment.end():].lstrip("*_")
     provisional = _PROVISIONAL.search(sentence, 0, position)
@@ -703,7 +703,7 @@ def _reduce_span(span):
     if span.decimal_comma or span.kind in ("phrase", "line", "conclusion"):
         span = span._replace(text=_scale_suffixes(number_conventions(span.text, span.decimal_comma)))  # ("12k", "$2.5M")
     if span.kind in ("phrase", "line", "conclusion"):  # "0.285714...", "0.\overline{3}" in prose: one value each
-        span = span._replace(text=_outside_math(span.text, lambda t: repeating_decimals(t, "$")))
+        span = span._replace(text=outside_math(span.text, lambda t: repeating_decimals(t, "$")))
     if span.kind == "field" and len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", span.text))
                                      if is_english(w)]) >= 2:
         value = sentence_value(_strip_currency(span.text.strip()))  # <answer>There are 12 outfits.</answer>
@@ -815,20 +815,11 @@ def _unicode_in_prose(sentence):
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
     sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
     if re.search(r"=>|[⇒⟹∴]|\s-{1,3}>\s|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
-        sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
+        sentence = outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
     return sentence
 
 
 _ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|(?<=\S)\s+-{1,3}>\s+(?=\S)|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
-
-
-def _outside_math(sentence, change):
-    """change(text) applied to the parts of a sentence outside its math segments ($...$, \\(...\\), ...)."""
-    out, last = [], 0
-    for segment in _MATH_SEGMENT.finditer(sentence):
-        out += [change(sentence[last:segment.start()]), segment.group(0)]
-        last = segment.end()
-    return "".join(out) + change(sentence[last:])
 
 
 _NUMBER_OR_WORD = r"(\d+|(?:" + NUMBER_WORD + r"))"
@@ -838,130 +829,6 @@ _CHANCE = re.compile(r"(?<![\w.])" + _NUMBER_OR_WORD + r"(?:\s*-\s*|\s+)(?:in|ou
 
 def _number_text(text):
     return text if text.isdigit() else number_words(re.match(".*", text, re.S))
-
-
-def _words_as_values(sentence):
-    """Values written as words that models use for them: a sign word before a number ("negative five" -> -5, "minus
-    2" -> -2; not "x minus 2"), times ("10:30 a.m.", "7 o'clock" -> 7:00), infinity, the empty set."""
-    sign = r"(?:(?<=^)|(?<=[\s(,:]))(?<!\b[A-Za-z]\s)(?<![\d)}]\s)(?:negative|minus)\s+"
-    sentence = re.sub(sign + r"(" + NUMBER_WORDS.pattern + r")", lambda m: "-" + number_words(re.match(r"(?s).*", m.group(1))),
-                      sentence, flags=re.I)
-    sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
-    if re.search(r"(?<![A-Za-z])[IVXLCDM]{2,}(?![A-Za-z])", sentence):  # a Roman numeral (numerals.roman_value) is a value: MCMXCIV
-        sentence = _outside_math(sentence, lambda t: re.sub(r"(?<![A-Za-z$\\])[IVXLCDM]{2,}(?![A-Za-z$])", lambda m: f"$\\mathrm{{{m.group(0)}}}$"
-                                                            if roman_value(m.group(0)) else m.group(0), t))
-    sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
-                      lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
-    sentence = _outside_math(sentence, _clock_words)
-    sentence = _outside_math(sentence, lambda t: _WEEKDAY_ENDING.sub(lambda m: f"{m.group(1)}$\\text{{{m.group(2)}}}$", t))  # "→ Fri"
-    if re.search(r"\d\s*[A-Za-z]+\.?,?\s*(?:and\s+)?\d", sentence):
-        sentence = _outside_math(sentence, lambda t: _COMPOUND.sub(lambda m: f"$\\text{{{m.group(1)} {m.group(2)} {m.group(3)} "
-                                                                   f"{m.group(4)}}}$" if compound_units(m.group(2), m.group(4))
-                                                                   else m.group(0), t))  # "1 h 30 min"
-    sentence = re.sub(r"(?<![\w.-])(\d+(?:\.\d+)?)((?:\s*[^\W\d_]+){0,2}?)\s+below\s+(?:zero|sea\s+level|freezing|ground)\b", r"-\1\2",
-                      sentence, flags=re.I)  # "7 degrees below zero" -> -7 degrees: a position under the zero of its scale
-    sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
-    sentence = _outside_math(sentence, _set_values) if re.search(r"[∞∅ℝ{]|infinit|empty|solution|real", sentence, re.I) else sentence
-    sentence = _BETWEEN_WORDS.sub(lambda m: f"${m.group(2)} < {m.group(1)} < {m.group(3)}$", sentence)
-    sentence = _BOUND_WORDS.sub(lambda m: f"${m.group(1)} {_bound_sign(m.group(2))} {m.group(3)}$", sentence)
-    return sentence
-
-
-# Sets and infinity in prose as the values they are: the empty set (∅, `{ }`, "the empty set", "there are no solutions",
-# "the equation has no solution"), the reals ("x ∈ ℝ"; "all real x except x = 2 and x = -2" is R \ {2, -2}), infinitely
-# many ("∞ many"), infinity (∞, +∞, "negative infinity")
-_EXCEPT = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?\s+|values?\s+)?(?:[a-z]\s+)?(?:except|other\s+than|but)\s+(?:for\s+)?"
-                     r"((?:\s*(?:,|and|or|[a-z]\s*=|±|\\pm|-?\d+(?:\.\d+)?))+)", re.I)
-
-
-def _set_values(text):
-    text = re.sub(r"(?:(?<=\s)|^)\+?\s*∞\s+many\b", "infinitely many", text)
-    text = re.sub(r"(?<![\w\\])([+-])?\s*∞", lambda m: "$-\\infty$" if m.group(1) == "-" else "$\\infty$", text)
-    text = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
-                  lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", text, flags=re.I)
-    text = re.sub(r"(?<!\{)\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
-                  text, flags=re.I)
-    text = re.sub(r"(?:\b(?:the\s+)?empty\s+set\b|∅)(?:\s*\{\s*\}|\s*∅)?|(?<=set\s)\{\s*\}", r"$\\emptyset$", text, flags=re.I)
-    text = re.sub(r"\b(?:there\s+(?:is|are|exists?)|(?:it|(?:the\s+)?(?:equation|system|inequality)(?:\s+\w+)?)\s+has)\s+no\s+(?:real\s+)?"
-                  r"solutions?\b", r"the solution set is $\\emptyset$", text, flags=re.I)
-    text = re.sub(r"(?<![\w$\\])([a-z])\s*∈\s*ℝ", r"$\1 \\in \\mathbb{R}$", text)
-    excepted = _EXCEPT.search(text)
-    if excepted:  # "all real x except x = 2 and x = -2": the reals without those points
-        values = re.findall(r"(±|\\pm)?\s*(-?\d+(?:\.\d+)?)", excepted.group(1))
-        points = [v for sign, number in values for v in ([number, f"-{number}"] if sign else [number])]
-        text = text[:excepted.start()] + f"$\\mathbb{{R}} \\setminus \\{{{', '.join(points)}\\}}$" + text[excepted.end():]
-    return text
-
-
-# A weekday that ends a sentence after a colon, an arrow or a copula is its value ("6 days after Wednesday: Tue", "→ **Fri**",
-# "it's also a Sun."); elsewhere a weekday names a time, not an answer ("On Monday she sold 5")
-_WEEKDAY_ENDING = re.compile(r"((?:[:→]|->|=>|\b(?:is|be|was|'s|on|a|an)\b)\s*(?:(?:also|still|then|again)\s+)?(?:an?\s+)?[*_]*)"
-                             r"((?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day)?)\b\.?[*_]*(?=\s*[.!]?\s*$)", re.IGNORECASE)
-# Two quantities of one kind in a larger and a smaller unit are one value: "1 h 30 min", "2 hours and 24 minutes", "5 ft 3 in"
-_COMPOUND = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?,?\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*([A-Za-z]+)\b\.?")
-
-
-_DAYPART = {"morning": "am", "afternoon": "pm", "evening": "pm", "night": "pm"}
-
-
-# A time said in words: "half past nine", "quarter to ten", "seven o'clock", "half past midnight" (the hour in digits or
-# words; then "in the morning" and a.m./p.m. read as with digits)
-_HOURS = {w: k for k, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
-_SPOKEN_TIME = re.compile(r"\b(?:(half|quarter)\s+(past|after|to|before)\s+)?(" + "|".join(_HOURS) + r"|1[0-2]|[1-9]|noon|midnight)"
-                          r"(\s+o'?clock)?\b", re.IGNORECASE)
-# A date written in numbers, with its year: ISO 2024-04-04, day or month first 14/02/2023, 2/27/2024 (answer_compare reads
-# the order: the first number is the month unless it cannot be one)
-_NUMERIC_DATE = re.compile(r"(?<![\d/.$-])(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?![\d/-])")
-
-
-def _spoken_time(match):
-    part, direction, hour, oclock = match.groups()
-    if not part and not oclock:
-        return match.group(0)
-    named = hour.lower()
-    hours = 12 if named in ("noon", "midnight") else _HOURS.get(named) or int(hour)
-    minutes = {"half": 30, "quarter": 15}.get((part or "").lower(), 0)
-    if direction and direction.lower() in ("to", "before"):
-        hours, minutes = (hours - 2) % 12 + 1, 60 - minutes
-    suffix = " \\text{ am}" if named == "midnight" else " \\text{ pm}" if named == "noon" else ""
-    return f"${hours}:{minutes:02d}{suffix}$" if suffix else f"{hours}:{minutes:02d}"
-
-
-def _clock_words(sentence):
-    """Times as `H:MM am`: "7:15 A.M." and "7:15AM" -> `7:15 am`, "7 in the evening" -> `7 pm`; "noon" and "midnight"
-    (in a sentence with no number in digits) -> `12:00 pm`, `12:00 am`."""
-    sentence = re.sub(r"(?<![\w:.])(\d{1,2})h(\d{2})\b", r"\1:\2", sentence)  # 19h05
-    sentence = re.sub(r"(?<![\w:.])(\d{1,2})\.(\d{2})(?=\s*[apAP]\.?\s?[mM]\b)", r"\1:\2", sentence)  # 7.15 p.m.
-    if re.search(r"\b[A-Z][a-z]{2,8}\.?\s+\d|\d\s+[A-Z][a-z]{2,8}\b", sentence):  # "March 14", "14 March 2025": a date
-        sentence = DATE_WORDS.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)
-    sentence = _SPOKEN_TIME.sub(_spoken_time, sentence) if re.search(r"o'?clock|half|quarter", sentence, re.I) else sentence
-    sentence = _NUMERIC_DATE.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)  # 2024-04-04, 14/02/2023, 2/27/2024
-    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)\s*([ap])\.?\s?m\b\.?(?=\W|$)",
-                      lambda m: f"${m.group(1)} \\text{{ {m.group(2).lower()}m}}$", sentence, flags=re.I)
-    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)(?:\s*o'?clock)?\s+(?:in\s+the\s+(morning|afternoon|evening)|at\s+(night))\b",
-                      lambda m: f"${m.group(1)} \\text{{ {_DAYPART[(m.group(2) or m.group(3)).lower()]}}}$", sentence, flags=re.I)
-    if re.search(r"\b(?:noon|midday|midnight)\b", sentence, re.I) and not re.search(r"\d", re.sub(r"\b12\b", "", sentence)):
-        sentence = re.sub(r"(?:\b12\s*)?\b(noon|midday|midnight)\b", lambda m: "$12:00 \\text{ am}$" if m.group(1).lower() ==
-                          "midnight" else "$12:00 \\text{ pm}$", sentence, flags=re.I)
-    return sentence
-
-
-# A variable bounded in words: "x is greater than 3" -> x > 3, "k must be at least 2" -> k \ge 2, "p lies strictly between
-# 0 and 1" -> 0 < p < 1 (the bound words are attached to the variable, so they state an inequality, not a hedge)
-_VERB = r"\s+(?:is|must\s+be|can\s+be|should\s+be|has\s+to\s+be|lies|needs\s+to\s+be)\s+(?:strictly\s+)?"
-_NUM = r"\$?\s*(-?\d+(?:\.\d+)?)\s*\$?"
-_BETWEEN_WORDS = re.compile(r"\$?\b([a-z])\$?" + _VERB + r"between\s+" + _NUM + r"\s+and\s+" + _NUM)
-_BOUND_WORDS = re.compile(r"\$?\b([a-z])\$?" + _VERB + r"((?:greater|more|larger|less|smaller)\s+than(?:\s+or\s+equal\s+to)?|"
-                          r"at\s+(?:least|most)|no\s+(?:more|less)\s+than)\s+" + _NUM, re.IGNORECASE)
-
-
-def _bound_sign(words):
-    """The relation that bound words state: "greater than" >, "at most" <=, "no less than" >=, ..."""
-    words = words.lower().split()
-    upper = any(w in ("less", "smaller", "most") for w in words)
-    if words[0] == "no":
-        return "\\le" if not upper else "\\ge"  # no more than 5: <= 5
-    return ("\\le" if upper else "\\ge") if "equal" in words or words[0] == "at" else ("<" if upper else ">")
 
 
 # An exact value followed by its rounding ("$\\sqrt{27}$, about 5.196", "2/3 (≈ 0.67)"): one value, `X \\approx Y`
@@ -999,7 +866,7 @@ def _scale_suffixes(sentence, formula=False):
                 or re.match(r"\s*[\^(]|\s*[-+*/=]\s*[A-Za-z]", after):
             return match.group(0)  # `x = 3k + 2`, `2k^2`: a letter in a formula
         return (match.group(1) or "") + (str(number.numerator) if number.denominator == 1 else str(float(number)))
-    return _SCALE_SUFFIX.sub(value, sentence) if formula else _outside_math(sentence, lambda t: _SCALE_SUFFIX.sub(value, t))
+    return _SCALE_SUFFIX.sub(value, sentence) if formula else outside_math(sentence, lambda t: _SCALE_SUFFIX.sub(value, t))
 
 
 # Numbers in words joined by arithmetic words: "two hundred forty thousand dollars plus twenty-four thousand dollars plus
@@ -1026,9 +893,9 @@ def _prepared(sentence):
     sentence = re.sub(r"(?<=[A-Za-z]{2})['’](?=s\b)", "", sentence)  # "it's 1/36": a contraction, not a prime
     sentence = re.sub(r"(?<=[A-Za-z,:]\s)\+(?=\d)", "", sentence)  # "the result is +6": a sign that says the value is positive
     sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence  # ", k ∈ ℤ"
-    sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
-    sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
-    sentence = _words_as_values(_scale_suffixes(sentence))
+    sentence = outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
+    sentence = scaled_numbers(_unicode_in_prose(outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
+    sentence = words_as_values(_scale_suffixes(sentence))
     sentence = re.sub(r"(?<![\w.])(\d+)(?:\s+and\s+|-)(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet", "1-1/2 ft" (a unit after)
                       lambda m: f"${m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}$" if unit_word(m.group(4)) else m.group(0), sentence)
     if re.search(r"[\u4e00-\u9fff]", sentence):
@@ -1082,7 +949,7 @@ def _without_asides(text):
     unit words, working or words without a letter of a formula ("150 minutes (2 h = 120 min, 0.5 h = 30 min)", "60 (15
     × 4)", "12,00,000 रुपये (12 लाख)"); not "3 (2x + 1)", "(or 24 ...)", "(not 40 ...)", "(assuming n is even; ...)": another
     value offered or rejected, a condition."""
-    masked = _MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), text) if "$" in text or "\\" in text else text
+    masked = MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), text) if "$" in text or "\\" in text else text
     kept, last = [], 0
     for match in re.finditer(r"\s*\([^()]*\)", masked):
         inner = text[match.start():match.end()]
@@ -1118,9 +985,9 @@ def sentence_value(sentence):
     sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
     label = re.fullmatch(r"[^\W\d_]{2,}(?:\s+[^\W\d_]{2,})?[*_]*\s*[:：]\s*(.+?)\s*", sentence)
     if label and len(_candidates(label.group(1))) == 1 and not re.search(r"[A-Za-z]{2}|" + OTHER_SCRIPT_LETTER,
-                                                                          _MATH_SEGMENT.sub(" ", label.group(1))):
+                                                                          MATH_SEGMENT.sub(" ", label.group(1))):
         sentence = label.group(1)  # "Απάντηση: 55", "Total: $42$": a value labelled by a word of any script
-    sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
+    sentence = outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
     sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence
     if "(" in sentence:
         sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
@@ -1333,7 +1200,7 @@ def conclusion_value(text, finished=True):
     sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])"
                                        r"|(?<=[.!?])\s+(?=\$|\\\(|\\\[)", tail)
                  if s.strip()]
-    sentences = [_words_as_values(_PROSE_DOMAIN.sub("", x) if re.search(r"\\in|∈|integer|whole|real", x) else x) for x in sentences]
+    sentences = [words_as_values(_PROSE_DOMAIN.sub("", x) if re.search(r"\\in|∈|integer|whole|real", x) else x) for x in sentences]
     if finished and len(sentences) > 1 and not _finished(sentences[-1]) and not _candidates(_prepared(sentences[-1])) \
             and not _TASK.match(sentences[-1]) and re.match(r"\s*(?:therefore|thus|hence|so(?!\s+far)|in\s+total|in\s+conclusion|"
                                                             r"finally)\b", sentences[-2], re.I):
@@ -1513,7 +1380,7 @@ def clause_for(sentence, asked):
     def stems(text):
         return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - STOP_WORDS
     words = stems(asked)
-    masked = _MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), sentence)  # (never split inside math: `$C(2,-5)$`)
+    masked = MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), sentence)  # (never split inside math: `$C(2,-5)$`)
     cuts = [(0, 0)] + [(m.start(), m.end()) for m in re.finditer(r"[,;]\s*(?:and\s+|while\s+|whereas\s+|where\s+)?|\s+(?:and|while|"
                                                                  r"whereas)\s+", masked)] + [(len(sentence), len(sentence))]
     clauses = [c for c in (sentence[a[1]:b[0]] for a, b in zip(cuts, cuts[1:])) if len(_candidates(c)) == 1]
@@ -1526,7 +1393,7 @@ def final_statement(text):
     """The last sentence of a text that states a value (made ready as sentence_value reads it), else None."""
     sentences = [x for x in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z(])", _strip_currency(text.strip()[-2000:])) if x.strip()]
     for sentence in reversed(sentences[-3:]):
-        prepared = _prepared(_words_as_values(sentence))
+        prepared = _prepared(words_as_values(sentence))
         if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)):
             continue  # "Be careful: the trap answer is 5.": the value before it is the statement
         if _candidates(prepared):
