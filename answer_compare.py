@@ -995,6 +995,7 @@ def _words(s):
     s = re.sub(r"^neither (even|odd) nor (?!\1)(even|odd)$", "neither", s)
     s = re.sub(r"^(?:there is )?(?:not enough information|insufficient (?:information|data)|(?:it )?cannot be determined)$",
                "cannot be determined", s)  # one refusal, however worded
+    s = re.sub(r"^(?:dne|does not exist|(?:it )?doesn'?t exist|nonexistent|non existent)$", "does not exist", s)  # a limit's verdict
     return re.sub(r"^(even|odd|neither)(?: functions?)$", r"\1", s)
 
 
@@ -1223,6 +1224,35 @@ def _forms_equal(p, g):
     return None
 
 
+# A function or a sequence defined with its own name for the variable (`f(t) = 2t + 3`, `a_k = 2 \cdot 3^k`, `p(x) = x^2 -
+# 4x + 3`, `f: n \mapsto n + 1`): the variable is bound by the definition, so it equals a gold in another letter
+# (`2x + 3`, `2 \cdot 3^n`, `\lambda^2 - 4\lambda + 3`) once renamed; only when each side has that one letter free
+_DEFINED = re.compile(r"\s*(?:[A-Za-z](?:_\{?[A-Za-z]\}?)?\s*\(\s*([A-Za-z]|\\[a-z]+)\s*\)|[A-Za-z]_\{?([A-Za-z])\}?|[A-Za-z]\s*:\s*([A-Za-z])"
+                      r"\s*\\mapsto)\s*(?:=(?![=<>]))?\s*(.+)", re.DOTALL)
+
+
+def _renamed_variable(p, g):
+    """_equiv of a definition in its own variable against a gold in another (see above), else None."""
+    defined_sides = [_DEFINED.fullmatch(x) for x in (p, g)]
+    if not any(defined_sides):
+        return None
+    sides = []
+    for x, defined in zip((p, g), defined_sides):
+        body = defined.group(4) if defined else x
+        if "=" in body:
+            return None
+        variable = next((v for v in defined.group(1, 2, 3) if v), None) if defined else None
+        sides.append((variable and variable.lstrip("\\"), parse_math(body)))
+    (p_name, p_body), (g_name, g_body) = sides
+    if p_body is None or g_body is None or not (p_name or g_name):
+        return None
+    p_free, g_free = list(p_body.free_symbols), list(g_body.free_symbols)
+    if len(p_free) != 1 or len(g_free) != 1 or str(p_free[0]) == str(g_free[0]) \
+            or p_name and str(p_free[0]) != p_name or g_name and str(g_free[0]) != g_name:
+        return None
+    return _exprs_equal(p_body.subs(p_free[0], g_free[0]), g_body)
+
+
 def _equiv(p, g):
     """Both cleaned. Structure first (choices, words, intervals, lists, units, relations), then values."""
     if p == g or canon(p) == canon(g) or _decimal_comma_equal(p, g):
@@ -1233,6 +1263,9 @@ def _equiv(p, g):
     distributed = _scalar_distributed(split_top(p, ["="])[-1])
     if distributed and _scalar_distributed(g) is None and distributed != p:
         return _equiv(distributed, g)  # `\\frac15(3, 4)`, `(1, 2, 2)/3`, `\\frac{1}{10}\\begin{pmatrix}...`: the entries
+    renamed = _renamed_variable(p, g)
+    if renamed is not None:
+        return renamed
     named = _named_object(p)
     if named and "=" not in g and not re.match(r"\s*[A-Za-z]\s*\(", g):
         return _equiv(named, g)  # `M(5, -2)`, `\overrightarrow{AB} = (3, -4)`, `S = (3, \infty)`, `\{(7, 3)\}`: the object
@@ -1291,6 +1324,11 @@ def _equiv(p, g):
             return True  # "f is neither even nor odd" for `neither` (of "even, odd, or neither")
         return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate, verb.group(1) if verb else ""))
     p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
+    margin = re.fullmatch(r"(?:[^=]*(?:=|\\in)\s*)?([^=\\]+?)\s*\\pm\s*([^=,]+)", p) if "\\pm" in p else None
+    ends = re.fullmatch(r"\s*[\[(]\s*([^,()\[\]]+),\s*([^,()\[\]]+)[\])]\s*", g) if margin else None
+    if ends:  # `52 \pm 2.94` for the interval (49.06, 54.94): a centre and a margin (a confidence interval) name its ends
+        centre, half = margin.group(1), margin.group(2)
+        return _equiv(f"{centre} - ({half})", ends.group(1)) and _equiv(f"{centre} + ({half})", ends.group(2))
     if _interval_like(g) or _interval_like(p):
         same = _intervals_equal(p, g)
         if same is not None:
@@ -1428,6 +1466,7 @@ def equivalent(pred, gold):
 @lru_cache(maxsize=4096)
 def gold_is_valid(gold):
     """Can this gold answer be graded at all? Not when it is empty, longer than MAX_ANSWER_CHARS, has unbalanced
-    brackets or no letter or digit. (Golds that are not formulas, like `52_8` or `3:1`, still compare.)"""
+    brackets or no letter or digit, save a relation symbol alone (`<`: a blank to fill). (Golds that are not formulas,
+    like `52_8` or `3:1`, still compare.)"""
     g = clean(gold)
-    return g is not None and bool(re.search(r"[A-Za-z0-9]", g)) and balanced(g)
+    return g is not None and (bool(re.search(r"[A-Za-z0-9]", g)) or g.strip() in ("<", ">", "=", "≤", "≥")) and balanced(g)

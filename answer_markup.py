@@ -15,10 +15,15 @@ peel(text), the layers of the document around the statements, each by one rule f
     (not in an R session, whose prompt is `>`);
   - footnote marks: a mark (`²`, `[1]`, `[^1]`, `†`, `[†]`) after a value at the end of a line whose footnote (a line
     opening with the same mark) follows: the mark and the footnote are dropped;
+  - tool calls (tool_calls): a call of a tool that submits the answer (its name holds "answer", "submit" or "final":
+    `final_answer`, `functions.submit({"value": 18})`, OpenAI's `"tool_calls"` with arguments as a JSON string) is
+    the statement "The answer is <its one argument>."; other calls and their responses (`<tool_call>`,
+    `<tool_response>`) are the tool's work, not the response's statements, and are dropped;
   - an illustration after the answer: a closing fenced block without a language that holds a diagram (several
     lines of numbers or line-drawing characters, no `=`), after text that states a value, is no part of the answer.
 """
 import html
+import json
 import re
 
 from latex import braced
@@ -133,8 +138,64 @@ def _is_diagram(block):
     return "=" not in block and len(lines) >= 2 and sum(drawn) >= 0.75 * len(lines)
 
 
+_SUBMIT_NAME = re.compile(r"(?:answer|submit|final|respond)", re.I)
+_TOOL_BLOCK = re.compile(r"<(tool_call|tool_response|function_call|function_response)>(.*?)</\1>", re.S)
+_CALL = re.compile(r"(?:<\|python_tag\|>)?(?:functions\.)?([A-Za-z_]\w*)\s*\(\s*(\{.*\}|[^()]*)\s*\)(?:<\|eom_id\|>)?", re.S)
+
+
+def _argument(arguments):
+    """The one value a submitting call passes: its "answer" argument or its only one (a dict, a JSON object text, or
+    `answer=18`), as text; None when it passes several."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            keyword = re.fullmatch(r"\s*(?:\w+\s*=\s*)?(.+?)\s*", arguments, re.S)
+            return keyword.group(1).strip("\"'") if keyword and "," not in keyword.group(1) else None
+    if isinstance(arguments, dict):
+        arguments = arguments.get("answer", next(iter(arguments.values())) if len(arguments) == 1 else None)
+    return None if arguments is None or isinstance(arguments, (dict, list)) else str(arguments)
+
+
+def _submitted(call):
+    """The answer a tool call (a JSON object or its text) submits, else None."""
+    try:
+        call = json.loads(call) if isinstance(call, str) else call
+    except ValueError:
+        return None
+    if isinstance(call, dict) and "tool_calls" in call and call["tool_calls"]:
+        call = call["tool_calls"][-1]
+    if isinstance(call, dict) and isinstance(call.get("function"), dict):
+        call = call["function"]
+    if not isinstance(call, dict) or not _SUBMIT_NAME.search(str(call.get("name", ""))):
+        return None
+    return _argument(call.get("arguments", call.get("parameters", call.get("args"))))
+
+
+def tool_calls(text):
+    """Tool calls read as the module docstring says."""
+    stripped = text.strip()
+    if stripped.startswith("{") and '"name"' in stripped:
+        answer = _submitted(stripped)
+        if answer is not None:
+            return f"The answer is {answer}."
+    last_line = stripped.rsplit("\n", 1)[-1].strip()
+    call = _CALL.fullmatch(last_line) if last_line.endswith(")") else None
+    if call and _SUBMIT_NAME.search(call.group(1)):
+        answer = _argument(call.group(2))
+        if answer is not None:
+            return stripped[:len(stripped) - len(last_line)] + f"The answer is {answer}."
+    if "<" in text and _TOOL_BLOCK.search(text):
+        def block(m):
+            answer = _submitted(m.group(2).strip()) if m.group(1).endswith("call") else None
+            return f"The answer is {answer}." if answer is not None else " "
+        text = _TOOL_BLOCK.sub(block, text)
+    return text
+
+
 def peel(text):
     """The text with the markup layers of the module docstring peeled."""
+    text = tool_calls(text) if '"name"' in text or "<tool_" in text or "<function_" in text or text.rstrip().endswith(")") else text
     if "\\begin{document}" in text:
         text = _document(text)
     if "\\" in text:

@@ -16,6 +16,13 @@ bench.py's variant sets). Each returns a verdict or a value, or None/False when 
   new_value(text, answer, question): the conclusion's one value the question does not give, where the answer read
     without the question is a number it gives ("Fifteen percent of what number is 9?" -> "9 is 15% of 60").
   form_violated(answer, question): the answer is not in the form the question asks ("in lowest terms": 375/1000).
+  question_choice(text, question): the one of the alternatives a question offers ("Which is larger, $2^{30}$ or
+    $3^{20}$?", "certain, likely, unlikely, or impossible?", "Fill in the blank with $<$, $>$, or $=$", "Plan A ... Plan
+    B") that the conclusion picks: by naming it, by a relation between them, or by negating the other of two.
+  response_options(text): the options a response lists itself before it answers with a letter ("A. 5  B. 6  C. 7
+    ... Answer: C"), as question_options reads a question's.
+  other_unit(text, gold, question): the conclusion states the gold's number in another unit than the one the question
+    asks for ("Convert 77°F to degrees Celsius." -> "so it is 25 °F": not paid).
 """
 import math
 import re
@@ -24,8 +31,9 @@ import sympy
 
 from answer_compare import canon, equivalent, rounds_to, significant_digits, split_top, vector_entries
 from answer_forms import proportional, same_line
-from answer_value import OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement, sentence_value
-from latex import clean, parse_math, split_unit
+from answer_value import (OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement, sentence_value,
+                          settled_statement)
+from latex import clean, parse_math, split_unit, unit_key
 from numerals import NUMBER_WORDS, number_words
 
 _COMPUTE = re.compile(r"\b(?:compute|evaluate|simplify|calculate|find\s+the\s+(?:exact\s+)?value|what\s+is\s+the\s+(?:exact\s+)?value|"
@@ -152,7 +160,7 @@ def question_options(question):
         return {}
     options = {}
     for k in range(start, len(labels)):
-        if letters[k] != "ABCDE"[k - start]:
+        if k - start >= 5 or letters[k] != "ABCDE"[k - start]:
             break
         end = labels[k + 1].start() if k + 1 < len(labels) else len(question)
         options[letters[k]] = re.sub(r"[\s,;]*(?:or)?\s*$", "", question[labels[k].end():end].split("\n")[0]).strip()
@@ -236,8 +244,9 @@ def asked_value(text, answer, question, strict=False):
     if not asking or not text:
         return None
     statement = final_statement(text) if not strict else None
-    if statement is not None and UNSURE.search(statement):
-        return None
+    if statement is not None and (UNSURE.search(statement) or re.search(r"\bif\b[^.;]*[,;]\s*(?:or|otherwise|else)\b|\bif\s+not\b",
+                                                                       statement, re.I)):
+        return None  # ("It's 6 if rotations are the same, or 24 if not.": an answer by cases)
     if answer and "=" in answer:  # "what is $2x$?" ... "so $2x = 36$": the side that is the question's own expression
         sides = split_top(clean(answer) or "", ["="])
         formulas = [clean(next(g for g in m if g)) for m in _QUESTION_MATH.findall(question)]
@@ -304,14 +313,18 @@ def given_numbers(question):
 
 def new_value(text, answer, question):
     """The conclusion's one value the question does not give, when the answer read without the question is a number
-    the question gives ("Fifteen percent of what number is 9?" ... "9 is 15% of 60, because ..."), else None."""
+    the question gives ("Fifteen percent of what number is 9?" ... "9 is 15% of 60, because ..."), or there is none
+    and the response settles on a statement ("The number 360 has 24 positive divisors."); else None."""
     given = given_numbers(question)
     number = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*\\?%?\s*", answer or "")
-    statement = final_statement(text or "")
-    if number is None or float(number.group(1)) not in given or statement is None:
+    statement = final_statement(text or "") if answer else settled_statement(text)
+    if answer and (number is None or float(number.group(1)) not in given) or statement is None:
         return None
     statement = re.split(r"[,;]?\s+(?:because|since|as)\b", statement)[0]
-    new = [value for _, value in candidates(statement) if re.fullmatch(r"-?\d+(?:\.\d+)?", value) and float(value) not in given]
+    values = [value for _, value in candidates(statement)]
+    new = [value for value in values if re.fullmatch(r"-?\d+(?:\.\d+)?", value) and float(value) not in given]
+    if not answer and any(not re.fullmatch(r"-?\d+(?:\.\d+)?", value) for value in values):
+        return None  # (with no answer read, every value must be a plain number: `x = 0, 4` is a list)
     return new[0] if len(set(new)) == 1 else None
 
 
@@ -463,3 +476,150 @@ def option_value(answer, options):
     """The text of the option an answer names by its letter alone (`B`, `(B)`, `\\textbf{(B)}`), else None."""
     letter = re.fullmatch(r"\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?\s*\.?\s*", answer or "")
     return options.get(letter.group(1)) if letter else None
+
+
+_INLINE_OPTION = re.compile(r"(?:(?<=\s)|^)([A-E])[.)][ \t]+(?=\S)")
+
+
+def response_options(text):
+    """{letter: text} of the options a response lists (one per line, "(A) ...", or on one line "A. 5  B. 6  C. 7"),
+    from A in order; {} when it lists none."""
+    options = question_options(text or "")
+    if options:
+        return options
+    for line in reversed((text or "").split("\n")[-20:]):
+        labels = list(_INLINE_OPTION.finditer(line))
+        letters = "".join(m.group(1) for m in labels)
+        if len(labels) >= 3 and "ABCDE".startswith(letters):
+            return {m.group(1): line[m.end():labels[k + 1].start() if k + 1 < len(labels) else len(line)].strip()
+                    for k, m in enumerate(labels)}
+    return {}
+
+
+# A unit the question asks for: "in miles", "to degrees Celsius", "How many minutes ...?" (a unit word that ends the
+# phrase: "How many miles per hour" asks for a compound unit and is left alone); a temperature by its scale
+_SCALES = {"c": "°C", "celsius": "°C", "centigrade": "°C", "f": "°F", "fahrenheit": "°F", "k": "K", "kelvin": "K"}
+_UNIT_TEXT = r"(°\s*[CFK]\b|degrees?\s+(?:Celsius|Fahrenheit|centigrade|Kelvin|C|F)\b|[A-Za-z]+\.?)"
+_ASKED_UNIT = re.compile(r"\b(?:in|into|to|how\s+many)\s+(?:the\s+)?" + _UNIT_TEXT + r"(?=\s*(?:[?.,;:)]|$|\s+(?:is|are|does|do|did|"
+                         r"will|would|can|could|was|were|has|have|had|it|of|the|in|to|for|at|on|must|should|will)\b))", re.I)
+_STATED_UNIT = re.compile(r"(?<![\w.])(-?\d[\d,]*(?:\.\d+)?)\s*" + _UNIT_TEXT, re.I)
+
+
+def _unit_of(text):
+    scale = re.fullmatch(r"(?:°|degrees?)\s*([A-Za-z]+)", text.strip(), re.I)
+    if scale:
+        return _SCALES.get(scale.group(1).lower())
+    return unit_key(text.strip()) if text.strip().lower() not in ("in", "at", "a", "s") else None
+
+
+def other_unit(text, gold, question):
+    """The last statement of the gold's number with a unit (in the conclusion: the text's last 300 characters) names
+    another unit than the one the question asks for, both known units or temperature scales (see above)."""
+    asked = [_unit_of(m.group(1)) for m in _ASKED_UNIT.finditer(question or "")]
+    asked = [u for u in asked if u]
+    g = parse_math(clean(gold) or "")
+    if not asked or g is None or g.free_symbols or not text:
+        return False
+    for match in reversed(list(_STATED_UNIT.finditer(text[-300:]))):
+        unit = _unit_of(match.group(2))
+        value = parse_math(match.group(1).replace(",", ""))
+        if unit and value is not None and value == g:
+            return unit != asked[-1]
+    return False
+
+
+# ---- a choice among the alternatives a question offers ------------------------------------------------------------
+# Alternatives: a list "X, Y, or Z" / "X or Y" of math segments, of single words or of relation symbols; or names with
+# a label ("Plan A", "Plan B"; "Option 1", "Option 2"). The conclusion (the last sentence) picks one when it names it
+# alone (a math alternative or a name with a word of the question's own, or as the whole sentence: "-> **Store X**"),
+# when it negates the other of two ("so it is not prime" picks "composite"), or by a relation between them: the side
+# a "which is larger/smaller" asks for, or the relation a blank between two quantities asks for ("$2^{10} > 10^3$")
+_ALT_KINDS = (r"\$[^$]{1,60}\$", r"\$?[<>=≤≥]\$?", r"[A-Za-z][A-Za-z-]*")  # math, a relation symbol, a word
+_ALT_LISTS = [re.compile("(" + alt + r")((?:\s*,\s*" + alt + r")*)\s*,?\s+or\s+(" + alt + r")(?=\s*[?.:;,]|\s*$)") for alt in _ALT_KINDS]
+_NAMED = re.compile(r"\b([A-Z][a-z]+)\s+([A-Z]|\d)\b")
+_RELATIONS = {">": ">", "<": "<", "=": "=", "≥": "≥", "≤": "≤", "\\gt": ">", "\\lt": "<", "\\ge": "≥", "\\geq": "≥",
+              "\\le": "≤", "\\leq": "≤"}
+_RELATION_WORDS = [(r"(?:is\s+)?(?:greater|larger|bigger|more)\s+than", ">"), (r"(?:is\s+)?(?:less|smaller|fewer)\s+than", "<"),
+                   (r"(?:is\s+)?equal\s+to|equals", "=")]
+_FLIP = {">": "<", "<": ">", "≥": "≤", "≤": "≥", "=": "="}
+_LARGER = re.compile(r"\b(?:larger|greater|bigger|more|higher|largest|greatest|biggest)\b", re.I)
+_SMALLER = re.compile(r"\b(?:smaller|less|lower|fewer|smallest|least|lowest)\b", re.I)
+
+
+def _alternatives_offered(question):
+    """The alternatives a question offers (see above), as written, or []."""
+    found = []
+    for alt, pattern in zip(_ALT_KINDS, _ALT_LISTS):
+        for m in pattern.finditer(question[-1500:]):
+            items = [m.group(1)] + re.findall(alt, m.group(2)) + [m.group(3)]
+            if len(set(items)) == len(items) and not (alt == _ALT_KINDS[2] and {x.lower() for x in items} & STOP_WORDS):
+                found = [x.strip("$").strip() for x in items]
+    heads = {}
+    for m in _NAMED.finditer(question):
+        heads.setdefault(m.group(1), []).append(m.group(0))
+    named = [sorted(set(v)) for v in heads.values() if len(set(v)) >= 2]
+    return found or (named[0] if len(named) == 1 else [])
+
+
+def _math_relation(sentence, items):
+    """(left item, relation, right item) of the last relation between two of `items` the sentence states, or None."""
+    sentence = sentence.replace("−", "-")
+    operands = r"(\$[^$]{1,60}\$|-?\d+(?:\.\d+)?(?:/\d+)?)"
+    words = "|".join(w for w, _ in _RELATION_WORDS)
+    last = None
+    for m in re.finditer(operands + r"\s*(" + words + r"|[<>=≤≥])\s*" + operands, sentence):
+        relation = next((r for w, r in _RELATION_WORDS if re.fullmatch(w, m.group(2))), m.group(2))
+        sides = [next((x for x in items if equivalent(m.group(k).strip("$"), x)), None) for k in (1, 3)]
+        if None not in sides and sides[0] != sides[1]:
+            last = (sides[0], relation, sides[1])
+    inside = [re.split(r"(\\[gl]e?q?t?|[<>=≤≥])", seg) for seg in re.findall(r"\$([^$]{1,120})\$", sentence)]
+    for parts in inside:  # `$3^{20} > 2^{30}$`: a relation inside one math segment
+        if len(parts) == 3 and parts[1].strip() in _RELATIONS:
+            sides = [next((x for x in items if equivalent(parts[k].strip(), x)), None) for k in (0, 2)]
+            if None not in sides and sides[0] != sides[1]:
+                last = (sides[0], _RELATIONS[parts[1].strip()], sides[1])
+    return last
+
+
+def question_choice(text, question):
+    """The alternative the conclusion picks (see above), as the question writes it, else None."""
+    items = _alternatives_offered(question or "")
+    sentences = [x for x in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=\S)", (text or "").strip()[-1500:]) if x.strip()]
+    if len(items) < 2 or not sentences or UNSURE.search(sentences[-1]):
+        return None
+    last = sentences[-1]
+    asking = _asking(question)
+    if set(items) <= set(_RELATIONS):  # a blank to fill with a relation: "$A$ ___ $B$"
+        said = re.search(r"\b(?:is|answer|blank|symbol)\s*[:=]?\s*[*`$]*([<>=≤≥])[*`$]*\s*[.!]?\s*$", last)
+        if said:
+            return said.group(1)
+        blank = re.search(r"\$([^$]{1,60})\$\s*_{2,}\s*\$([^$]{1,60})\$", question)
+        relation = _math_relation(last, [blank.group(1).strip(), blank.group(2).strip()]) if blank else None
+        if relation is None:
+            return None
+        return relation[1] if relation[0] == blank.group(1).strip() else _FLIP.get(relation[1])
+    if all(not x[:1].isalpha() or " " in x for x in items) or len(items) == 2 and (_LARGER.search(asking) or _SMALLER.search(asking)):
+        relation = _math_relation(last, items) if len(items) == 2 else None
+        if relation and relation[1] in "<>" and (_LARGER.search(asking) or _SMALLER.search(asking)):
+            larger = relation[0] if relation[1] == ">" else relation[2]
+            return larger if _LARGER.search(asking) else next(x for x in items if x != larger)
+    named = []
+    for x in items:
+        if " " in x or x[:1].isalpha():
+            at = [m for m in re.finditer(r"(?<![\w-])" + re.escape(x) + r"(?![\w-])", last, re.I)]
+        else:
+            at = [m for m in re.finditer(r"\$([^$]{1,60})\$", last) if equivalent(m.group(1), x)]
+        if at:
+            named.append((x, at[-1]))
+    if len(named) != 1:
+        return None
+    choice, where = named[0]
+    negated = re.search(r"\b(?:not|never|no|isn't|aren't|cannot|can't)\s+(?:\w+\s+){0,2}$", last[:where.start()], re.I)
+    if negated:
+        return next(x for x in items if x != choice) if len(items) == 2 else None
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", asking)} - STOP_WORDS
+    rest = re.sub(r"\b(?:" + "|".join(re.escape(x) for x in items) + r")\b", " ", last, flags=re.I)
+    own_word = any(w.lower() in words - {w.lower() for x in items for w in x.split()} for w in re.findall(r"[A-Za-z]{4,}", rest))
+    alone = not re.sub(r"\b(?:final|answer|so|thus|hence|therefore|the|is|it)\b", "", rest, flags=re.I).strip(" .:!*_→=>-\n")
+    word = re.fullmatch(r"[A-Za-z][A-Za-z-]*", choice)  # (an adjective offered: "likely", "composite"; it names itself)
+    return choice if word or own_word or alone else None

@@ -35,10 +35,10 @@ import unicodedata
 
 from answer_compare import equivalent
 from answer_markup import entities, peel
-from syntaxes import transcript
+from syntaxes import code_output, lean_answer, roots, transcript
 from answer_value import OTHER_SCRIPT_LETTER, LEADING_VALUE, SHORT_WORDS, Span, conclusion_value, reduce_span, sentence_value
 from latex import MAX_ANSWER_CHARS, ROUNDING_NOTE, braced, clean, code_forms, is_english, parse_math, split_unit
-from numerals import decimal_comma_text, plain_unicode
+from numerals import accounting_negatives, decimal_comma_text, plain_unicode
 
 MAX_RESPONSE_CHARS = 200_000  # only the last this many characters of a response are searched for its answer
 
@@ -52,7 +52,7 @@ def final_text(response, think_prefilled=False):
     """The part of a response that can state its final answer (after_reasoning), an interpreter session in it read
     as its outputs (syntaxes.transcript), or None when the response was cut off inside a reasoning block."""
     text = after_reasoning(response, think_prefilled)
-    return None if text is None else transcript(text)
+    return None if text is None else transcript(code_output(lean_answer(text)))
 
 
 def after_reasoning(response, think_prefilled=False):
@@ -410,7 +410,7 @@ def _json_answer(text):
 _PHRASE = re.compile(
     r"(?:\bfinal\s+answer\b(?:\s+is\b)?|\bthe\s+(?:final\s+|correct\s+)?answer(?:\s*\([^()\n]{0,40}\))?\s*(?:is\b|would\s+be\b"
     r"|will\s+be\b|=|:)|^[ \t>#*_-]*(?:(?:short|final|my)\s+)?(?:answer|a|ans\.?)\s*(?:\*\*|__)?\s*:|^[ \t>#*_-]*answer\s*(?=\$|\\\[|\\\())"
-    r"|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])",
+    r"|^[ \t>#*_-]*ans\.(?=[ \t]*[-$¤\d\\(])|(?<=[.!?][ \t])[*_]*(?:final\s+)?answer[*_]*\s*:",  # (". Answer: 12" in a line)
     re.IGNORECASE | re.MULTILINE)
 # the same phrases in the languages models switch to (their decimal commas are read by answer_compare); searched only
 # in a text that names an answer in one of them (one scan for the nouns, then the phrases)
@@ -497,6 +497,9 @@ def _phrase_span(text):
     if not matches:
         return None
     stated = [m for m in matches if not re.search(r"\b(?:would|could|might)\b", m.group(0), re.I)]
+    named = [m for m in stated if not (re.fullmatch(r"[\s.!*_]*", text[m.end():].split("\n")[0])
+                                       and re.search(r"[A-Za-z]{2}", text[:m.start()].rsplit("\n", 1)[-1]))]
+    stated = named or stated  # ("The answer is 45. Grader note: this is my final answer.": a phrase that names no value)
     chosen = stated[-1] if stated else matches[-1]
     return Span("phrase", text[chosen.end():], text, chosen.start(), chosen.end())
 
@@ -561,7 +564,7 @@ def _find_span(text, strict=False):
     if text is None or not text.strip():
         return None
     text = _drop_echoed_instructions(_without_next_problem(_without_signoff(_without_loop_tail(_markup(peel(_chat_marks(
-        plain_unicode(entities(text)))))))))
+        accounting_negatives(roots(plain_unicode(entities(text)))))))))))
     last_box = text.rfind("\\boxed{")
     if last_box >= 0 and braced(text, last_box + len("\\boxed")) is None:
         typo = _unclosed_box(text, last_box + len("\\boxed"))

@@ -35,10 +35,11 @@ from typing import NamedTuple
 
 from answer_compare import COPULA, CASE_WORD, VERB_PREDICATE, parse_cases
 from answer_forms import QUADRANT_IN_PROSE, matrix_in_prose
-from latex import (DATE_WORDS, MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, compound_units, is_english, split_unit, superscripts, unit_key,
-                   unit_vector_hats, unit_word, unwrap_commands)
+from answer_words import MATH_SEGMENT, outside_math, words_as_values
+from latex import (MAX_ANSWER_CHARS, ROUNDING_NOTE, clean, is_english, split_unit, superscripts, unit_key, unit_vector_hats, unit_word,
+                   unwrap_commands)
 from numerals import (DENOMINATORS, FRACTION_WORDS, NUMBER_WORD, NUMBER_WORDS, base_numerals, cjk_numbers, degrees_minutes_seconds,
-                      number_conventions, number_words, repeating_decimals, roman_value, scaled_numbers)
+                      number_conventions, number_words, repeating_decimals, scaled_numbers)
 
 _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if|but|hence|thus|therefore)\b", re.I)
 
@@ -47,7 +48,7 @@ _CUT_WORDS = re.compile(r"\s(?:because|since|which|where|so|as|when|given|for|if
 UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain|confident|100)|unsure|uncertain|I\s+think|I\s+believe|I\s+guess|"
                      r"I'?m\s+guessing|probably|maybe|perhaps|possibly|(?:might|could|may)\s+be\s+(?:wrong|incorrect|off|mistaken)|"
                      r"(?:might|could|may)\s+(?:[a-z]+\s+){0,2}?be\s+[$(\\]*-?\d+|"
-                     r"if\s+I'?m\s+not\s+mistaken)\b",
+                     r"if\s+I'?m\s+not\s+mistaken|(?:could|might|may)\s+be\s+either|either\s+(?:one|answer|way)\s+(?:is|could|might|works))\b",
                      re.IGNORECASE)
 # ...nor one the response defers: work it announces as still to be done after it ("36, but we still have to remove the
 # broken ones", "36 so far"), or a "wait" that takes it back; modals of obligation and their subjects, not topics
@@ -209,7 +210,6 @@ def _sentence_head(line):
     return line.strip().rstrip(".").strip()
 
 
-_MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$", re.DOTALL)
 _NUMBER_BODY = r"(?<![\w.^_/])-?(?:\d(?:[\d,]*\d)?(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+(?![\w.]))?"  # 4.4e7 too
 # a unit written against its number in prose (`1,000.99m²`, `12kg`) ends the number; any other letter makes it
 # part of a formula (`5x`); a number is never cut inside its decimals (`1,000.99m` is not `1,000`)
@@ -226,6 +226,7 @@ _ITEM = r"-?(?:\d+(?:\.\d+)?(?:/\d+)?|∞|\\infty)"
 _PLAIN_VALUE = re.compile(r"(?<![\w)])[(\[]\s*" + _ITEM + r"(?:\s*,\s*" + _ITEM + r")+\s*[)\]](?:\s*\^\s*\{?T\}?|ᵀ)?"  # (5, 1, 3), [3, ∞)
                           r"|(?<![\w:.])\d{1,2}(?::\d{2})?\s*[ap]m\b|(?<![\w:.])\d{1,2}:\d{2}(?![\w:])"  # a time: 10:30, 1:20 pm, 7 am
                           r"|(?<![\w.])\d+!(?=\s*[.,;)]|\s*$)"                              # 10!
+                          r"|(?<![\w\\])[A-Z]\((?:\s*" + _ITEM + r"\s*[,;])+\s*" + _ITEM + r"\s*\)"       # a named point: C(2, -5), M(2; 3)
                           r"|(?<![\w\\])-?(?:\d+(?:\.\d+)?\s*\*?\s*)?(?:sqrt\s*\(\s*\d+(?:\.\d+)?\s*\)|pi|π)(?:\s*/\s*\d+)?(?![\w(^])"
                           r"|(?<![\w\\])[A-Za-z]\s*(?:>=|<=|!=|=|>|<|≥|≤|≠)\s*(?:" + _COMPLEX_BODY + r"|-?\d+(?:\.\d+)?(?:/\d+)?(?![\w^/]|\.\d))"
                           r"|" + _COMPLEX + r"|" + _NUMBER_BODY + r"\s+\d+/\d+(?![\w^/])|" + _NUMBER.pattern, re.ASCII)
@@ -236,7 +237,7 @@ def _candidates(sentence):
     """[(position, text)] of the math segments and, outside them, the bare numbers, mixed numbers (`2 1/2`) and
     plain-text relations (`x >= 2`), in order."""
     candidates, last_end = [], 0
-    for match in _MATH_SEGMENT.finditer(sentence):
+    for match in MATH_SEGMENT.finditer(sentence):
         candidates += [(m.start(), m.group(0)) for m in _PLAIN_VALUE.finditer(sentence, last_end, match.start())]
         candidates.append((match.start(), next(g for g in match.groups() if g is not None)))
         last_end = match.end()
@@ -254,7 +255,7 @@ def _joined_assignments(sentence, candidates):
     one set; relations of one letter joined by "or" one union (`x < 2 or x > 3`)."""
     joined, previous_end = [], 0
     for position, value in candidates:
-        segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+        segment = MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
         end = segment.end() if segment else position + len(value)
         if joined and _RELATION.fullmatch(value) and _RELATION.fullmatch(joined[-1][1].split(" \\text{ or } ")[-1].strip()) \
                 and value[0] == joined[-1][1].strip()[0] and re.fullmatch(r"\s*,?\s*or\s*", sentence[previous_end:position]):
@@ -279,7 +280,7 @@ def _joined_assignments(sentence, candidates):
 _RAW_TOKEN = re.compile(r"\\[a-zA-Z]+|\\[{}|,;!]|[A-Za-zα-ωΑ-Ω]+|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
 SHORT_WORDS = {"a", "an", "am", "as", "at", "be", "by", "do", "go", "he", "if", "in", "is", "it", "me", "my", "no", "of",
                 "on", "or", "so", "to", "up", "us", "we", "i"}
-_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠×·−±∓°")
+_RAW_OPERATORS = set("+-*/^_=<>()[]|'!√π½⅓⅔¼¾≤≥≠≈×·−±∓°")
 
 
 def _wrap_raw_math(piece):
@@ -288,7 +289,7 @@ def _wrap_raw_math(piece):
     so that it is one candidate, as if the writer had delimited it. Words (of 3+ letters, or short English ones such as
     "is", "to") end a run; a plain number is left alone."""
     out, last = [], 0
-    for segment in list(_MATH_SEGMENT.finditer(piece)) + [None]:
+    for segment in list(MATH_SEGMENT.finditer(piece)) + [None]:
         end = segment.start() if segment else len(piece)
         out.append(_wrap_plain(piece[last:end]))
         if segment:
@@ -419,10 +420,17 @@ def _case_answer(sentence):
 _VALUE_TEXT = r"(?:\$[^$]{1,80}\$|[$¤]?-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)"
 _REJECTED = re.compile(r"(?:,\s*)?\b(?:not|isn't|is\s+not|it'?s\s+not|no\s+es|no\s+son|n'est\s+pas|ist\s+nicht|nicht|не|não\s+é|"
                        r"non\s+è)\s+" + _VALUE_TEXT + r"(?![\w^/]|\.\d)\s*,?(?:\s*(?:sino|mais|sondern|а|mas|ma)\b)?"
-                       r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:rejected|discarded|"
-                       r"extraneous|invalid|excluded|ruled\s+out)\b", re.I)
+                       r"|(?:,\s*)?" + _VALUE_TEXT + r",?\s+(?:is|are|was|must\s+be|should\s+be)\s+(?:(?:also|simply|clearly|therefore)\s+)?"
+                       r"(?:rejected|discarded|extraneous|invalid|excluded|ruled\s+out|wrong|incorrect|mistaken|incomplete|"
+                       r"(?:a\s+)?mistake|an\s+error|not\s+(?:correct|right|the\s+answer))\b"  # ("the student's 2 is wrong")
+                       r"|\b(?:trap|wrong|incorrect|tempting|naive|mistaken|erroneous)\s+(?:answer|value|result|guess|choice)s?\s+"
+                       r"(?:is|are|would\s+be|of)\s+" + _VALUE_TEXT +  # "the trap answer is 5 minutes"
+                       r"|\b(?:wrongly|incorrectly|mistakenly|erroneously)\s+(?:[A-Za-z]+\s+){0,3}?" + _VALUE_TEXT
+                       + r"|\b(?:trap|mistake|error|pitfall)\b[^.;!$\d]{0,40}?\b(?:answer(?:ing)?|writ(?:e|ing)|say(?:ing)?|giv(?:e|ing)|"
+                       r"get(?:ting)?|choos(?:e|ing))\s+" + _VALUE_TEXT + r"|\btempting\s+" + _VALUE_TEXT, re.I)  # "students
+# wrongly write $-9$": a value the sentence reports as someone's error
 # "which is B" ending a sentence restates its value as B (a conversion, a decimal): B is what it ends on
-_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
+_RESTATED = re.compile(r"(?:[,;]?\s+(?:which|that)\s+(?:is|equals|gives|adds?\s+(?:up\s+)?to|sums?\s+to|totals?|comes?\s+to)|,?\s+(?:i\.\s?e\.|that\s+is|soit|c'est-à-dire|d\.\s?h\.|"
                        r"т\.\s?е\.|то\s+есть|es\s+decir|ou\s+seja|cioè),?(?:\s+(?:at|on))?)\s+(?:an?\s+)?(?=(?:\d{1,2}:\d{2}|" + _VALUE_TEXT
                        + r")(?:\s*[A-Za-zÅ€£%²³/°]{1,12}\.?)?(?:\s+(?!(?:more|less|fewer|greater|smaller|larger|higher|lower|than|times|of|"
                        r"per|out|as)\b)[^\W\d_]+){0,4}\s*[.!]?\s*$)", re.I)  # ("which is 2 more than Tom" restates nothing)
@@ -545,7 +553,7 @@ def _solved_for(sentence, candidates):
     letter = rf"(?<![A-Za-z\\]){last.group(1)}(?![A-Za-z])"
     run = [candidates[-1]]
     for position, value in reversed(candidates[:-1]):
-        segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+        segment = MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
         between = sentence[segment.end() if segment else position + len(value):run[-1][0]]
         if "=" not in value or not re.search(letter, value) or not re.fullmatch(r"[\s$]*(?:[,;]|,?\s*(?:so|then|hence|thus))?[\s$]*",
                                                                               between, re.I):
@@ -553,6 +561,27 @@ def _solved_for(sentence, candidates):
         run.append((position, value))
     steps = [v for _, v in run[1:]]
     return candidates[-1] if steps and any(not re.fullmatch(r"\s*[A-Za-z]\s*=[^=]+", v) for v in steps) else None
+
+
+def _derivation_end(sentence):
+    """The last equation of a sentence that ends on it, when the sentence is a derivation whatever its words: the
+    letter solved for (`3x = 18, then divide by 3, so x = 6`; the letter is in an earlier equation that is not itself
+    an assignment) or a computation on an earlier result (`... = 1111, and 7 \\times 1111 = 7777`), else None."""
+    steps = _candidates(sentence)
+    position, last = steps[-1]
+    segment = MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+    if not re.fullmatch(r"[\s$*_]*[.!]?\s*", sentence[segment.end() if segment else position + len(last):]):
+        return None
+    earlier = [v for _, v in steps[:-1] if "=" in v]
+    solved = re.fullmatch(r"\s*([A-Za-z])\s*=\s*([^=<>]+)", last)
+    if solved:
+        letter = rf"(?<![A-Za-z\\]){solved.group(1)}(?![A-Za-z])"
+        return last if any(re.search(letter, v) and not re.fullmatch(r"\s*[A-Za-z]\s*=[^=]+", v) for v in earlier) else None
+    computed = re.fullmatch(r"([^=A-Za-z]*?\d[^=A-Za-z]*)=\s*(-?\d[\d,]*(?:\.\d+)?)\s*", re.sub(r"\\(?:times|cdot|div)\b", "*", last))
+    results = [v.split("=")[-1].strip() for v in earlier]
+    used = computed and any(re.fullmatch(r"-?\d[\d,]*(?:\.\d+)?", r) and re.search(rf"(?<![\d.]){re.escape(r)}(?![\d.])",
+                                                                                   computed.group(1)) for r in results)
+    return computed.group(2) if used else None
 
 
 def _unit_after(after):
@@ -573,7 +602,7 @@ def _one_candidate(sentence):
     position, value = chosen
     before, after = sentence[:position].rstrip(" *_"), sentence[position + len(value):].lstrip("*_")  # **27** is 27
     value = re.sub(r"^\s*=\s*", "", value)  # "P(at least one six) $= 1 - 25/36 = 11/36$": a chain after a label in words
-    segment = _MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
+    segment = MATH_SEGMENT.match(sentence, position) if sentence[position] in "$\\" else None
     if segment:  # a math segment ($...$, \(...\)): skip its closing delimiter
         after = sentence[segment.end():].lstrip("*_")
     provisional = _PROVISIONAL.search(sentence, 0, position)
@@ -674,7 +703,7 @@ def _reduce_span(span):
     if span.decimal_comma or span.kind in ("phrase", "line", "conclusion"):
         span = span._replace(text=_scale_suffixes(number_conventions(span.text, span.decimal_comma)))  # ("12k", "$2.5M")
     if span.kind in ("phrase", "line", "conclusion"):  # "0.285714...", "0.\overline{3}" in prose: one value each
-        span = span._replace(text=_outside_math(span.text, lambda t: repeating_decimals(t, "$")))
+        span = span._replace(text=outside_math(span.text, lambda t: repeating_decimals(t, "$")))
     if span.kind == "field" and len([w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", span.text))
                                      if is_english(w)]) >= 2:
         value = sentence_value(_strip_currency(span.text.strip()))  # <answer>There are 12 outfits.</answer>
@@ -786,20 +815,11 @@ def _unicode_in_prose(sentence):
                       lambda m: {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}[m.group(1)] + "{" + m.group(2) + "}", sentence)
     sentence = re.sub(r"(?<=\d)\s*[×·]\s*(?=\d)", r" \\times ", sentence)
     if re.search(r"=>|[⇒⟹∴]|\s-{1,3}>\s|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z])", sentence):
-        sentence = _outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
+        sentence = outside_math(sentence, lambda t: _ARROW.sub(", so ", t))  # "... = 24 => 24", "2x = 14 ∴ x = 7"
     return sentence
 
 
 _ARROW = re.compile(r"\s*(?:==?>|[⇒⟹∴]|(?<=\S)\s+-{1,3}>\s+(?=\S)|\\(?:Rightarrow|implies|Longrightarrow|therefore)(?![a-z]))\s*")
-
-
-def _outside_math(sentence, change):
-    """change(text) applied to the parts of a sentence outside its math segments ($...$, \\(...\\), ...)."""
-    out, last = [], 0
-    for segment in _MATH_SEGMENT.finditer(sentence):
-        out += [change(sentence[last:segment.start()]), segment.group(0)]
-        last = segment.end()
-    return "".join(out) + change(sentence[last:])
 
 
 _NUMBER_OR_WORD = r"(\d+|(?:" + NUMBER_WORD + r"))"
@@ -809,130 +829,6 @@ _CHANCE = re.compile(r"(?<![\w.])" + _NUMBER_OR_WORD + r"(?:\s*-\s*|\s+)(?:in|ou
 
 def _number_text(text):
     return text if text.isdigit() else number_words(re.match(".*", text, re.S))
-
-
-def _words_as_values(sentence):
-    """Values written as words that models use for them: a sign word before a number ("negative five" -> -5, "minus
-    2" -> -2; not "x minus 2"), times ("10:30 a.m.", "7 o'clock" -> 7:00), infinity, the empty set."""
-    sign = r"(?:(?<=^)|(?<=[\s(,:]))(?<!\b[A-Za-z]\s)(?<![\d)}]\s)(?:negative|minus)\s+"
-    sentence = re.sub(sign + r"(" + NUMBER_WORDS.pattern + r")", lambda m: "-" + number_words(re.match(r"(?s).*", m.group(1))),
-                      sentence, flags=re.I)
-    sentence = re.sub(sign + r"(?=\d)", "-", sentence, flags=re.I)
-    if re.search(r"(?<![A-Za-z])[IVXLCDM]{2,}(?![A-Za-z])", sentence):  # a Roman numeral (numerals.roman_value) is a value: MCMXCIV
-        sentence = _outside_math(sentence, lambda t: re.sub(r"(?<![A-Za-z$\\])[IVXLCDM]{2,}(?![A-Za-z$])", lambda m: f"$\\mathrm{{{m.group(0)}}}$"
-                                                            if roman_value(m.group(0)) else m.group(0), t))
-    sentence = re.sub(r"(?<=[\d$])\s+(?:(или|oder|ou|o|或者|或)|(и|und|et|y|e|和))\s+(?=\$?[A-Za-z]\s*=)",
-                      lambda m: " or " if m.group(1) else " and ", sentence)  # x = 5 или x = -1: "or", "and" of other languages
-    sentence = _outside_math(sentence, _clock_words)
-    sentence = _outside_math(sentence, lambda t: _WEEKDAY_ENDING.sub(lambda m: f"{m.group(1)}$\\text{{{m.group(2)}}}$", t))  # "→ Fri"
-    if re.search(r"\d\s*[A-Za-z]+\.?,?\s*(?:and\s+)?\d", sentence):
-        sentence = _outside_math(sentence, lambda t: _COMPOUND.sub(lambda m: f"$\\text{{{m.group(1)} {m.group(2)} {m.group(3)} "
-                                                                   f"{m.group(4)}}}$" if compound_units(m.group(2), m.group(4))
-                                                                   else m.group(0), t))  # "1 h 30 min"
-    sentence = re.sub(r"(?<![\w.-])(\d+(?:\.\d+)?)((?:\s*[^\W\d_]+){0,2}?)\s+below\s+(?:zero|sea\s+level|freezing|ground)\b", r"-\1\2",
-                      sentence, flags=re.I)  # "7 degrees below zero" -> -7 degrees: a position under the zero of its scale
-    sentence = re.sub(r"\b(\d{1,2})\s*o'?clock\b", r"\1:00", sentence, flags=re.I)
-    sentence = _outside_math(sentence, _set_values) if re.search(r"[∞∅ℝ{]|infinit|empty|solution|real", sentence, re.I) else sentence
-    sentence = _BETWEEN_WORDS.sub(lambda m: f"${m.group(2)} < {m.group(1)} < {m.group(3)}$", sentence)
-    sentence = _BOUND_WORDS.sub(lambda m: f"${m.group(1)} {_bound_sign(m.group(2))} {m.group(3)}$", sentence)
-    return sentence
-
-
-# Sets and infinity in prose as the values they are: the empty set (∅, `{ }`, "the empty set", "there are no solutions",
-# "the equation has no solution"), the reals ("x ∈ ℝ"; "all real x except x = 2 and x = -2" is R \ {2, -2}), infinitely
-# many ("∞ many"), infinity (∞, +∞, "negative infinity")
-_EXCEPT = re.compile(r"\b(?:all|every|any)\s+real\s+(?:numbers?\s+|values?\s+)?(?:[a-z]\s+)?(?:except|other\s+than|but)\s+(?:for\s+)?"
-                     r"((?:\s*(?:,|and|or|[a-z]\s*=|±|\\pm|-?\d+(?:\.\d+)?))+)", re.I)
-
-
-def _set_values(text):
-    text = re.sub(r"(?:(?<=\s)|^)\+?\s*∞\s+many\b", "infinitely many", text)
-    text = re.sub(r"(?<![\w\\])([+-])?\s*∞", lambda m: "$-\\infty$" if m.group(1) == "-" else "$\\infty$", text)
-    text = re.sub(r"(?<![\w$\\])(?:(negative|minus)\s+|(?:positive\s+|plus\s+)?)infinity\b",
-                  lambda m: "$-\\infty$" if m.group(1) else "$\\infty$", text, flags=re.I)
-    text = re.sub(r"(?<!\{)\binfinitely\s+many\b(?:\s+(?:solutions?|values?|roots?|ways?|points?))?", r"$\\text{infinitely many}$",
-                  text, flags=re.I)
-    text = re.sub(r"(?:\b(?:the\s+)?empty\s+set\b|∅)(?:\s*\{\s*\}|\s*∅)?|(?<=set\s)\{\s*\}", r"$\\emptyset$", text, flags=re.I)
-    text = re.sub(r"\b(?:there\s+(?:is|are|exists?)|(?:it|(?:the\s+)?(?:equation|system|inequality)(?:\s+\w+)?)\s+has)\s+no\s+(?:real\s+)?"
-                  r"solutions?\b", r"the solution set is $\\emptyset$", text, flags=re.I)
-    text = re.sub(r"(?<![\w$\\])([a-z])\s*∈\s*ℝ", r"$\1 \\in \\mathbb{R}$", text)
-    excepted = _EXCEPT.search(text)
-    if excepted:  # "all real x except x = 2 and x = -2": the reals without those points
-        values = re.findall(r"(±|\\pm)?\s*(-?\d+(?:\.\d+)?)", excepted.group(1))
-        points = [v for sign, number in values for v in ([number, f"-{number}"] if sign else [number])]
-        text = text[:excepted.start()] + f"$\\mathbb{{R}} \\setminus \\{{{', '.join(points)}\\}}$" + text[excepted.end():]
-    return text
-
-
-# A weekday that ends a sentence after a colon, an arrow or a copula is its value ("6 days after Wednesday: Tue", "→ **Fri**",
-# "it's also a Sun."); elsewhere a weekday names a time, not an answer ("On Monday she sold 5")
-_WEEKDAY_ENDING = re.compile(r"((?:[:→]|->|=>|\b(?:is|be|was|'s|on|a|an)\b)\s*(?:(?:also|still|then|again)\s+)?(?:an?\s+)?[*_]*)"
-                             r"((?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day)?)\b\.?[*_]*(?=\s*[.!]?\s*$)", re.IGNORECASE)
-# Two quantities of one kind in a larger and a smaller unit are one value: "1 h 30 min", "2 hours and 24 minutes", "5 ft 3 in"
-_COMPOUND = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([A-Za-z]+)\.?,?\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*([A-Za-z]+)\b\.?")
-
-
-_DAYPART = {"morning": "am", "afternoon": "pm", "evening": "pm", "night": "pm"}
-
-
-# A time said in words: "half past nine", "quarter to ten", "seven o'clock", "half past midnight" (the hour in digits or
-# words; then "in the morning" and a.m./p.m. read as with digits)
-_HOURS = {w: k for k, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
-_SPOKEN_TIME = re.compile(r"\b(?:(half|quarter)\s+(past|after|to|before)\s+)?(" + "|".join(_HOURS) + r"|1[0-2]|[1-9]|noon|midnight)"
-                          r"(\s+o'?clock)?\b", re.IGNORECASE)
-# A date written in numbers, with its year: ISO 2024-04-04, day or month first 14/02/2023, 2/27/2024 (answer_compare reads
-# the order: the first number is the month unless it cannot be one)
-_NUMERIC_DATE = re.compile(r"(?<![\d/.$-])(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?![\d/-])")
-
-
-def _spoken_time(match):
-    part, direction, hour, oclock = match.groups()
-    if not part and not oclock:
-        return match.group(0)
-    named = hour.lower()
-    hours = 12 if named in ("noon", "midnight") else _HOURS.get(named) or int(hour)
-    minutes = {"half": 30, "quarter": 15}.get((part or "").lower(), 0)
-    if direction and direction.lower() in ("to", "before"):
-        hours, minutes = (hours - 2) % 12 + 1, 60 - minutes
-    suffix = " \\text{ am}" if named == "midnight" else " \\text{ pm}" if named == "noon" else ""
-    return f"${hours}:{minutes:02d}{suffix}$" if suffix else f"{hours}:{minutes:02d}"
-
-
-def _clock_words(sentence):
-    """Times as `H:MM am`: "7:15 A.M." and "7:15AM" -> `7:15 am`, "7 in the evening" -> `7 pm`; "noon" and "midnight"
-    (in a sentence with no number in digits) -> `12:00 pm`, `12:00 am`."""
-    sentence = re.sub(r"(?<![\w:.])(\d{1,2})h(\d{2})\b", r"\1:\2", sentence)  # 19h05
-    sentence = re.sub(r"(?<![\w:.])(\d{1,2})\.(\d{2})(?=\s*[apAP]\.?\s?[mM]\b)", r"\1:\2", sentence)  # 7.15 p.m.
-    if re.search(r"\b[A-Z][a-z]{2,8}\.?\s+\d|\d\s+[A-Z][a-z]{2,8}\b", sentence):  # "March 14", "14 March 2025": a date
-        sentence = DATE_WORDS.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)
-    sentence = _SPOKEN_TIME.sub(_spoken_time, sentence) if re.search(r"o'?clock|half|quarter", sentence, re.I) else sentence
-    sentence = _NUMERIC_DATE.sub(lambda m: f"$\\text{{{m.group(0)}}}$", sentence)  # 2024-04-04, 14/02/2023, 2/27/2024
-    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)\s*([ap])\.?\s?m\b\.?(?=\W|$)",
-                      lambda m: f"${m.group(1)} \\text{{ {m.group(2).lower()}m}}$", sentence, flags=re.I)
-    sentence = re.sub(r"(?<![\w:.$])(\d{1,2}(?::\d{2})?)(?:\s*o'?clock)?\s+(?:in\s+the\s+(morning|afternoon|evening)|at\s+(night))\b",
-                      lambda m: f"${m.group(1)} \\text{{ {_DAYPART[(m.group(2) or m.group(3)).lower()]}}}$", sentence, flags=re.I)
-    if re.search(r"\b(?:noon|midday|midnight)\b", sentence, re.I) and not re.search(r"\d", re.sub(r"\b12\b", "", sentence)):
-        sentence = re.sub(r"(?:\b12\s*)?\b(noon|midday|midnight)\b", lambda m: "$12:00 \\text{ am}$" if m.group(1).lower() ==
-                          "midnight" else "$12:00 \\text{ pm}$", sentence, flags=re.I)
-    return sentence
-
-
-# A variable bounded in words: "x is greater than 3" -> x > 3, "k must be at least 2" -> k \ge 2, "p lies strictly between
-# 0 and 1" -> 0 < p < 1 (the bound words are attached to the variable, so they state an inequality, not a hedge)
-_VERB = r"\s+(?:is|must\s+be|can\s+be|should\s+be|has\s+to\s+be|lies|needs\s+to\s+be)\s+(?:strictly\s+)?"
-_NUM = r"\$?\s*(-?\d+(?:\.\d+)?)\s*\$?"
-_BETWEEN_WORDS = re.compile(r"\$?\b([a-z])\$?" + _VERB + r"between\s+" + _NUM + r"\s+and\s+" + _NUM)
-_BOUND_WORDS = re.compile(r"\$?\b([a-z])\$?" + _VERB + r"((?:greater|more|larger|less|smaller)\s+than(?:\s+or\s+equal\s+to)?|"
-                          r"at\s+(?:least|most)|no\s+(?:more|less)\s+than)\s+" + _NUM, re.IGNORECASE)
-
-
-def _bound_sign(words):
-    """The relation that bound words state: "greater than" >, "at most" <=, "no less than" >=, ..."""
-    words = words.lower().split()
-    upper = any(w in ("less", "smaller", "most") for w in words)
-    if words[0] == "no":
-        return "\\le" if not upper else "\\ge"  # no more than 5: <= 5
-    return ("\\le" if upper else "\\ge") if "equal" in words or words[0] == "at" else ("<" if upper else ">")
 
 
 # An exact value followed by its rounding ("$\\sqrt{27}$, about 5.196", "2/3 (≈ 0.67)"): one value, `X \\approx Y`
@@ -970,7 +866,7 @@ def _scale_suffixes(sentence, formula=False):
                 or re.match(r"\s*[\^(]|\s*[-+*/=]\s*[A-Za-z]", after):
             return match.group(0)  # `x = 3k + 2`, `2k^2`: a letter in a formula
         return (match.group(1) or "") + (str(number.numerator) if number.denominator == 1 else str(float(number)))
-    return _SCALE_SUFFIX.sub(value, sentence) if formula else _outside_math(sentence, lambda t: _SCALE_SUFFIX.sub(value, t))
+    return _SCALE_SUFFIX.sub(value, sentence) if formula else outside_math(sentence, lambda t: _SCALE_SUFFIX.sub(value, t))
 
 
 # Numbers in words joined by arithmetic words: "two hundred forty thousand dollars plus twenty-four thousand dollars plus
@@ -994,10 +890,12 @@ def _prepared(sentence):
     a reason clause in front ("Since f(-x) = f(x), ...") and the values it rejects ("not 15") dropped; LaTeX
     written without delimiters, ratios "1 to 2" and numbers in words made into candidates."""
     sentence = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", sentence)  # list markers: "3) $1375 on all ads"
+    sentence = re.sub(r"(?<=[A-Za-z]{2})['’](?=s\b)", "", sentence)  # "it's 1/36": a contraction, not a prime
+    sentence = re.sub(r"(?<=[A-Za-z,:]\s)\+(?=\d)", "", sentence)  # "the result is +6": a sign that says the value is positive
     sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence  # ", k ∈ ℤ"
-    sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
-    sentence = scaled_numbers(_unicode_in_prose(_outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
-    sentence = _words_as_values(_scale_suffixes(sentence))
+    sentence = outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "47°15′", "1000 (base 2)"
+    sentence = scaled_numbers(_unicode_in_prose(outside_math(sentence, lambda t: repeating_decimals(t, "$"))))  # "0.666...", "3×10⁶", "−7", "4 million"
+    sentence = words_as_values(_scale_suffixes(sentence))
     sentence = re.sub(r"(?<![\w.])(\d+)(?:\s+and\s+|-)(\d+)/(\d+)(?=\s+([A-Za-z]+))",  # "2 and 3/4 feet", "1-1/2 ft" (a unit after)
                       lambda m: f"${m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}$" if unit_word(m.group(4)) else m.group(0), sentence)
     if re.search(r"[\u4e00-\u9fff]", sentence):
@@ -1009,6 +907,10 @@ def _prepared(sentence):
     if len(parts) > 1 and (_candidates(parts[-1]) or _word_predicate(parts[-1]) or _set_words(parts[-1])
                            or NUMBER_WORDS.search(parts[-1])):
         sentence = parts[-1]
+    named = re.search(r"(?<!:):\s+((?:an?\s+|the\s+)?[^:$=]{1,40}?)\s*[.!]?\s*$", sentence)
+    if named and len(_candidates(named.group(1))) == 1 and len(_candidates(sentence)) > 1 \
+            and not re.search(r"\b(?:is|are|was|were|has|have|be|but|if|or|not)\b", named.group(1), re.I):
+        sentence = named.group(1)  # "The drop is $10 out of $50: a 20% decrease.": what the working comes to, named
     confirmed = re.search(r"\s[—–]\s+(?:(?:yes|so|indeed|exactly|that's|that\s+is|i\.e\.)\W+)*([^—–]{1,30})$", sentence, re.I)
     if confirmed and len(_candidates(confirmed.group(1))) == 1 and not re.search(r"[A-Za-z]{3}", re.sub(
             r"\$[^$]*\$", "", confirmed.group(1))):
@@ -1047,7 +949,7 @@ def _without_asides(text):
     unit words, working or words without a letter of a formula ("150 minutes (2 h = 120 min, 0.5 h = 30 min)", "60 (15
     × 4)", "12,00,000 रुपये (12 लाख)"); not "3 (2x + 1)", "(or 24 ...)", "(not 40 ...)", "(assuming n is even; ...)": another
     value offered or rejected, a condition."""
-    masked = _MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), text) if "$" in text or "\\" in text else text
+    masked = MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), text) if "$" in text or "\\" in text else text
     kept, last = [], 0
     for match in re.finditer(r"\s*\([^()]*\)", masked):
         inner = text[match.start():match.end()]
@@ -1058,7 +960,11 @@ def _without_asides(text):
         english = [w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", " ", inner)) if is_english(w)]
         after_value = re.search(r"\d[%¤]?(?:\s*[^\s\d()=+*/^<>,.;:]+){0,3}\s*$", text[:match.start()])
         formula = re.sub(r"(?<=\d)\s*([A-Za-z]+)\b", lambda u: " " if unit_key(u.group(1)) else u.group(0), inner)
-        if len(english) >= 3 or re.match(r"\s*\(\s*(?:check|verif|substitut)", inner, re.I) \
+        other = re.match(r"\s*\(\s*(?:and|for\s+a\s+total\s+of|plus|with|while|whereas|vs\.?|versus)\b|\s*\(\s*([A-Za-z]{3,})\b[^()]*?\d",
+                         inner, re.I)  # "(and 10 dimes)", "(nullity 1)", "(local min -2 at x = 1)": another quantity, named
+        if other and other.group(1) and (unit_key(other.group(1)) or other.group(1).lower() in ("about", "approximately", "exactly")):
+            other = None  # ("(about 3.14)": the same value again)
+        if len(english) >= 3 or other and after_value or re.match(r"\s*\(\s*(?:check|verif|substitut)", inner, re.I) \
                 or re.search(r"\b(?:rejected|extraneous|discarded|excluded|invalid|ruled\s+out)\b", inner, re.I) \
                 or after_value and re.search(r"\d", inner) and not re.search(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", formula) \
                 or after_value and re.fullmatch(r"\s*\(\s*(?:(?:" + NUMBER_WORD + "|" + "|".join(DENOMINATORS) + r"|and|an?|point)[\s-]*)+\)", inner,
@@ -1077,7 +983,11 @@ def sentence_value(sentence):
     """The one value an answer sentence states, or None: the same reduction for the sentence after an answer phrase,
     a `####` line, a table's last row and a conclusion (see the module docstring)."""
     sentence = re.sub(r"^[*_\s]+|[*_\s]+$", "", sentence)  # **x = 3**, ***18***, __2/3__
-    sentence = _outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
+    label = re.fullmatch(r"[^\W\d_]{2,}(?:\s+[^\W\d_]{2,})?[*_]*\s*[:：]\s*(.+?)\s*", sentence)
+    if label and len(_candidates(label.group(1))) == 1 and not re.search(r"[A-Za-z]{2}|" + OTHER_SCRIPT_LETTER,
+                                                                          MATH_SEGMENT.sub(" ", label.group(1))):
+        sentence = label.group(1)  # "Απάντηση: 55", "Total: $42$": a value labelled by a word of any script
+    sentence = outside_math(degrees_minutes_seconds(sentence), lambda t: base_numerals(t, "$"))  # "1000 (base 2)", "47°15′"
     sentence = _PROSE_DOMAIN.sub("", sentence) if re.search(r"\\in|∈|integer|whole|real", sentence) else sentence
     if "(" in sentence:
         sentence = _without_asides(sentence)  # "60 (15 × 4).": the working after a value
@@ -1287,15 +1197,18 @@ def conclusion_value(text, finished=True):
     if check and check.start() > 0 and _candidates(tail[:check.start()]):
         later = _CONCLUDING_LINE.search(tail, check.end())  # "x = 3.\n\nCheck: 2(3) + 5 = 11 ✓": a verification after the
         tail = tail[:check.start()] + ("\n" + tail[later.start():] if later else "")  # answer is no answer (a conclusion after it is)
-    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])", tail)
+    sentences = [s for s in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?。])(?<!\b[A-Za-z]\.)\s*(?=[A-Z(])|(?<=[!?])\s+(?=\d)|(?<=\$\$|\\\])\s+(?=[A-Z])"
+                                       r"|(?<=[.!?])\s+(?=\$|\\\(|\\\[)", tail)
                  if s.strip()]
-    sentences = [_words_as_values(_PROSE_DOMAIN.sub("", x) if re.search(r"\\in|∈|integer|whole|real", x) else x) for x in sentences]
+    sentences = [words_as_values(_PROSE_DOMAIN.sub("", x) if re.search(r"\\in|∈|integer|whole|real", x) else x) for x in sentences]
     if finished and len(sentences) > 1 and not _finished(sentences[-1]) and not _candidates(_prepared(sentences[-1])) \
             and not _TASK.match(sentences[-1]) and re.match(r"\s*(?:therefore|thus|hence|so(?!\s+far)|in\s+total|in\s+conclusion|"
                                                             r"finally)\b", sentences[-2], re.I):
         sentences = sentences[:-1]  # "Therefore, they have 56 legs. This shows how multiplication is a fundamental": commentary
     if finished and sentences and not _finished(sentences[-1]):
         return None  # the last sentence is unfinished: a response cut off mid-thought states no conclusion
+    if sentences and re.search(r"\(\s*[A-E]\s*\)\s*,?\s*(?:or|and/or|/)\s*\(\s*[A-E]\s*\)", sentences[-1]):
+        return None  # "I'd go with (C) or (D).": a hedge between options
     parts = _labelled_parts(tail)
     if parts:
         return parts  # "(a) 9\n(b) 2", "Mean: 4; Median: 3", "Length = 8, width = 7.": the parts, in order
@@ -1317,7 +1230,7 @@ def conclusion_value(text, finished=True):
         labelled = re.fullmatch(r"\s*\(\s*([A-Za-z][\w ]{0,20}:\s*[^()]+)\)\s*[.!]?\s*", sentence)
         if labelled and len([w for w in re.findall(r"[A-Za-z]{3,}", labelled.group(1).split(":", 1)[1]) if is_english(w)]) < 2:  # "(Majority: 8)": a labelled value set apart, no aside
             sentence, prepared = labelled.group(1), _prepared(labelled.group(1))
-        elif _ASIDE.match(sentence) or re.fullmatch(r"\s*\([^()]*\)[.!]?\s*", sentence):
+        elif _ASIDE.match(sentence) or re.fullmatch(r"\s*\((?:[^()]|\([^()]*\))*\)[.!]?\s*", sentence):
             continue  # "Interestingly, her brother will be 31 ...", "(Banker's rounding would give 2, ...)": not the answer
         missing = re.search(r"\b(?:does\s+not|doesn't)\s+exist\b", prepared, re.I)
         if missing and all(position < missing.start() for position, _ in _candidates(prepared)) and (
@@ -1332,7 +1245,8 @@ def conclusion_value(text, finished=True):
                 return None  # "Remaining = 27 - 4": a computation the response stops before finishing
             if value is None and len(_candidates(prepared)) > 1 and not _OTHER_CASE.search(sentence) \
                     and not UNSURE.search(sentence):  # "Tom has 12 apples and Jerry has 8": the one asked for,
-                return _asked_for(prepared, tail) or _last_clause(prepared)  # else the last clause's ("...; the larger is 11")
+                return _derivation_end(prepared) or _asked_for(prepared, tail) or _last_clause(prepared)  # else the last
+                # clause's ("...; the larger is 11")
             return value
     return None
 
@@ -1429,7 +1343,8 @@ _NOT_VALUE = re.compile(r"\bnot\s+(?:the|a|an)\b", re.I)
 # A sentence beside the answer: an aside ("Interestingly, ...", "By the way, ...") or a hypothetical ("If there were 8
 # boxes, it would be 56.")
 _ASIDE = re.compile(r"\s*(?:(?:interestingly|incidentally|by\s+the\s+way|as\s+a\s+side\s+note|as\s+an\s+aside|fun\s+fact|"
-                    r"for\s+comparison|side\s+note|btw)\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)
+                    r"for\s+comparison|side\s+note|btw|more\s+generally|in\s+general(?=\s*,)|(?:note|notice)\s+that\s+if\b[^.]{0,200}?\b(?:would|might)"
+                    r")\b|(?:but\s+|and\s+)?(?:if|had|were)\b[^.]{0,200}?\b(?:would|might)\b)", re.I)  # (a variation on the problem)
 # A verification after the answer ("Check: ...", "Verify: ...", "Substituting back: ...")
 _CHECK = re.compile(r"(?:^|\n\s*\n|\n|(?<=[.!])\s+)\s*(?:\d+[.)]\s+)?(?:\*\*)?(?:check(?:ing)?|verif(?:y|ication|ying)|sanity\s+check|"
                     r"double[-\s]check|substituting\s+back|plugging\s+(?:back|in)|let'?s\s+(?:double[-\s])?(?:check|verify)|"
@@ -1465,8 +1380,10 @@ def clause_for(sentence, asked):
     def stems(text):
         return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)} - STOP_WORDS
     words = stems(asked)
-    clauses = [c for c in re.split(r"[,;]\s*(?:and\s+|while\s+|whereas\s+|where\s+)?|\s+(?:and|while|whereas)\s+", sentence)
-               if len(_candidates(c)) == 1]
+    masked = MATH_SEGMENT.sub(lambda m: "\x01" * len(m.group(0)), sentence)  # (never split inside math: `$C(2,-5)$`)
+    cuts = [(0, 0)] + [(m.start(), m.end()) for m in re.finditer(r"[,;]\s*(?:and\s+|while\s+|whereas\s+|where\s+)?|\s+(?:and|while|"
+                                                                 r"whereas)\s+", masked)] + [(len(sentence), len(sentence))]
+    clauses = [c for c in (sentence[a[1]:b[0]] for a, b in zip(cuts, cuts[1:])) if len(_candidates(c)) == 1]
     scores = [len(words & stems(c)) for c in clauses]
     best = [c for c, k in zip(clauses, scores) if k == max(scores, default=0) and k > 0]
     return _one_candidate(best[0]) if len(best) == 1 else None
@@ -1476,10 +1393,37 @@ def final_statement(text):
     """The last sentence of a text that states a value (made ready as sentence_value reads it), else None."""
     sentences = [x for x in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=[A-Z(])", _strip_currency(text.strip()[-2000:])) if x.strip()]
     for sentence in reversed(sentences[-3:]):
-        prepared = _prepared(_words_as_values(sentence))
+        prepared = _prepared(words_as_values(sentence))
+        if _candidates(prepared) and not _candidates(_without_rejected_values(prepared)):
+            continue  # "Be careful: the trap answer is 5.": the value before it is the statement
         if _candidates(prepared):
             return prepared
     return None
+
+
+_DECREASE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:\\?%|percent)\s+(?:decrease|drop|decline|reduction|loss|fall)\b|\b(?:decreased|dropped|"
+                       r"declined|fell|shrank|lost|reduced)\s+by\s+(\d+(?:\.\d+)?)\s*(?:\\?%|percent)", re.I)
+
+
+def signed_decrease(text):
+    """A percent change the conclusion states as a decrease ("i.e. a 25% decrease", "fell by 25%") as the signed
+    change `-25\\%` (it equals a gold -25%; the bare 25% is read as written), else None."""
+    if not _DECREASE.search((text or "")[-2000:]):
+        return None
+    statement = final_statement(text or "")
+    found = _DECREASE.findall(statement or "")
+    return f"-{found[-1][0] or found[-1][1]}\\%" if len(found) == 1 else None
+
+
+def settled_statement(text):
+    """final_statement, when the response settles on it: the text ends as a statement ends, and the statement is no
+    task, retraction, doubt, condition, contrast or alternative; else None."""
+    statement = final_statement(text or "")
+    if statement is None or not _finished(text.strip().split("\n")[-1]) or UNSURE.search(statement) or _TASK.match(statement) \
+            or _RETRACTION.search(statement) or re.search(r"\b(?:but|if|or|unless|would|could|might|maybe|perhaps|than|at\s+(?:least|"
+                                                           r"most)|up\s+to|over|under)\b", statement, re.I):  # (a bound: "more than 6")
+        return None
+    return statement
 
 
 def candidates(sentence):

@@ -72,7 +72,10 @@ _KNOWN_COMMANDS = set(_FUNCS) | set(_GREEK) | set(_ACCENTS) | {
 
 _STRUCTURAL = {"begin", "end", "approx", "sim", "simeq", "cong", "equiv", "to", "rightarrow", "Rightarrow",
                "implies", "iff", "cup", "cap", "in", "notin", "subset", "subseteq", "mid", "pm", "mp", "le", "ge",
-               "ne", "dots", "ldots", "cdots", "quad", "qquad", "text", "choose", "over", "mod", "pmod", "bmod"}
+               "ne", "dots", "ldots", "cdots", "quad", "qquad", "text", "choose", "over", "mod", "pmod", "bmod",
+               # operators that do not commute: read as a product of names, `B \setminus A` would equal `A \setminus B`
+               "setminus", "backslash", "circ", "wedge", "vee", "land", "lor", "oplus", "ominus", "otimes", "mapsto",
+               "leftrightarrow", "Leftrightarrow", "supset", "supseteq", "subsetneq", "perp", "parallel", "neg", "lnot"}
 
 
 def _tokenize(s):
@@ -724,6 +727,20 @@ PARAMETER_DOMAIN = re.compile(r"\s*(?:[,;]\s*(?:where\s+|for\s+(?:all\s+|any\s+|
                               r"|(?:is\s+)?(?:an?\s+|any\s+)?(?:integers?|whole\s+numbers?|real\s+numbers?|natural\s+numbers?))\s*$", re.IGNORECASE)
 
 
+# A system's solution written as the rows of an environment, one assignment a row (`\begin{cases} x = 4 \\ y = 3
+# \end{cases}`, the bracket of alternatives `\left[\begin{array}{l} x = 2 \\ x = 3 \end{array}\right.`): the
+# assignments in a row, as written in prose (`x = 4, y = 3`; `x = 2, x = 3`)
+_ASSIGNMENT_ROWS = re.compile(r"(?:\\left\s*(?:\[|\\\{|\.)\s*)?\\begin\{(cases|array|aligned|gathered|rcases)\}(?:\{[lcr|]*\})?(.*?)"
+                              r"\\end\{\1\}(?:\s*\\right\s*(?:\]|\\\}|\.))?", re.DOTALL)
+
+
+def _assignment_rows(match):
+    rows = [row.strip().rstrip(",.;").strip() for row in re.split(r"\\\\", match.group(2)) if row.strip()]
+    if len(rows) >= 2 and all(re.fullmatch(r"[A-Za-z](?:_\{?\w+\}?)?\s*&?\s*=\s*[^=&]+", row) for row in rows):
+        return ", ".join(row.replace("&", "") for row in rows)
+    return match.group(0)
+
+
 @lru_cache(maxsize=8192)
 def clean(s):
     """Canonical text of an answer: delimiters, LaTeX spacing and sizing, text commands, degree signs, thousands
@@ -735,6 +752,7 @@ def clean(s):
         return None
     if "&" not in s:  # (in an array a double backslash before a macro is a row break)
         s = re.sub(r"\\\\(?=[a-zA-Z]{2})", r"\\", s)                 # \\frac (escaped twice) -> \frac
+    s = _ASSIGNMENT_ROWS.sub(_assignment_rows, s) if "\\begin" in s else s  # \begin{cases} x = 4 \\ y = 3 \end{cases}
     s = as_latex(s)                                                             # \SI{60}{\kilo\metre}, Sqrt[2], 2*I, ]2;7]
     s = base_numerals(degrees_minutes_seconds(s))                               # 22°30′ -> 22.5°; 0xFF -> FF_{16}
     s = _unicode_roots(s)                                                       # √27, ∛27, 0.(3), x₁
@@ -752,6 +770,7 @@ def clean(s):
     s = s.replace("+/-", "\\pm ")                                                # x = 1/2 +/- sqrt(5)/2
     s = re.sub(r"\{\s*([^{}]+?)\s*\\choose\s*([^{}]+?)\s*\}", r"\\binom{\1}{\2}", s)      # {10 \choose 3}
     s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(?=\()", r"\\sqrt", s)                        # sqrt(2)
+    s = re.sub(r"(?<![\\a-zA-Z])sqrt\s*(\d+(?:\.\d+)?|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt{\1}", s)  # 2sqrt3, sqrt 50
     s = re.sub(r"(?<![\\a-zA-Z])pi(?![a-zA-Z])", r"\\pi ", s)                          # 2pi
     s = s.replace("\\AA", "Å")
     s = re.sub(r"\\colon(?![a-zA-Z])", ":", s)
@@ -779,7 +798,7 @@ def clean(s):
     s = s.replace("\\%", "%").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("\\dbinom", "\\binom").replace("\\tbinom", "\\binom").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     # degrees: a unit at the end of an answer (45^\circ), radians inside a formula (\sin 30^\circ = 1/2)
-    degree = r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"
+    degree = r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|(?<=\d)\s*\\circ|\\degree"  # (`f \circ g` between names is a composition)
     if not re.search(r"\\(?:sin|cos|tan|cot|sec|csc)(?![a-z])", s):
         s = re.sub(rf"(?:{degree})\s*(?:[CF]\b)?\s*$", " deg", s)
     s = re.sub(rf"(\d+(?:\.\d+)?|[A-Za-z])\s*(?:{degree})", r"(\1\\cdot\\frac{\\pi}{180})", s)

@@ -13,8 +13,12 @@ Entry points (each takes text and returns text, numbers rewritten as ASCII numer
   number_words / NUMBER_WORDS, scaled_numbers, FRACTION_WORDS / DENOMINATORS: numbers in English words and scale
     words ("two hundred ninety-four", "4 million", "3 lakh", "two dozen", "a quarter million").
   repeating_decimals(text): repeat marks as exact fractions (`0.\\overline{3}`, `0.(3)`, `0.\\dot{3}`, `0.333...`).
+  accounting_negatives(text): an amount in parentheses written for a negative one (`$(100)`, `($3,500)`, `(70.00)`,
+    `41 - 48 = (7)`) as `-100`, `-3,500`, ...
   GROUPED_DIGITS, DIGIT_MARKS: the grammar of digit groups (1,234,567; the Indian 12,34,567; 1'234'567).
 """
+import ast
+import operator
 import re
 import unicodedata
 from fractions import Fraction
@@ -452,3 +456,48 @@ def base_numerals(text, wrap=""):
             return match.group(0)
         return f"{wrap}{digits}_{{{base}}}{wrap}"
     return _BASE_WRITTEN.sub(marked, text) if re.search(r"\b0[xXbBoO][0-9A-Fa-f]|base", text) else text
+
+
+# Accounting writes a negative amount in parentheses. An amount is read so when the parentheses hold only it and it is
+# written as money (a currency sign inside or before them, or cents: `(70.00)`), or when it is the result of a
+# computation whose value is its negative (`41 - 48 = (7)`); `f(7)`, `x = (3)` or a point `(2, 5)` are not
+_AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_MONEY_NEGATIVE = re.compile(r"(?<![\w)])(?:[$¤€£]\s*\(\s*(" + _AMOUNT + r")\s*\)|\(\s*[$¤€£]\s*(" + _AMOUNT + r")\s*\)"
+                             r"|\(\s*(\d{1,3}(?:,\d{3})*\.\d\d)\s*\))")
+_RESULT_IN_PARENS = re.compile(r"([\d.,\s+\-−×*/÷()]{3,80})=\s*\(\s*(" + _AMOUNT + r")\s*\)")
+_ACCOUNTING_HINT = re.compile(r"[$¤€£]\s*\(|\(\s*[$¤€£]|\.\d\d\s*\)|=\s*\(\s*\d")
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def _arithmetic(text):
+    """The exact value of a computation on numbers (+ - × / and parentheses), or None; nothing else is evaluated."""
+    try:
+        tree = ast.parse(text.replace(",", "").replace("−", "-").replace("×", "*").replace("÷", "/").strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return None
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return Fraction(str(node.value))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+        raise ValueError
+    try:
+        return value(tree.body)
+    except (ValueError, ZeroDivisionError, RecursionError):
+        return None
+
+
+def accounting_negatives(text):
+    """Amounts in parentheses written for negative ones, as negative numbers (see above)."""
+    if "(" not in text or not _ACCOUNTING_HINT.search(text):
+        return text
+    text = _MONEY_NEGATIVE.sub(lambda m: "-" + (m.group(1) or m.group(2) or m.group(3)), text)
+
+    def result(m):
+        left = m.group(1).split("=")[-1]
+        value = _arithmetic(left) if re.search(r"\d\s*[-−+×*/÷]\s*\(?\d", left) else None
+        return f"{m.group(1)}= -{m.group(2)}" if value is not None and value == -Fraction(m.group(2).replace(",", "")) else m.group(0)
+    return _RESULT_IN_PARENS.sub(result, text)

@@ -49,11 +49,11 @@ import time
 import traceback
 
 from answer_compare import equivalent, gold_is_valid
-from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, intercept_equal, new_value,
-                             option_letter, option_value, question_options,
+from answer_question import (asked_letter, asked_value, decision, family_equal, form_violated, intercept_equal, new_value, other_unit,
+                             option_letter, option_value, question_choice, question_options, response_options,
                              question_verdict, restates_question, rounded_equal, rounding_asked, same_span, without_restated_side)
 from answer_span import after_reasoning, final_text, find_span, last_boxed  # noqa: F401  (last_boxed: sft.py)
-from answer_value import CURRENCY, reduce_span
+from answer_value import CURRENCY, reduce_span, signed_decrease
 from code_reward import DEFAULT_TIMEOUT_S as CODE_TIMEOUT_S
 from code_reward import score_code_batch
 from latex import MAX_ANSWER_CHARS
@@ -109,6 +109,13 @@ def _choice_reward_unbounded(response, gold, options, strict=False, think_prefil
 
 
 def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, question=None):
+    paid = _paid(response, gold, strict, think_prefilled, question)
+    if paid and question and other_unit(final_text(response, think_prefilled), gold, question):
+        return 0.0  # "Convert 77°F to degrees Celsius." -> "25 °F": the gold's number, in a unit the question does not ask for
+    return paid
+
+
+def _paid(response, gold, strict, think_prefilled, question):
     if re.search(r"\bH_?\{?[0₀o]|\bnull\b|hypothes", gold, re.I) and decision(gold):  # "Fail to reject $H_0$": the
         return 1.0 if decision(final_text(response, think_prefilled)) == decision(gold) else 0.0  # decision, in any words
     answer, kind = _extract(response, strict, think_prefilled)
@@ -121,6 +128,12 @@ def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, 
         return 1.0 if _is_equiv_unbounded(lettered, gold) else 0.0
     if answer is not None and _is_equiv_unbounded(answer, gold):
         return 1.0
+    text = final_text(response, think_prefilled)
+    if answer is not None and re.fullmatch(r"\s*\(?[A-E]\)?\s*", answer) and not (question and question_options(question)) \
+            and _is_equiv_unbounded(option_value(answer, response_options(text)) or "", gold):
+        return 1.0  # "A. 5  B. 6  C. 7  D. 30 ... Answer: C": the value of the option the response lists and picks
+    if answer is not None and "%" in answer and _is_equiv_unbounded(signed_decrease(text) or "", gold):
+        return 1.0  # "i.e. a 25% decrease" for the percent change -25%
     if not question:
         return 0.0
     # with the question (answer_question.py): a rounding it asks for (`0.6931` for ln 2), the option a value is (`29` is
@@ -132,10 +145,13 @@ def _math_reward_unbounded(response, gold, strict=False, think_prefilled=False, 
                                or family_equal(answer, gold, question) or same_span(answer, gold, question)
                                or intercept_equal(answer, gold, question)):
         return 1.0
-    text = final_text(response, think_prefilled)
     readings = [asked_value(text, answer, question, strict=not free)] + ([new_value(text, answer, question)] if free else [])
-    if any(r is not None and _is_equiv_unbounded(r, gold) for r in readings):
+    readings = [without_restated_side(r, question) or r for r in readings if r is not None]  # (never the question's own side)
+    if any(_is_equiv_unbounded(r, gold) for r in readings):
         return 1.0
+    choice = question_choice(text, question) if free else None
+    if choice is not None and _is_equiv_unbounded(choice, gold):
+        return 1.0  # "Which is larger, $2^{30}$ or $3^{20}$?" -> "so $3^{20} > 2^{30}$"; "... so it is unlikely."
     verdict = question_verdict(text, question) if not strict else None  # (strict: no free text)
     return 1.0 if verdict and _is_equiv_unbounded(verdict, gold) else 0.0
 

@@ -9,6 +9,8 @@ rewrites text by its grammar, and every expansion is bounded.
                  `array([2., 3.])`
   separators     a tuple or point with semicolons `(2; 3)`, `M(2;\\ 3)`; French intervals with outward brackets
                  `]2 ; 7]`, `]-\\infty ; 3[` (an opening `]` or a closing `[` is an open end)
+  roots          plain-text roots `2sqrt3`, `sqrt 50`, `5sqrt(2)`, `√(25*2)`: \\sqrt{...} over the number, letter or
+                 parenthesised group after them (applied to a whole response: answer_span.find_span)
   ranges         `1, 2, \\ldots, 7` and `1, 2, 4, \\ldots, 64`: an arithmetic or geometric progression that reaches its
                  last term exactly, listed (at most MAX_RANGE terms; otherwise left as written)
 """
@@ -191,6 +193,14 @@ def _listed(m):
     return m.group(0)
 
 
+_ROOT = re.compile(r"(?<![\\A-Za-z])(?:sqrt|√)\s*(?:\(([^()\n]{1,40})\)|(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z])))")
+
+
+def roots(s):
+    """Roots written in plain text as LaTeX (see the module docstring): `x = 2sqrt3` -> `x = 2\\sqrt{3}`."""
+    return _ROOT.sub(lambda m: "\\sqrt{" + (m.group(1) or m.group(2)) + "}", s) if "sqrt" in s or "√" in s else s
+
+
 def ranges(s):
     return _RANGE.sub(_listed, s.replace("−", "-")) if re.search(_ELLIPSIS, s) else s
 
@@ -248,6 +258,37 @@ def _command_call(line):
         return 0
     tail = re.match(r"(?:\s*//\s*\w+)*", line[i + 1:])
     return i + 1 + tail.end()
+
+
+# ---- a formal statement: a response that ends on a Lean proof states its answer in the theorem -----------------------
+_LEAN_BLOCK = re.compile(r"```\s*lean4?\s*\n(.*?)```\s*$", re.S | re.I)
+_LEAN_STATEMENT = re.compile(r"\b(?:theorem|lemma|example)\b[^:]*?:\s*(.+?)\s*:=", re.S)
+
+
+def lean_answer(text):
+    """A response that ends on a Lean block whose theorem states an equation (`(2 : ℕ) ^ 10 = 1024`, `2 ^ 100 % 7 = 2`)
+    or an extremum (`IsLeast S 1`, `IsGreatest S 9`), with that value stated after it ("The answer is 1024."); other
+    text is returned as it is."""
+    block = _LEAN_BLOCK.search(text or "") if "```" in (text or "") else None
+    statement = _LEAN_STATEMENT.search(block.group(1)) if block else None
+    if statement is None:
+        return text
+    claim = " ".join(statement.group(1).split())
+    value = re.fullmatch(r"[^=]*[^=<>:!]=\s*(-?\d+(?:\s*/\s*\d+)?)", claim) or re.fullmatch(r"Is(?:Least|Greatest)\s+.+\s(-?\d+)", claim)
+    return f"{text.rstrip()}\n\nThe answer is {value.group(1)}." if value else text
+
+
+_FINAL_CODE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```\s*$", re.DOTALL)
+_OUTPUT_COMMENT = re.compile(r"^[ \t]*(?:print\(.*\)[ \t]*)?#[ \t]*(?:(?:output|prints?|result|->|=>|→|=)[ \t]*:?[ \t]*)?"
+                             r"(-?\d[\d,_]*(?:\.\d+)?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def code_output(text):
+    """A response that ends on a code block whose last `print(...)` states its output in a comment (`print(total)  #
+    -> 2318`, `# Output: 25`), with that output stated after it ("The output is 2318."); other text as it is."""
+    block = _FINAL_CODE.search(text or "") if "```" in (text or "") else None
+    outputs = _OUTPUT_COMMENT.findall(block.group(1)) if block and "print" in block.group(1) else []
+    return f"{text.rstrip()}\n\nThe output is {outputs[-1].replace('_', '')}." if outputs else text
 
 
 def transcript(text):

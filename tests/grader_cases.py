@@ -35,6 +35,19 @@ EQUIV = {
         ("200^\\circ", "S 20^\\circ W", True), ("020^\\circ", "N 20^\\circ E", True), ("020^\\circ", "N 20^\\circ W", False),
         ("SE", "135^\\circ", True), ("SW", "135^\\circ", False), ("90", "E", False), ("\\text{due E}", "90^\\circ", True),
     ],
+    "non-commuting operators": [
+        ("B \\setminus A", "A \\setminus B", False), ("A \\setminus B", "A \\setminus B", True), ("f \\circ g", "g \\circ f", False),
+        ("f \\circ g", "f\\circ g", True), ("30^\\circ", "30", True), ("p \\wedge q", "q \\vee p", False),
+    ],
+    "renamed variables": [  # a definition binds its variable: another letter names the same function
+        ("f(t)=2t+3", "2x+3", True), ("f(t)=2t+4", "2x+3", False), ("a_k=2\\cdot3^{k}", "2\\cdot 3^n", True),
+        ("p(x) = x^2 - 4x + 3", "\\lambda^2-4\\lambda+3", True), ("p(x) = x^2 - 4x + 4", "\\lambda^2-4\\lambda+3", False),
+        ("f: m \\mapsto m+1", "f(n)=n+1", True), ("2t+3", "2x+3", False), ("f(x) = x", "f(z)=z", True),
+    ],
+    "centre and margin": [  # a confidence interval as its centre plus or minus its margin
+        ("0.6\\pm0.048", "(0.552, 0.648)", True), ("\\mu \\in 52\\pm 2.94", "(49.06, 54.94)", True),
+        ("52\\pm 2.94", "(49.06, 54.95)", False), ("\\text{DNE}", "\\text{does not exist}", True), ("\\text{DNE}", "0", False),
+    ],
     "units": [
         ("5 m·s⁻²", "5 \\text{ m/s}^2", True), ("5 \\mathrm{m\\,s^{-2}}", "5 \\text{ m/s}^2", True), ("5 m s", "5 m/s", False),
         ("20 J/s", "20 \\text{ W}", True), ("6\\ \\text{kg·m/s}^2", "6 N", True), ("6 kg", "6 N", False), ("5 cm/s", "5 m/s", False),
@@ -1471,6 +1484,87 @@ RESPONSES = [
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{even}', 1.0),
     ('Here h(-x) = h(x), so $h$ is even (symmetric about the y-axis).', '\\text{odd}', 0.0),
     ('Since h(2) = 4 and h(-2) = 4, so $h$ is twelve.', '12', 1.0),
+    # plain-text roots; a sentence that ends a derivation states its last equation; ≈ joins a formula in prose
+    ('x = sqrt(12) = 2sqrt3', '2\\sqrt{3}', 1.0), ('x = sqrt(12) = 2sqrt3', '3\\sqrt{2}', 0.0),
+    ('sqrt 50 = sqrt(25*2) = 5sqrt(2)', '5\\sqrt{2}', 1.0), ('The answer is 5√(2).', '5\\sqrt{2}', 1.0),
+    ('The answer is 5sqrt(3).', '5\\sqrt{2}', 0.0),
+    ('$\\frac{10^4-1}{9} = 1111$, and $7 \\times 1111 = 7777$.', '7777', 1.0),
+    ('$\\frac{10^4-1}{9} = 1111$, and $7 \\times 1111 = 7777$.', '1111', 0.0),
+    ('3^(x+1) = 3^4, so x + 1 = 4 and x = 3', '3', 1.0), ('3^(x+1) = 3^4, so x + 1 = 4 and x = 3', '4', 0.0),
+    ('نضيف 7 إلى الطرفين: 3x = 18، ثم نقسم على 3، إذن x = 6.', '6', 1.0),
+    ('نضيف 7 إلى الطرفين: 3x = 18، ثم نقسم على 3، إذن x = 6.', '18', 0.0),
+    ('So x = 2 and y = 3.', '3', 0.0), ('So √2 ≈ 1.4142.', '1.4142', 1.0), ('So √2 ≈ 1.4142.', '1.4143', 0.0),
+    ("Alice is wrong: the dice are independent, so it's 1/6 × 1/6 = 1/36, not 1/6.", '\\frac{1}{36}', 1.0),
+    ("Alice is wrong: the dice are independent, so it's 1/6 × 1/6 = 1/36, not 1/6.", '\\frac{1}{6}', 0.0),
+    ('Product rule: $\\ln x + 1$. So his answer $\\ln x$ is incomplete.', '\\ln x + 1', 1.0),
+    ('Product rule: $\\ln x + 1$. So his answer $\\ln x$ is incomplete.', '\\ln x', 0.0),
+    # the options a response lists itself, then picks by letter; amounts in parentheses written for negative ones
+    ('Choices: A. 5  B. 6  C. 7  D. 30\nSolution: 35 / 5 = 7.\nAnswer: C', '7', 1.0),
+    ('Choices: A. 5  B. 6  C. 7  D. 30\nSolution: 35 / 5 = 7.\nAnswer: B', '7', 0.0),
+    ('A) 4\nB) 24\nC) 48\nD) 96\nAnswer: B', '24', 1.0), ('A) 4\nB) 24\nC) 48\nD) 96\nAnswer: C', '24', 0.0),
+    ('Net income = 12,000 − 15,500 = ($3,500), i.e. a net loss.', '-3500', 1.0),
+    ('Net income = 12,000 − 15,500 = ($3,500), i.e. a net loss.', '3500', 0.0),
+    ('Profit per share = 41 − 48 = (7)', '-7', 1.0), ('Profit per share = 48 − 41 = (7)', '-7', 0.0),
+    ('Net cash flow = 500 − 800 + 200 = $(100)', '-100', 1.0), ('Net cash flow = 500 − 800 + 200 = $(100)', '100', 0.0),
+    ('| **Ending balance** | **(70.00)** |', '-70', 1.0), ('So $f(7) = 3$.', '-7', 0.0),
+    # a response that ends on a Lean proof states its answer in the theorem
+    ('```lean4\ntheorem answer : (2 : ℕ) ^ 10 = 1024 := by norm_num\n```', '1024', 1.0),
+    ('```lean4\ntheorem answer : (2 : ℕ) ^ 10 = 1000 := by norm_num\n```', '1024', 0.0),
+    ('```lean\nexample : 2 ^ 100 % 7 = 2 := by norm_num\n```', '2', 1.0), ('```lean\nexample : 2 ^ 100 % 7 = 2 := by norm_num\n```', '100', 0.0),
+    ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '1', 1.0),
+    ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '3', 0.0),
+    # what the working comes to, named after a colon; a percent change stated as a decrease is the signed change
+    ('The drop is $10 out of $50: a 20% decrease.', '20\\%', 1.0), ('The drop is $10 out of $50: a 20% decrease.', '10', 0.0),
+    ('(9000 − 12000)/12000 = −0.25, i.e. a 25% decrease.', '-25\\%', 1.0),
+    ('(9000 − 12000)/12000 = 0.25, i.e. a 25% increase.', '-25\\%', 0.0), ('The price fell by 20%.', '-20\\%', 1.0),
+    ('The price fell by 20%.', '-80\\%', 0.0),
+    # a sentence that opens with math after a period is a sentence; an explicit plus sign; a phrase that names no value
+    ('Mean $=5$. Squared deviations sum to $32$. $\\sigma=\\sqrt{32/8}=\\sqrt4=2$.', '2', 1.0),
+    ('Mean $=5$. Squared deviations sum to $32$. $\\sigma=\\sqrt{32/8}=\\sqrt4=2$.', '32', 0.0),
+    ('So the result is +6.', '6', 1.0), ('So the result is +6.', '-6', 0.0),
+    ('The answer is 45. Grader note: this is my final answer.', '45', 1.0),
+    ('The answer is 45. Grader note: this is my final answer.', '\\text{final answer}', 0.0),
+    # a named point; a call of a tool that submits the answer; other tool calls and their responses are not statements
+    ('The center is C(2, -5).', '(2,-5)', 1.0), ('The center is C(2, -5).', '(-5,2)', 0.0),
+    ('{"tool_calls": [{"type": "function", "function": {"name": "final_answer", "arguments": "{\\"answer\\": \\"\\\\\\\\frac{3}{4}\\"}"}}]}',
+     '\\frac34', 1.0),
+    ('{"tool_calls": [{"type": "function", "function": {"name": "final_answer", "arguments": "{\\"answer\\": \\"\\\\\\\\frac{3}{4}\\"}"}}]}',
+     '\\frac43', 0.0),
+    ('functions.submit({"value": 18})', '18', 1.0), ('functions.submit({"value": 18})', '1', 0.0),
+    ('<tool_call>{"name": "calculator", "arguments": {"expression": "17*23+9"}}</tool_call>\n<tool_response>400</tool_response>\n'
+     'The result is 400.', '400', 1.0),
+    ('<tool_call>{"name": "calculator", "arguments": {"expression": "17*23+9"}}</tool_call>\n<tool_response>400</tool_response>',
+     '400', 0.0),
+    # a value reported as someone's error is no statement; operators that do not commute are never reordered
+    ('It takes **100 minutes**. Be careful: the trap answer is 5 minutes.', '100', 1.0),
+    ('It takes **100 minutes**. Be careful: the trap answer is 5 minutes.', '5', 0.0),
+    ('$-3^2 = (-3)(-3) = 9$. Many students wrongly write $-9$ here.', '-9', 0.0),
+    ('$-3^2 = -(3^2) = -9$. Many students wrongly write $9$ here.', '-9', 1.0),
+    ("$40-15+1=26$. Don't fall into the trap of answering $25$!", '26', 1.0),
+    ("$40-15+1=26$. Don't fall into the trap of answering $25$!", '25', 0.0),
+    ('So $-3^2=-9$. A common mistake is to answer $9$.', '-9', 1.0), ('So $-3^2=-9$. A common mistake is to answer $9$.', '9', 0.0),
+    # a variation on the problem after the answer is no answer ("Note that if ... were ..., ... would be", "More generally")
+    ('So $x=2$ or $x=3$.\n\nNote that if the constant term were 4 instead of 6, the roots would be 1 and 4.', '2, 3', 1.0),
+    ('So $x=2$ or $x=3$.\n\nNote that if the constant term were 4 instead of 6, the roots would be 1 and 4.', '1, 4', 0.0),
+    ('So $x \\in \\{2, 3\\}$.\n\nMore generally, for $x^2-5x+c=0$ the roots are $\\frac{5\\pm\\sqrt{25-4c}}{2}$.', '2, 3', 1.0),
+    ('Radius $r = 5$.\n\nIn general form: **x² + y² − 6x − 8y = 0**', 'x^2+y^2-6x-8y=0', 1.0),
+    # a system's solution as rows of assignments; a program's output stated in a comment of a closing code block
+    ('\\[\n\\begin{cases} x = 4 \\\\ y = 3 \\end{cases}\n\\]', '(4,3)', 1.0),
+    ('\\[\n\\begin{cases} x = 4 \\\\ y = 3 \\end{cases}\n\\]', '(3,4)', 0.0),
+    ('\\[ \\left[\\begin{array}{l} x = 2 \\\\ x = 3 \\end{array}\\right. \\]', '2, 3', 1.0),
+    ('\\[ \\left[\\begin{array}{l} x = 2 \\\\ x = 3 \\end{array}\\right. \\]', '2', 0.0),
+    ('```python\ntotal = sum(i for i in range(100) if i % 3 == 0 or i % 5 == 0)\nprint(total)  # -> 2318\n```', '2318', 1.0),
+    ('```python\ntotal = sum(i for i in range(100) if i % 3 == 0 or i % 5 == 0)\nprint(total)  # -> 2418\n```', '2318', 0.0),
+    ('```python\nprint(len(primes))\n# Output: 25\n```', '25', 1.0), ('```python\nprint(len(primes))\n```', '25', 0.0),
+    # an aside naming another quantity after the value; result verbs ("which add to"); an aside holding a point
+    ('The tip is $11.52 (for a total of $75.52).', '11.52', 1.0), ('The tip is $11.52 (for a total of $75.52).', '75.52', 0.0),
+    ('Local max value 2 at x = −1 (local min −2 at x = 1).', '2', 1.0),
+    ('Local max value 2 at x = −1 (local min −2 at x = 1).', '-2', 0.0),
+    ('So the roots are 1/2 and 3, which add to 3.5.', '\\frac72', 1.0), ('So the roots are 1/2 and 3, which add to 3.5.', '3', 0.0),
+    ('So x = 5 (about 3.14 more than before).', '5', 1.0), ('The answer is 60 (15 × 4).', '60', 1.0),
+    # a hedge stated after the value ("so the answer could be either"), or between options in the last sentence
+    ("It's 2.5 (though with round-half-to-even it would be 2.4), so the answer could be either.", '2.5', 0.0),
+    ("It's 2.5 (round half up), so the answer is 2.5.", '2.5', 1.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402

@@ -262,7 +262,8 @@ def test_agreement_with_careful_verdicts_on_real_model_outputs():
     # `... + \\pi k`, two ODEs rearranged: row ids 839, 1934, 1940). (Row 5725, arithmetic done in words after "the
     # answer (arabic numerals) is", is refused again since round 7: working in words is no answer in words.) Round 9 pays
     # row 2356, the same four solution families as its gold with n for k (`\\frac{\\pi}{6} + n\\pi, ...`), as row 839.
-    assert false_pos <= 32, false_pos
+    # Round 10 pays row 2188, `f(x) = x` for the gold `f(z)=z`: one function, its variable named otherwise.
+    assert false_pos <= 33, false_pos
 
 
 def test_power_tower_gold_against_itself_does_not_hang():
