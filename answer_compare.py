@@ -1324,7 +1324,7 @@ def _equiv(p, g):
             return True  # "f is neither even nor odd" for `neither` (of "even, odd, or neither")
         return any(_is_words(x) and _words(x) == _words(g) for x in (p, predicate, verb.group(1) if verb else ""))
     p, g = (_NOT_EQUAL.sub(r"(-\\infty, \2) \\cup (\2, \\infty)", x) for x in (p, g))
-    margin = re.fullmatch(r"(?:[^=]*(?:=|\\in)\s*)?([^=\\]+?)\s*\\pm\s*([^=,]+)", p) if "\\pm" in p else None
+    margin = re.fullmatch(r"(?:[^=]*\\in\s*)?([^=\\]*\d[^=\\]*?)\s*\\pm\s*([^=,]+)", p) if "\\pm" in p and "=" not in p else None
     ends = re.fullmatch(r"\s*[\[(]\s*([^,()\[\]]+),\s*([^,()\[\]]+)[\])]\s*", g) if margin else None
     if ends:  # `52 \pm 2.94` for the interval (49.06, 54.94): a centre and a margin (a confidence interval) name its ends
         centre, half = margin.group(1), margin.group(2)

@@ -138,7 +138,7 @@ def _is_diagram(block):
     return "=" not in block and len(lines) >= 2 and sum(drawn) >= 0.75 * len(lines)
 
 
-_SUBMIT_NAME = re.compile(r"(?:answer|submit|final|respond)", re.I)
+_SUBMIT_NAME = re.compile(r"(?:functions\.)?(?:submit|final|give|provide|return)?_?(?:submit|answer|final_answer|respond|finish)(?:_answer)?", re.I)
 _TOOL_BLOCK = re.compile(r"<(tool_call|tool_response|function_call|function_response)>(.*?)</\1>", re.S)
 _CALL = re.compile(r"(?:<\|python_tag\|>)?(?:functions\.)?([A-Za-z_]\w*)\s*\(\s*(\{.*\}|[^()]*)\s*\)(?:<\|eom_id\|>)?", re.S)
 
@@ -167,7 +167,7 @@ def _submitted(call):
         call = call["tool_calls"][-1]
     if isinstance(call, dict) and isinstance(call.get("function"), dict):
         call = call["function"]
-    if not isinstance(call, dict) or not _SUBMIT_NAME.search(str(call.get("name", ""))):
+    if not isinstance(call, dict) or not _SUBMIT_NAME.fullmatch(str(call.get("name", ""))):
         return None
     return _argument(call.get("arguments", call.get("parameters", call.get("args"))))
 
@@ -181,10 +181,12 @@ def tool_calls(text):
             return f"The answer is {answer}."
     last_line = stripped.rsplit("\n", 1)[-1].strip()
     call = _CALL.fullmatch(last_line) if last_line.endswith(")") else None
-    if call and _SUBMIT_NAME.search(call.group(1)):
+    if call and _SUBMIT_NAME.fullmatch(call.group(1)):
         answer = _argument(call.group(2))
         if answer is not None:
             return stripped[:len(stripped) - len(last_line)] + f"The answer is {answer}."
+    elif call and "_" in call.group(1) and re.search(r"[\"'{=]|\d", call.group(2)):
+        return stripped[:len(stripped) - len(last_line)]  # `check_answer(55)`: a tool's call, not the response's statement
     if "<" in text and _TOOL_BLOCK.search(text):
         def block(m):
             answer = _submitted(m.group(2).strip()) if m.group(1).endswith("call") else None

@@ -31,7 +31,7 @@ import sympy
 
 from answer_compare import canon, equivalent, rounds_to, significant_digits, split_top, vector_entries
 from answer_forms import proportional, same_line
-from answer_value import (OPEN_WORD, STOP_WORDS, UNSURE, candidates, clause_for, final_statement, sentence_value,
+from answer_value import (OPEN_WORD, STOP_WORDS, UNSURE, asserted, candidates, clause_for, final_statement, sentence_value,
                           settled_statement)
 from latex import clean, parse_math, split_unit, unit_key
 from numerals import NUMBER_WORDS, number_words
@@ -585,9 +585,13 @@ def question_choice(text, question):
     """The alternative the conclusion picks (see above), as the question writes it, else None."""
     items = _alternatives_offered(question or "")
     sentences = [x for x in re.split(r"\n\s*\n|\n(?=\S)|(?<=[.!?])\s+(?=\S)", (text or "").strip()[-1500:]) if x.strip()]
-    if len(items) < 2 or not sentences or UNSURE.search(sentences[-1]):
+    if len(items) < 2 or not sentences:
         return None
     last = sentences[-1]
+    choice_words = "|".join(re.escape(x) for x in items if re.fullmatch(r"[A-Za-z][A-Za-z-]*", x))
+    if not asserted(re.sub(r"\b(?:" + choice_words + r")\b", " ", last, flags=re.I) if choice_words else last) and not (
+            re.search(r"\b(?:not|no|never|isn't|aren't)\b", last) and asserted(re.sub(r"\b(?:not|no|never|isn't|aren't)\b", " ", last))):
+        return None  # "We need to check whether ...", "Suppose ...", "Is this odd?", "Many students would say ..."
     asking = _asking(question)
     if set(items) <= set(_RELATIONS):  # a blank to fill with a relation: "$A$ ___ $B$"
         said = re.search(r"\b(?:is|answer|blank|symbol)\s*[:=]?\s*[*`$]*([<>=≤≥])[*`$]*\s*[.!]?\s*$", last)
@@ -598,11 +602,15 @@ def question_choice(text, question):
         if relation is None:
             return None
         return relation[1] if relation[0] == blank.group(1).strip() else _FLIP.get(relation[1])
+    by_relation = None
     if all(not x[:1].isalpha() or " " in x for x in items) or len(items) == 2 and (_LARGER.search(asking) or _SMALLER.search(asking)):
         relation = _math_relation(last, items) if len(items) == 2 else None
         if relation and relation[1] in "<>" and (_LARGER.search(asking) or _SMALLER.search(asking)):
             larger = relation[0] if relation[1] == ">" else relation[2]
-            return larger if _LARGER.search(asking) else next(x for x in items if x != larger)
+            by_relation = larger if _LARGER.search(asking) else next(x for x in items if x != larger)
+            if not re.search(r"\b(?:is|are)\s+(?:the\s+)?(?:larger|greater|bigger|smaller|less|lesser)\b|\b(?:larger|greater|bigger|"
+                             r"smaller|lesser)\s+(?:one\s+)?(?:is|are)\b", last, re.I):
+                return by_relation
     named = []
     for x in items:
         if " " in x or x[:1].isalpha():
@@ -614,10 +622,15 @@ def question_choice(text, question):
     if len(named) != 1:
         return None
     choice, where = named[0]
+    if by_relation is not None and by_relation != choice or re.match(r"\s+to\b", last[where.end():]):
+        return None  # a relation and a name that disagree; "unlikely to lose" is no verdict
     negated = re.search(r"\b(?:not|never|no|isn't|aren't|cannot|can't)\s+(?:\w+\s+){0,2}$", last[:where.start()], re.I)
     if negated:
-        return next(x for x in items if x != choice) if len(items) == 2 else None
-    words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", asking)} - STOP_WORDS
+        subject = re.search(r"(-?\d+(?:\.\d+)?)\s+(?:is|are)\s*$", last[:negated.start()])
+        foreign = subject and float(subject.group(1)) not in given_numbers(question)  # ("Note 1 is not prime": another number)
+        return next(x for x in items if x != choice) if len(items) == 2 and not foreign else None
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", asking) if re.fullmatch(r"[a-z]+(?:er|est)|less|more|least|most|fewer|"
+                                                                                 r"better|best|worse|worst", w.lower())}
     rest = re.sub(r"\b(?:" + "|".join(re.escape(x) for x in items) + r")\b", " ", last, flags=re.I)
     own_word = any(w.lower() in words - {w.lower() for x in items for w in x.split()} for w in re.findall(r"[A-Za-z]{4,}", rest))
     alone = not re.sub(r"\b(?:final|answer|so|thus|hence|therefore|the|is|it)\b", "", rest, flags=re.I).strip(" .:!*_→=>-\n")

@@ -443,7 +443,8 @@ _CORRECTION = re.compile(r"(?:^|\n|[.!]\s)\s*(?:\*\*)?(?:correction\b|corrected\
                          r"(?:edit|update|erratum)\s*:|I\s+(?:mistakenly|wrongly|incorrectly)\b|"
                          r"(?:hmm\s*,?\s*)?(?:no\s*,?\s*)?wait\s*(?:[,—–-]\s*)?no\b|"
                          r"(?:wait|actually|hmm)\b[^.\n]{0,60}?\b(?:mistake|error|wrong|incorrect|forgot|miscounted|"
-                         r"miscalculated)\b|I\s+(?:made\s+(?:a|an)\s+(?:mistake|error)|forgot|miscounted|miscalculated)\b)",
+                         r"miscalculated)\b|I\s+(?:made\s+(?:a|an)\s+(?:mistake|error)|forgot|miscounted|miscalculated)\b|"
+                         r"let\s+me\s+re(?:compute|calculate|do|count)\b)",
                          re.IGNORECASE)
 
 

@@ -953,7 +953,7 @@ def _without_asides(text):
     kept, last = [], 0
     for match in re.finditer(r"\s*\([^()]*\)", masked):
         inner = text[match.start():match.end()]
-        if re.match(r"\s*\(\s*(?:or|not)\b", inner) or re.search(r"\b(?:if|unless|assuming|provided|otherwise|else|depending)\b",
+        if re.match(r"\s*\(\s*(?:or|not|correction|corrected|actually|maybe|possibly|perhaps|probably|wait|oops|rather)\b", inner, re.I) or re.search(r"\b(?:if|unless|assuming|provided|otherwise|else|depending)\b",
                                                                 inner, re.I) and not re.search(r"\b(?:would|could|might)\b", inner, re.I) \
                 or re.search(r"\d\s*[ap]\.?\s?m\b|\\text\s*\{\s*[ap]m\s*\}", inner, re.I):  # ("half past four (4:30 a.m.)": the time, said precisely)
             continue  # (another value offered or rejected, a condition: they qualify the value; not a counterfactual aside)
@@ -1167,6 +1167,8 @@ def _leading_value(sentence):
     if not lead:
         return None
     rest, units = sentence[lead.end():], ""
+    if re.match(r"\s*\(\s*(?:correction|corrected|actually|maybe|possibly|perhaps|probably|wait|oops|rather)\b", rest, re.I):
+        return ""  # "12 (actually 15, counting the loose ones)": taken back or doubted in the same breath
     percent = re.match(r"\s*\\?%", rest)
     if percent:
         rest, units = rest[percent.end():], "\\%"
@@ -1407,21 +1409,36 @@ _DECREASE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:\\?%|percent)\s+(?:decre
 
 def signed_decrease(text):
     """A percent change the conclusion states as a decrease ("i.e. a 25% decrease", "fell by 25%") as the signed
-    change `-25\\%` (it equals a gold -25%; the bare 25% is read as written), else None."""
+    change `-25\\%` (it equals a gold -25%; the bare 25% is read as written), when it is the statement's only percent;
+    else None."""
     if not _DECREASE.search((text or "")[-2000:]):
         return None
-    statement = final_statement(text or "")
-    found = _DECREASE.findall(statement or "")
-    return f"-{found[-1][0] or found[-1][1]}\\%" if len(found) == 1 else None
+    statement = final_statement(text or "") or ""
+    found = _DECREASE.findall(statement)
+    return f"-{found[-1][0] or found[-1][1]}\\%" if len(found) == 1 and len(re.findall(r"%|percent", statement)) == 1 else None
+
+
+# What keeps a sentence from asserting its statement: a question, a task or a check still to do, a supposition, a
+# condition, a contrast, an alternative, a bound, a negation, someone else's words or a belief
+_UNASSERTED = re.compile(r"\?|\b(?:but|if|or|unless|whether|would|could|might|maybe|perhaps|than|at\s+(?:least|most)|up\s+to|over|"
+                         r"under|not|never|no|none|false|wrong|suppose|supposing|assume|assuming|let'?s|need|needs|must|should|will|"
+                         r"going\s+to|check|verify|prove|show|decide|determine|test|claim(?:s|ed)?|says?|said|wrote|writes?|"
+                         r"think|thought|believe[sd]?|according|initially|earlier|first\s+glance|looks?|seems?|"
+                         r"one\s+might|many|some\s+people|students?)\b|n't\b|'ll\b", re.I)
+
+
+def asserted(sentence):
+    """Does a sentence assert what it states (see _UNASSERTED; nor a doubt, a task or a retraction)?"""
+    return not (_UNASSERTED.search(sentence) or UNSURE.search(sentence) or _TASK.match(sentence) or _RETRACTION.search(sentence))
 
 
 def settled_statement(text):
-    """final_statement, when the response settles on it: the text ends as a statement ends, and the statement is no
-    task, retraction, doubt, condition, contrast or alternative; else None."""
+    """final_statement, when the response settles on it: it is the text's last sentence, the text ends as a statement
+    ends, and the sentence asserts it (asserted); else None."""
     statement = final_statement(text or "")
-    if statement is None or not _finished(text.strip().split("\n")[-1]) or UNSURE.search(statement) or _TASK.match(statement) \
-            or _RETRACTION.search(statement) or re.search(r"\b(?:but|if|or|unless|would|could|might|maybe|perhaps|than|at\s+(?:least|"
-                                                           r"most)|up\s+to|over|under)\b", statement, re.I):  # (a bound: "more than 6")
+    last = [x for x in re.split(r"(?<=[.!?])\s+|\n+", (text or "").strip()) if x.strip()]
+    if statement is None or not last or not _finished(last[-1]) or not asserted(last[-1]) or not asserted(statement) \
+            or len(candidates(_prepared(words_as_values(last[-1])))) == 0:
         return None
     return statement
 

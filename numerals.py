@@ -494,7 +494,8 @@ def accounting_negatives(text):
     """Amounts in parentheses written for negative ones, as negative numbers (see above)."""
     if "(" not in text or not _ACCOUNTING_HINT.search(text):
         return text
-    text = _MONEY_NEGATIVE.sub(lambda m: "-" + (m.group(1) or m.group(2) or m.group(3)), text)
+    money = re.search(r"[$¤€£]|\|", text)  # (cents in parentheses are money only in a text about money, or a table's cell)
+    text = _MONEY_NEGATIVE.sub(lambda m: "-" + (m.group(1) or m.group(2) or m.group(3)) if money or not m.group(3) else m.group(0), text)
 
     def result(m):
         left = m.group(1).split("=")[-1]

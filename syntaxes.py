@@ -271,8 +271,10 @@ def lean_answer(text):
     text is returned as it is."""
     block = _LEAN_BLOCK.search(text or "") if "```" in (text or "") else None
     statement = _LEAN_STATEMENT.search(block.group(1)) if block else None
-    if statement is None:
-        return text
+    prose = text[:block.start()] if block else ""
+    if statement is None or re.search(r"\b(?:sorry|admit)\b", block.group(1)) \
+            or re.search(r"\banswer\b|\\boxed|\bnot\s+sure|\bfail|\berror|\bdoes\s*n[o']t\s+compile", prose, re.I):
+        return text  # (an unproved statement, or prose that answers or doubts, is read as written)
     claim = " ".join(statement.group(1).split())
     value = re.fullmatch(r"[^=]*[^=<>:!]=\s*(-?\d+(?:\s*/\s*\d+)?)", claim) or re.fullmatch(r"Is(?:Least|Greatest)\s+.+\s(-?\d+)", claim)
     return f"{text.rstrip()}\n\nThe answer is {value.group(1)}." if value else text
@@ -288,7 +290,10 @@ def code_output(text):
     -> 2318`, `# Output: 25`), with that output stated after it ("The output is 2318."); other text as it is."""
     block = _FINAL_CODE.search(text or "") if "```" in (text or "") else None
     outputs = _OUTPUT_COMMENT.findall(block.group(1)) if block and "print" in block.group(1) else []
-    return f"{text.rstrip()}\n\nThe output is {outputs[-1].replace('_', '')}." if outputs else text
+    prose = re.sub(r"```.*?```", " ", text[:block.start()], flags=re.DOTALL) if block else ""
+    if len(set(outputs)) != 1 or re.search(r"\d", prose):
+        return text  # (several outputs, or prose that states its own numbers: the prose is read)
+    return f"{text.rstrip()}\n\nThe output is {outputs[-1].replace('_', '')}."
 
 
 def transcript(text):

@@ -1511,7 +1511,9 @@ RESPONSES = [
     ('```lean4\ntheorem answer : (2 : ℕ) ^ 10 = 1024 := by norm_num\n```', '1024', 1.0),
     ('```lean4\ntheorem answer : (2 : ℕ) ^ 10 = 1000 := by norm_num\n```', '1024', 0.0),
     ('```lean\nexample : 2 ^ 100 % 7 = 2 := by norm_num\n```', '2', 1.0), ('```lean\nexample : 2 ^ 100 % 7 = 2 := by norm_num\n```', '100', 0.0),
-    ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '1', 1.0),
+    ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  constructor <;> nlinarith\n```', '1', 1.0),
+    ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '1', 0.0),
+    ('The answer is 4.\n```lean\ntheorem t : 2 ^ 100 % 7 = 2 := by norm_num\n```', '2', 0.0),
     ('```lean\ntheorem m : IsLeast {y : ℝ | ∃ x : ℝ, y = x ^ 2 - 6 * x + 10} 1 := by\n  sorry\n```', '3', 0.0),
     # what the working comes to, named after a colon; a percent change stated as a decrease is the signed change
     ('The drop is $10 out of $50: a 20% decrease.', '20\\%', 1.0), ('The drop is $10 out of $50: a 20% decrease.', '10', 0.0),
@@ -1565,6 +1567,12 @@ RESPONSES = [
     # a hedge stated after the value ("so the answer could be either"), or between options in the last sentence
     ("It's 2.5 (though with round-half-to-even it would be 2.4), so the answer could be either.", '2.5', 0.0),
     ("It's 2.5 (round half up), so the answer is 2.5.", '2.5', 1.0),
+    # a value taken back in the same breath, a later recomputation, a checking tool's call: never the answer
+    ('The answer is 12 (correction: 15).', '12', 0.0), ('The answer is 12 (actually 15, counting the loose ones).', '12', 0.0),
+    ('The answer is 12 (maybe 15).', '12', 0.0), ('The answer is 12 (one dozen).', '12', 1.0),
+    ('The answer is 55. Let me recompute: actually the sum is 45.', '55', 0.0),
+    ('The answer is 55. Let me recompute: actually the sum is 45.', '45', 1.0),
+    ('I think it is 50.\ncheck_answer(55)', '55', 0.0), ('verify_answer(answer=55)', '55', 0.0),
 ]
 
 from grader_syntax_cases import SYNTAX_EQUIV, SYNTAX_RESPONSES  # noqa: E402
