@@ -18,19 +18,13 @@ count or load; torch picks AVX-512, AVX2 or plain kernels by machine, and they s
   construction.
 - Log-probs of the trainer against vLLM: fp32 on both sides, within 1e-5 (different kernels, same arithmetic).
 
-Background jobs: a test whose cost is one long subprocess it only reads the result of (the main job, ~2 minutes on
-one core; a recipe's dry run, a Python start-up per command) is marked @pytest.mark.background(job=...) and takes
-the `background` fixture. Its job starts when collection ends and runs beside the other tests, on the core that
-pytest's one process leaves idle (BackgroundJobs); the marked tests run last. Only WHEN the subprocess runs
-changes, never what it computes.
+Background jobs (tests/background_jobs.py): a test whose cost is one long subprocess it only reads the result of
+(the main job, ~2 minutes on one core; a recipe's dry run, a Python start-up per command) is marked
+@pytest.mark.background(job=...) and takes the `background` fixture; its job runs beside the other tests.
 """
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -51,114 +45,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from background_jobs import BackgroundJobs  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class BackgroundJobs:
-    """The collected tests' background jobs, run one at a time in collection order by one thread.
-
-    @pytest.mark.background(job=job), or (jobs=[job, ...], params={...}): a job is a function
-    `job(folder, **params) -> dict` called at the end of collection (in the main thread, before any test runs:
-    the environment and working directory are the session's, not a test's monkeypatched ones); it may write small
-    inputs into `folder` and returns subprocess.run's keywords (args; optionally env, cwd -- default the
-    repository --, timeout, input), or a list of them: commands run one after the other, each whatever the previous
-    one returned. params: the marker's, else the test's parametrization. Tests naming the same job and params
-    share one run."""
-
-    def __init__(self):
-        self.root = None        # a temporary folder, made when the first job is added
-        self.jobs = {}          # key -> {"spec", "folder", "done": Event, "result": CompletedProcess | Exception}
-        self.running = None     # the Popen of the job now running
-        self.stopped = False
-        self.lock = threading.Lock()   # stop() and a job's start exclude each other
-
-    @staticmethod
-    def keys(item):
-        """(job, params) of each job the test's marker names."""
-        marker = item.get_closest_marker("background")
-        jobs = marker.kwargs.get("jobs") or [marker.kwargs["job"]]
-        params = marker.kwargs["params"] if "params" in marker.kwargs else \
-            getattr(getattr(item, "callspec", None), "params", {})
-        return [(job, tuple(sorted(params.items()))) for job in jobs]
-
-    def add(self, item):
-        for key in self.keys(item):
-            if key in self.jobs:
-                continue
-            self.root = self.root or Path(tempfile.mkdtemp(prefix="pytest-background-"))
-            folder = self.root / f"job{len(self.jobs)}"
-            folder.mkdir()
-            entry = {"folder": folder, "done": threading.Event(), "result": None}
-            try:
-                entry["spec"] = key[0](folder, **dict(key[1]))
-            except Exception as exc:   # reported by the test that needs it
-                entry["spec"], entry["result"] = None, exc
-                entry["done"].set()
-            self.jobs[key] = entry
-
-    def start(self):
-        if self.jobs:
-            threading.Thread(target=self.run_all, daemon=True, name="background-jobs").start()
-
-    def run_all(self):
-        for entry in self.jobs.values():
-            if entry["spec"] is not None:
-                try:
-                    spec = entry["spec"]
-                    entry["result"] = [self.run_one(one) for one in spec] if isinstance(spec, list) else \
-                        self.run_one(spec)
-                except Exception as exc:
-                    entry["result"] = exc
-            entry["done"].set()
-
-    def run_one(self, spec):
-        spec = dict(spec)
-        args, timeout, given = spec.pop("args"), spec.pop("timeout", None), spec.pop("input", None)
-        with self.lock:
-            if self.stopped:
-                raise RuntimeError("the session ended before this background job started")
-            # a session of its own: on timeout or at the session's end the whole tree (bash's, torchrun's
-            # children) dies
-            proc = subprocess.Popen(args, stdin=subprocess.PIPE if given is not None else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True, **{"cwd": ROOT, **spec})
-            self.running = proc
-        try:
-            stdout, stderr = proc.communicate(given, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(proc)
-            proc.communicate()
-            raise
-        finally:
-            self.running = None
-        return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
-
-    @staticmethod
-    def kill(proc):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    def results(self, item):
-        """[(CompletedProcess, folder)] of the test's jobs, in the marker's order, once they have finished."""
-        out = []
-        for key in self.keys(item):
-            entry = self.jobs[key]
-            entry["done"].wait()
-            if isinstance(entry["result"], Exception):
-                raise entry["result"]
-            out.append((entry["result"], entry["folder"]))
-        return out
-
-    def stop(self):
-        with self.lock:
-            self.stopped = True
-            if self.running is not None:
-                self.kill(self.running)
-
-
 BACKGROUND = BackgroundJobs()
 
 
@@ -178,8 +67,6 @@ def pytest_collection_finish(session):
 
 def pytest_sessionfinish(session):
     BACKGROUND.stop()
-    if BACKGROUND.root:
-        shutil.rmtree(BACKGROUND.root, ignore_errors=True)
 
 
 @pytest.fixture

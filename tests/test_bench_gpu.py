@@ -62,7 +62,7 @@ def dry_run(call, tmp_path, *extra, kit=None, state=None):
 
 
 def calls_a_then_b(folder):
-    """Background job (conftest.py): call A with its kit part (k01) only, then call B with the whole kit and a
+    """Background job (background_jobs.py): call A with its kit part (k01) only, then call B with the whole kit and a
     linear RoPE scaling, on one machine state (/tmp/bench_gpu there: A builds the model, B finds it); each call
     writes under folder/<call>."""
     kit = build_kit(folder / "kit")

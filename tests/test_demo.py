@@ -93,7 +93,7 @@ def test_the_tokenizer_is_what_every_stage_loads(tmp_path):
 
 def main_job(folder):
     """The main job as a user starts it (python demo.py, seed 0; its own vLLM engine), run in the background
-    (conftest.py): it takes ~2 minutes on one core."""
+    (background_jobs.py): it takes ~2 minutes on one core."""
     return dict(args=[sys.executable, str(ROOT / "demo.py"), "--out_dir", str(folder / "demo"), "--seed", "0"],
                 env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1800)
 

@@ -99,7 +99,7 @@ def test_two_ranks_equal_one_rank_and_resume(toy_setup, warm_model_path):
 
 
 def engine_runs(folder):
-    """Background job (conftest.py): the warm model (tests/tiny_model.py --warmup, as the warm_model_path fixture),
+    """Background job (background_jobs.py): the warm model (tiny_model.py --warmup, as the warm_model_path fixture),
     then the 2-rank runs with real vLLM engines: one engine per rank, then one tensor-parallel group."""
     model, task = str(folder / "warm" / "model"), folder / "task.jsonl"
     task.write_text("".join(json.dumps(r) + "\n" for r in synthetic_task(64)))   # recorded_toy's task

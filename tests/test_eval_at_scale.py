@@ -98,7 +98,7 @@ samples.write_text("\n".join(lines[:5]) + "\n" + lines[5][:20])
 
 
 def eval_runs(folder):
-    """Background job (conftest.py): the tests' tiny model, eval.py on one rank, on two, the two-rank run
+    """Background job (background_jobs.py): the tests' tiny model, eval.py on one rank, on two, the two-rank run
     interrupted (INTERRUPT) and resumed on two ranks in other chunks, and one tensor-parallel engine over two."""
     model = folder / "tiny" / "model"
     common = ["--model", str(model), "--benchmarks", "amc2023,aime2024", "--limit", "5", "--k", "2",

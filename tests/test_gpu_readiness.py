@@ -97,7 +97,7 @@ DTYPES = ["float32", "bfloat16"]
 
 
 def offload_runs(folder):
-    """Background job (conftest.py): the warm model (tests/tiny_model.py --warmup, as the warm_model_path fixture),
+    """Background job (background_jobs.py): the warm model (tiny_model.py --warmup, as the warm_model_path fixture),
     then train.py through tests/dist_worker.py on ONE process with --fsdp_cpu_offload 1, in each of DTYPES."""
     from tiny_model import TOY_FLAGS, synthetic_task
     model, task = str(folder / "warm" / "model"), folder / "task.jsonl"

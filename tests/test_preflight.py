@@ -116,7 +116,7 @@ ROPE_OVERRIDES = {"rope_scaling": {"rope_scaling": {"rope_type": "linear", "fact
 
 
 def rope_probe(folder, overrides):
-    """ROPE_PROBE in a subprocess of its own (its own vLLM engine, run in the background: conftest.py) on the
+    """ROPE_PROBE in a subprocess of its own (its own vLLM engine, in the background: background_jobs.py) on the
     tests' tiny model, built there."""
     return dict(args=[sys.executable, "-c", ROPE_PROBE, str(folder), json.dumps(ROPE_OVERRIDES[overrides])],
                 env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),

@@ -21,7 +21,7 @@ def test_there_are_the_six_recipes():
 
 
 def dry_run(folder, script, *, env=None):
-    """subprocess.run's keywords for `bash SCRIPT --dry_run` (a background job, conftest.py) against a Hugging Face
+    """subprocess.run's keywords for `bash SCRIPT --dry_run` (background_jobs.py) against a Hugging Face
     cache of the published configs (tests/hub_configs.py), offline, with no token and an empty HF_HOME."""
     env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(write_hub_cache(folder / "hub")),
            "HF_HUB_OFFLINE": "1", "HF_HOME": str(folder / "hf_home"), **(env or {})}
