@@ -6,9 +6,9 @@ it only reads the result of is marked
         proc, folder = background                            # subprocess.CompletedProcess, the job's folder
 
 `main_job(folder, **params)` returns subprocess.run's keywords, or a list of them. Every collected test's jobs
-start when collection ends and run one at a time, in collection order, in one thread: on the core that pytest's
-own process leaves idle, beside the other tests; the marked tests run last. Only WHEN the subprocess runs
-changes, never what it computes.
+start when collection ends and run in collection order, WORKERS at a time and niced, beside the other tests: on
+the cores that pytest's own process leaves idle; the marked tests run last. Only WHEN (and at which priority) the
+subprocess runs changes, never what it computes.
 """
 import os
 import shutil
@@ -19,10 +19,14 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# Two jobs at a time: when the tests in the foreground wait on one core (a subprocess, a sandbox) or are done, no
+# core is left idle. Niced, so that the foreground tests, whose verdicts may hold wall-clock caps, come first;
+# the background jobs have no such cap but their own generous timeouts.
+WORKERS, NICE = 2, 10
 
 
 class BackgroundJobs:
-    """The collected tests' background jobs, run one at a time in collection order by one thread.
+    """The collected tests' background jobs, in collection order, WORKERS at a time, each niced (NICE).
 
     A job is called at the end of collection, in the main thread before any test runs (so the environment and
     working directory are the session's, not a test's monkeypatched ones); it may write small inputs into its
@@ -33,9 +37,10 @@ class BackgroundJobs:
     def __init__(self):
         self.root = None        # a temporary folder, made when the first job is added
         self.jobs = {}          # key -> {"spec", "folder", "done": Event, "result": CompletedProcess | Exception}
-        self.running = None     # the Popen of the job now running
+        self.running = set()    # the Popens of the jobs now running
         self.stopped = False
-        self.lock = threading.Lock()   # stop() and a job's start exclude each other
+        self.lock = threading.Lock()   # guards `waiting` and `running`: stop() and a job's start exclude each other
+        self.waiting = []       # the entries no worker has taken yet
 
     @staticmethod
     def keys(item):
@@ -62,18 +67,22 @@ class BackgroundJobs:
             self.jobs[key] = entry
 
     def start(self):
-        if self.jobs:
-            threading.Thread(target=self.run_all, daemon=True, name="background-jobs").start()
+        self.waiting = [entry for entry in self.jobs.values() if entry["spec"] is not None]
+        for k in range(min(WORKERS, len(self.waiting))):
+            threading.Thread(target=self.work, daemon=True, name=f"background-jobs-{k}").start()
 
-    def run_all(self):
-        for entry in self.jobs.values():
-            if entry["spec"] is not None:
-                try:
-                    spec = entry["spec"]
-                    entry["result"] = [self.run_one(one) for one in spec] if isinstance(spec, list) else \
-                        self.run_one(spec)
-                except Exception as exc:
-                    entry["result"] = exc
+    def work(self):
+        while True:
+            with self.lock:
+                if not self.waiting:
+                    return
+                entry = self.waiting.pop(0)
+            try:
+                spec = entry["spec"]
+                entry["result"] = [self.run_one(one) for one in spec] if isinstance(spec, list) else \
+                    self.run_one(spec)
+            except Exception as exc:
+                entry["result"] = exc
             entry["done"].set()
 
     def run_one(self, spec):
@@ -84,10 +93,11 @@ class BackgroundJobs:
                 raise RuntimeError("the session ended before this background job started")
             # a session of its own: on timeout or at the session's end the whole tree (bash's, torchrun's
             # children) dies
-            proc = subprocess.Popen(args, stdin=subprocess.PIPE if given is not None else subprocess.DEVNULL,
+            proc = subprocess.Popen(["nice", "-n", str(NICE), *map(str, args)],
+                                    stdin=subprocess.PIPE if given is not None else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     start_new_session=True, **{"cwd": ROOT, **spec})
-            self.running = proc
+            self.running.add(proc)
         try:
             stdout, stderr = proc.communicate(given, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -95,7 +105,8 @@ class BackgroundJobs:
             proc.communicate()
             raise
         finally:
-            self.running = None
+            with self.lock:
+                self.running.discard(proc)
         return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
 
     @staticmethod
@@ -120,7 +131,7 @@ class BackgroundJobs:
         """At the session's end: the running job killed, the jobs' folders removed."""
         with self.lock:
             self.stopped = True
-            if self.running is not None:
-                self.kill(self.running)
+            for proc in self.running:
+                self.kill(proc)
         if self.root:
             shutil.rmtree(self.root, ignore_errors=True)
