@@ -8,7 +8,8 @@ it only reads the result of is marked
 `main_job(folder, **params)` returns subprocess.run's keywords, or a list of them. Every collected test's jobs
 start when collection ends and run in collection order, WORKERS at a time and niced, beside the other tests: on
 the cores that pytest's own process leaves idle; the marked tests run last. Only WHEN (and at which priority) the
-subprocess runs changes, never what it computes.
+subprocess runs changes, never what it computes. The jobs are children of pytest's process: code that charges this
+process's CPU and its reaped children's (sandbox.ItemClock called in-process) sees theirs; run it in a subprocess.
 """
 import os
 import shutil
