@@ -167,24 +167,22 @@ RUN_CONTROL_FLAGS = {"max_steps", "save_every", "keep_last", "eval_every", "eval
                      "dist_timeout_min", "vllm_runner", "vllm_sleep_level"}
 
 
-def add_system_flags(group, *, vllm_runner, dist_timeout_min, fsdp_param_dtype):
-    """train.py's systems flags: how the run uses the machine (precision, memory, the vLLM engine, FSDP2, the
-    grading processes), not what it learns. The checks below and check_memory read them. The defaults that live
-    with their code (rollout.VLLM_RUNNER, distributed's) come from the caller: rollout and distributed import this
-    file, never the reverse."""
-    from code_reward import UNSAFE_FLAG
+def add_shared_system_flags(group, *, vllm_runner, dist_timeout_min, fsdp_param_dtype, vllm_gpu_memory_utilization):
+    """The systems flags train.py and sft.py both take (sft.py's vLLM engine is its periodic eval's): precision,
+    packing, memory, the vLLM engine, FSDP2, the grading processes. Defaults that differ come from the caller."""
     g = group
     g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
-                   help="default: bfloat16 on GPU, float32 on CPU")
+                   help="compute dtype (autocast; weights stay fp32): default bfloat16 on GPU, float32 on CPU")
     g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine")
     g.add_argument("--packing", type=int, default=1, help="1: the trainer's passes run on real tokens only, sequences "
                    "packed into one row (batching.py, packing.py); 0: padded micro-batches")
     g.add_argument("--logprob_chunk", type=int, default=256,
                    help="positions per chunk in logprobs.token_logprobs (memory ~ chunk x vocab)")
     g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
-    g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="vLLM's share of the GPU while awake")
-    g.add_argument("--max_model_len", type=int, default=None,
-                   help="vLLM context (default max_prompt_len + max_response_len)")
+    g.add_argument("--vllm_gpu_memory_utilization", type=float, default=vllm_gpu_memory_utilization,
+                   help="vLLM's share of the GPU while awake")
+    g.add_argument("--max_model_len", type=int, default=None, help="vLLM context (default: the longest prompt + "
+                   "--max_response_len; train.py: --max_prompt_len +, sft.py: --max_len +, at most the model's)")
     g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM (less memory, slower)")
     g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: keep FSDP2 parameters/grads/optimizer state in "
                    "host memory (also on one GPU: a one-rank FSDP2 group; distributed.py)")
@@ -198,11 +196,22 @@ def add_system_flags(group, *, vllm_runner, dist_timeout_min, fsdp_param_dtype):
                    help="vLLM's model runner on GPU (rollout.VLLM_RUNNER says why V1; `python bench.py gpu` checks "
                    "which combination samples correctly)")
     g.add_argument("--vllm_sleep_level", type=int, default=2, choices=[1, 2], help="2: vLLM discards its weights "
-                   "while the trainer runs (pushed anew every step); 1: keeps a host copy (host RAM of the model's "
-                   "size, slower; the fallback when level 2 fails bench.py gpu's check)")
+                   "while the trainer runs (pushed anew before it generates); 1: keeps a host copy (host RAM of the "
+                   "model's size, slower; the fallback when level 2 fails bench.py gpu's check)")
+    g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
+
+
+def add_system_flags(group, *, vllm_runner, dist_timeout_min, fsdp_param_dtype):
+    """train.py's systems flags: how the run uses the machine (precision, memory, the vLLM engine, FSDP2, the
+    grading processes), not what it learns. The checks below and check_memory read them. The defaults that live
+    with their code (rollout.VLLM_RUNNER, distributed's) come from the caller: rollout and distributed import this
+    file, never the reverse."""
+    from code_reward import UNSAFE_FLAG
+    g = group
+    add_shared_system_flags(g, vllm_runner=vllm_runner, dist_timeout_min=dist_timeout_min,
+                            fsdp_param_dtype=fsdp_param_dtype, vllm_gpu_memory_utilization=0.5)
     g.add_argument("--tensor_parallel_size", type=int, default=1,
                    help="vLLM tensor parallelism: groups of this many ranks generate together (multi-GPU)")
-    g.add_argument("--reward_workers", type=int, default=2, help="grading processes")
     g.add_argument("--reward_timeout_s", type=float, default=5.0, help="hard limit per graded response")
     g.add_argument("--strict_answers", type=int, default=1, help="1: reward only explicit answers (box, answer phrase, "
                    "JSON field, ####); 0: also reward.py's free-text fallback (what eval.py uses)")

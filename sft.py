@@ -111,28 +111,11 @@ def build_parser():
     lora.add_flags(p.add_argument_group("LoRA (lora.py; a resume may not change it)"))
     g = p.add_argument_group("systems")
     g.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="training device")
-    g.add_argument("--dtype", default=None, choices=["bfloat16", "float32"],
-                   help="compute dtype (autocast; weights stay fp32): default bfloat16 on GPU, float32 on CPU")
     g.add_argument("--micro_batch_tokens", type=int, default=MICRO_BATCH_TOKENS,
                    help="tokens per micro-batch (packed: real tokens; padded: count x longest)")
-    g.add_argument("--packing", type=int, default=1, help="1: run on real tokens only, sequences packed into one row "
-                   "(batching.py, packing.py); 0: padded micro-batches")
-    g.add_argument("--logprob_chunk", type=int, default=256, help="positions per chunk of the output head (memory ~ chunk x vocab)")
-    g.add_argument("--gradient_checkpointing", type=int, default=1, help="1: recompute activations in backward")
-    g.add_argument("--fsdp_cpu_offload", type=int, default=0, help="1: FSDP2 parameters/grads/optimizer state in host "
-                   "memory (also on one GPU: a one-rank FSDP2 group)")
-    g.add_argument("--fsdp_param_dtype", default=FSDP_PARAM_DTYPE, choices=["auto", "float32", "bfloat16"],
-                   help="FSDP2 mixed precision: bf16 gathers/compute, fp32 gradient reduction; auto: --dtype's "
-                   "(distributed.FSDP_PARAM_DTYPE)")
-    g.add_argument("--dist_timeout_min", type=float, default=DIST_TIMEOUT_MIN, help="collective timeout under torchrun")
-    g.add_argument("--vllm_runner", default=VLLM_RUNNER, choices=["v1", "v2", "auto"],
-                   help="vLLM's model runner of the periodic eval on GPU (train.py --help)")
-    g.add_argument("--vllm_sleep_level", type=int, default=2, choices=[1, 2], help="vLLM's sleep level between evals")
-    g.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="generation engine of the periodic eval")
-    g.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.3, help="vLLM's share of the GPU while evaluating")
-    g.add_argument("--enforce_eager", type=int, default=0, help="1: no CUDA graphs in vLLM")
-    g.add_argument("--max_model_len", type=int, default=None, help="vLLM context of the periodic eval (default --max_len + --max_response_len, at most the model's)")
-    g.add_argument("--reward_workers", type=int, default=2, help="grading processes of the eval")
+    # train.py's precision, packing, memory, FSDP2 and vLLM flags (here vLLM is the periodic eval's engine)
+    preflight.add_shared_system_flags(g, vllm_runner=VLLM_RUNNER, dist_timeout_min=DIST_TIMEOUT_MIN,
+                                      fsdp_param_dtype=FSDP_PARAM_DTYPE, vllm_gpu_memory_utilization=0.3)
     g = p.add_argument_group("run control (may change on --resume)")
     g.add_argument("--out_dir", default="out/sft", help="checkpoints, metrics.jsonl, eval-<step>/")
     g.add_argument("--time_limit_s", type=float, default=0,
@@ -190,10 +173,7 @@ def parse_args(argv=None):
         print(f"sft.py: dry run: {note} (yet)")
     if errors:
         parser.error("\n  ".join(errors))
-    if args.dtype is None:
-        args.dtype = "bfloat16" if args.device == "cuda" else "float32"
-    if args.fsdp_param_dtype == "auto":  # distributed.FSDP_PARAM_DTYPE: bf16 weights under bf16 compute; LoRA keeps
-        args.fsdp_param_dtype = "float32" if args.lora_rank else args.dtype   # each parameter's own dtype
+    preflight.resolve_dtypes(args)   # --dtype and --fsdp_param_dtype left at their defaults, as train.py's
     if ckpt is None:  # a fresh stage: a checkpoint of this project as --model makes it the next stage
         start_stage(args, args.model if Path(args.model, "run.json").exists() else None)
         inherit_template(args, build_parser, argv, args.model, "sft.py")

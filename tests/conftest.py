@@ -17,11 +17,20 @@ count or load; torch picks AVX-512, AVX2 or plain kernels by machine, and they s
   lr-sized update whose sign depends on the kernels. Elementwise tolerances there are machine-dependent by
   construction.
 - Log-probs of the trainer against vLLM: fp32 on both sides, within 1e-5 (different kernels, same arithmetic).
+
+Background jobs (tests/background_jobs.py): a test whose cost is one long subprocess it only reads the result of
+(the main job, ~2 minutes on one core; a recipe's dry run, a Python start-up per command) is marked
+@pytest.mark.background(job=...) and takes the `background` fixture; its job runs beside the other tests.
 """
 import os
 import sys
+import tempfile
 from pathlib import Path
 
+# Before torch is loaded (here, and in every subprocess, which inherits it): OpenMP threads that spin while waiting
+# make each step many times slower when the cores are shared (by a background job, another suite; demo.py sets the
+# same), and passive waiting costs nothing when they are not. It changes no result.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,7 +40,6 @@ if os.environ.get("ATEN_CPU_CAPABILITY"):
     # torch's compile cache is not keyed by the kernel set: a kernel vLLM's sampler compiled for AVX-512 in an
     # earlier run on this machine is rebuilt without AVX-512's headers and fails ("'at::vec' has not been declared")
     import getpass
-    import tempfile
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(
         tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}_{os.environ['ATEN_CPU_CAPABILITY']}"))
 
@@ -41,8 +49,38 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from background_jobs import BackgroundJobs  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+BACKGROUND = BackgroundJobs()
+
+
+def pytest_collection_modifyitems(items):
+    """Tests marked background run last (in their order), so that their jobs have the whole session to run in."""
+    items.sort(key=lambda item: item.get_closest_marker("background") is not None)   # a stable sort
+
+
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        if item.get_closest_marker("background"):
+            BACKGROUND.add(item)
+    BACKGROUND.start()
+
+
+def pytest_sessionfinish(session):
+    BACKGROUND.stop()
+
+
+@pytest.fixture
+def background(request):
+    """(CompletedProcess, folder) of this test's background job (the module docstring) once it has finished (a list
+    of CompletedProcess for a list of commands); a list of such pairs when the marker names several jobs."""
+    if request.node.get_closest_marker("background") is None:
+        raise RuntimeError(f"{request.node.nodeid} takes `background` but has no @pytest.mark.background")
+    results = BACKGROUND.results(request.node)
+    return results[0] if len(results) == 1 else results
 
 
 def assert_grads_close(a, b, rtol=1e-5):

@@ -2,6 +2,7 @@
 the recipes and the README name, so that dry runs check their context lengths offline (tests/test_recipes.py,
 tests/test_preflight.py)."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -33,10 +34,10 @@ TOKENIZER_MAX_LENGTH = {"deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": 16384,
                         "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": 16384}
 
 
-@pytest.fixture(scope="module")
-def hub_cache(tmp_path_factory):
-    """A Hugging Face cache (HF_HUB_CACHE layout) holding only those config.json and tokenizer_config.json files."""
-    cache = tmp_path_factory.mktemp("hub")
+def write_hub_cache(cache):
+    """A Hugging Face cache (HF_HUB_CACHE layout) at `cache` holding only those config.json and
+    tokenizer_config.json files; returns cache (a Path)."""
+    cache = Path(cache)
     for repo, config in HUB_CONFIGS.items():
         folder = cache / f"models--{repo.replace('/', '--')}"
         snapshot = folder / "snapshots" / ("0" * 40)
@@ -47,3 +48,9 @@ def hub_cache(tmp_path_factory):
         (folder / "refs").mkdir()
         (folder / "refs" / "main").write_text("0" * 40)
     return cache
+
+
+@pytest.fixture(scope="module")
+def hub_cache(tmp_path_factory):
+    """write_hub_cache in a fresh folder."""
+    return write_hub_cache(tmp_path_factory.mktemp("hub"))

@@ -9,6 +9,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,10 +40,8 @@ def probe_wheel(folder):
     return folder
 
 
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory):
+def build_kit(out):
     """A two-part kit (k01: the module, k02: big.bin alone), as the real kit's layout."""
-    out = tmp_path_factory.mktemp("kit")
     manifest = bench_gpu.kit_build(out, probe_wheel(out / "wheels"), pins=["gpukit-probe==1.0"], drop=[],
                                    solo=["gpukit_probe/big.bin"], download=False)
     assert [p["part"] for p in manifest["parts"]] == ["k01", "k02"]
@@ -50,9 +49,8 @@ def kit(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def state(tmp_path_factory):
-    """The machine's /tmp/bench_gpu: call A builds the model, call B finds it (B alone builds it first)."""
-    return tmp_path_factory.mktemp("state")
+def kit(tmp_path_factory):
+    return build_kit(tmp_path_factory.mktemp("kit"))
 
 
 def dry_run(call, tmp_path, *extra, kit=None, state=None):
@@ -61,6 +59,24 @@ def dry_run(call, tmp_path, *extra, kit=None, state=None):
     return [sys.executable, "bench_gpu.py", *args, "--cpu_dry_run", "--results", str(tmp_path / "out"),
             "--state", str(state or tmp_path / "state"), "--site", str(tmp_path / "site"), "--kit", str(kit or ""),
             "--budget_s", "100000", "--phase_timeout_s", "3000", *extra]
+
+
+def calls_a_then_b(folder):
+    """Background job (background_jobs.py): call A with its kit part (k01) only, then call B with the whole kit and a
+    linear RoPE scaling, on one machine state (/tmp/bench_gpu there: A builds the model, B finds it); each call
+    writes under folder/<call>."""
+    kit = build_kit(folder / "kit")
+    first = folder / "first"   # call A carries k01 only
+    shutil.copytree(kit / "k01", first / "k01")
+    rope = json.dumps({"rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    return [dict(args=dry_run("a", folder / "a", kit=first, state=folder / "state"), env=ENV, timeout=3600),
+            dict(args=dry_run("b", folder / "b", "--config_overrides", rope, kit=kit, state=folder / "state"),
+                 env=ENV, timeout=3600)]
+
+
+def calls_without_budget(folder):
+    """Background job: calls A and B with --budget_s 0."""
+    return [dict(args=dry_run(call, folder / call, "--budget_s", "0"), env=ENV, timeout=600) for call in ("a", "b")]
 
 
 def rows(path):
@@ -108,14 +124,11 @@ def test_kit_parts_install_one_at_a_time_and_refuse_damage(kit, tmp_path):
         bench_gpu.kit_install(damaged, tmp_path / "site2", require_all=True)
 
 
-def test_call_a_dry_run_every_trainer_phase_writes_its_figures(kit, state, tmp_path):
-    first = tmp_path / "first"   # call A carries k01 only
-    subprocess.run(["mkdir", "-p", str(first)], check=True)
-    subprocess.run(["cp", "-r", str(kit / "k01"), str(first)], check=True)
-    proc = subprocess.run(dry_run("a", tmp_path, kit=first, state=state), capture_output=True, text=True, cwd=ROOT,
-                          env=ENV, timeout=3600)
+@pytest.mark.background(job=calls_a_then_b)
+def test_call_a_dry_run_every_trainer_phase_writes_its_figures(background):
+    (proc, _), folder = background
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    got = rows(tmp_path / "out" / "a.jsonl")
+    got = rows(folder / "a" / "out" / "a.jsonl")
     for phase in bench_gpu.TRAINER_PHASES:   # "full" writes its parts' lines: step, logprobs, pack
         events = [r["event"] for r in got if r["phase"] == phase]
         assert events[0] == "start" and events[-1] == "done", (phase, events, proc.stdout)
@@ -135,12 +148,11 @@ def test_call_a_dry_run_every_trainer_phase_writes_its_figures(kit, state, tmp_p
         assert text in proc.stdout, (text, proc.stdout[-3000:])
 
 
-def test_call_b_dry_run_vllm_checks_then_the_loop(kit, state, tmp_path):
-    rope = json.dumps({"rope_scaling": {"rope_type": "linear", "factor": 2.0}})
-    proc = subprocess.run(dry_run("b", tmp_path, "--config_overrides", rope, kit=kit, state=state),
-                          capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=3600)
+@pytest.mark.background(job=calls_a_then_b)
+def test_call_b_dry_run_vllm_checks_then_the_loop(background):
+    (_, proc), folder = background
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    got = rows(tmp_path / "out" / "b.jsonl")
+    got = rows(folder / "b" / "out" / "b.jsonl")
     assert not [r for r in got if r["event"] in ("failed", "cut", "skipped")], proc.stdout
     install = [r for r in got if r["phase"] == "install"]
     assert install[0]["event"] == "result" and install[0]["installed"] == ["k01", "k02"]
@@ -157,12 +169,12 @@ def test_call_b_dry_run_vllm_checks_then_the_loop(kit, state, tmp_path):
     assert "train.py loop, 2 prompts x 2 x 32 response tokens" in proc.stdout
 
 
-def test_budget_s_is_respected_every_phase_is_skipped_and_named(tmp_path):
-    for call in ("a", "b"):
-        proc = subprocess.run(dry_run(call, tmp_path / call, "--budget_s", "0"), capture_output=True, text=True,
-                              cwd=ROOT, env=ENV, timeout=600)
+@pytest.mark.background(job=calls_without_budget)
+def test_budget_s_is_respected_every_phase_is_skipped_and_named(background):
+    procs, folder = background
+    for call, proc in zip(("a", "b"), procs):
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        got = rows(tmp_path / call / "out" / f"{call}.jsonl")
+        got = rows(folder / call / "out" / f"{call}.jsonl")
         phases = [r["phase"] for r in got if r["event"] == "skipped"]
         assert phases == (bench_gpu.TRAINER_PHASES if call == "a" else ["setup", "reference", "engine"])
         assert not [r for r in got if r["event"] in ("start", "result") and r["phase"] != "kit"]

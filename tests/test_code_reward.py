@@ -934,8 +934,15 @@ def test_batch_stats_count_timeouts_crashes_and_refusals(monkeypatch):
     stats = {}
     assert score_code_batch(responses[:2], [tests] * 2, sandbox="bwrap", stats=stats) == [0, 0]
     assert stats["sandbox_refusals"] == 2
-    monkeypatch.setattr(sandbox, "SANDBOX_PYTHON", "/nonexistent/python")
-    assert code_reward._run_tests("def f():\n    return 1\n", tests, 10.0, MODES[0], False)["status"] == "refused"
+    # in a process of its own: the item's clock charges its process's CPU and reaped children, and this session's
+    # background jobs (tests/background_jobs.py) are this process's children
+    probe = ("import json, sys\nimport code_reward, sandbox\nsandbox.SANDBOX_PYTHON = '/nonexistent/python'\n"
+             "sandbox.PROBED['bwrap'] = (False, 'pretend bwrap is broken')\n"
+             "print(code_reward._run_tests('def f():\\n    return 1\\n', json.loads(sys.argv[1]), 10.0, sys.argv[2], "
+             "False)['status'])")
+    proc = subprocess.run([sys.executable, "-c", probe, json.dumps(tests), MODES[0]], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.strip() == "refused", proc.stdout + proc.stderr[-3000:]
 
 
 @pytest.mark.parametrize("mode", MODES)

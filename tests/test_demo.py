@@ -7,9 +7,10 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import data
 import demo
@@ -90,15 +91,21 @@ def test_the_tokenizer_is_what_every_stage_loads(tmp_path):
     assert built.get_vocab() == loaded.get_vocab()
 
 
-def test_main_job_claims(tmp_path):
-    """The main job as a user starts it (python demo.py, seed 0; its own vLLM engine): SFT on the worked examples
-    reaches its plateau's accuracy, GRPO's step-0 evaluation equals SFT's final one (the same weights through the
-    same engine), GRPO raises held-out accuracy by MIN_GRPO_GAIN, vLLM's sampling log-probs match the trainer's, one
-    progress line per GRPO step, the curves are drawn."""
-    out = tmp_path / "demo"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(ROOT / "demo.py"), "--out_dir", str(out), "--seed", "0"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
+def main_job(folder):
+    """The main job as a user starts it (python demo.py, seed 0; its own vLLM engine), run in the background
+    (background_jobs.py): it takes ~2 minutes on one core."""
+    return dict(args=[sys.executable, str(ROOT / "demo.py"), "--out_dir", str(folder / "demo"), "--seed", "0"],
+                env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1800)
+
+
+@pytest.mark.background(job=main_job)
+def test_main_job_claims(background):
+    """The main job (main_job): SFT on the worked examples reaches its plateau's accuracy, GRPO's step-0 evaluation
+    equals SFT's final one (the same weights through the same engine), GRPO raises held-out accuracy by
+    MIN_GRPO_GAIN, vLLM's sampling log-probs match the trainer's, one progress line per GRPO step, the curves are
+    drawn."""
+    proc, folder = background
+    out = folder / "demo"
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["grpo_start"] == summary["after_sft"] >= MIN_AFTER_SFT, summary

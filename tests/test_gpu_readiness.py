@@ -93,21 +93,37 @@ def test_clip_of_sharded_gradients_equals_torchs():
         assert abs(float(ours) - float(theirs)) <= 1e-5 * float(theirs) and float(theirs) > 0.5 and same == "True"
 
 
-@pytest.mark.parametrize("param_dtype", ["float32", "bfloat16"])
-def test_cpu_offload_on_one_process_runs_fsdp2_in_a_one_rank_group(param_dtype, recorded_toy, warm_model_path,
-                                                                   tmp_path):
+DTYPES = ["float32", "bfloat16"]
+
+
+def offload_runs(folder):
+    """Background job (background_jobs.py): the warm model (tiny_model.py --warmup, as the warm_model_path fixture),
+    then train.py through tests/dist_worker.py on ONE process with --fsdp_cpu_offload 1, in each of DTYPES."""
+    from tiny_model import TOY_FLAGS, synthetic_task
+    model, task = str(folder / "warm" / "model"), folder / "task.jsonl"
+    task.write_text("".join(json.dumps(r) + "\n" for r in synthetic_task(64)))   # recorded_toy's task
+    runs = [dict(args=[sys.executable, str(ROOT / "tests" / "tiny_model.py"), str(folder / "warm"), "--warmup"],
+                 timeout=900)]
+    for param_dtype in DTYPES:
+        flags = [*TOY_FLAGS, "--model", model, "--train_data", str(task), "--out_dir", str(folder / param_dtype),
+                 "--max_steps", "2", "--batch_size", "4", "--group_size", "4", "--skip_equal_groups", "0",
+                 "--fsdp_cpu_offload", "1", "--fsdp_param_dtype", param_dtype, "--save_every", "0"]
+        runs.append(dict(args=[sys.executable, str(ROOT / "tests" / "dist_worker.py"), "--", *flags], timeout=1800,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}))
+    return runs
+
+
+@pytest.mark.parametrize("param_dtype", DTYPES)
+@pytest.mark.background(job=offload_runs, params={})
+def test_cpu_offload_on_one_process_runs_fsdp2_in_a_one_rank_group(param_dtype, background):
     """--fsdp_cpu_offload 1 without torchrun used to do nothing; now it shards in a one-rank group (on a GPU with
     CPUOffloadPolicy; on CPU the state is in host memory anyway), the real vLLM engine starts beside that group,
     the sharded weights are pushed, and the update clips through distributed.clip_grad_norm. fp32: vLLM samples
     the pushed weights exactly (alignment <= 1.001); bf16 parameters: the trainer's log-probs carry bf16 rounding."""
-    from tiny_model import TOY_FLAGS
-    task, _ = recorded_toy
-    out = tmp_path / "run"
-    flags = [*TOY_FLAGS, "--model", warm_model_path, "--train_data", task, "--out_dir", str(out), "--max_steps", "2",
-             "--batch_size", "4", "--group_size", "4", "--skip_equal_groups", "0", "--fsdp_cpu_offload", "1",
-             "--fsdp_param_dtype", param_dtype, "--save_every", "0"]
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "dist_worker.py"), "--", *flags], capture_output=True,
-                          text=True, cwd=ROOT, timeout=1800, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    (build, *runs), folder = background
+    proc = runs[DTYPES.index(param_dtype)]
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = folder / param_dtype
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]

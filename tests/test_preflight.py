@@ -5,7 +5,6 @@ the no-GPU message and setup.sh's driver check with a fake nvidia-smi on PATH, L
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,11 +89,16 @@ def test_config_overrides_reach_the_trainer_model(tiny_model_path):
 
 ROPE_PROBE = """
 import json, math, sys
+from pathlib import Path
 import torch
 import distributed
 from logprobs import token_logprobs
 from rollout import VLLMEngine
-path, overrides = sys.argv[1], json.loads(sys.argv[2])
+from tiny_model import build_tiny_model
+path, overrides = build_tiny_model(Path(sys.argv[1]) / "hub_style"), json.loads(sys.argv[2])
+config = json.loads(Path(path, "config.json").read_text())   # a top-level rope_theta, as the hub's configs have it
+config["rope_theta"] = config.pop("rope_parameters")["rope_theta"]
+Path(path, "config.json").write_text(json.dumps(config))
 trainer = distributed.load_model(path, torch.device("cpu"), torch.float32, overrides=overrides)
 plain = distributed.load_model(path, torch.device("cpu"), torch.float32)
 engine = VLLMEngine(path, dtype="float32", max_model_len=1024, seed=0, load_format="dummy", hf_overrides=overrides)
@@ -107,24 +111,29 @@ with torch.no_grad():
                                                                                            ("plain", plain))}
 print(json.dumps({n: math.exp((lp - torch.tensor(sample.logprobs)).abs().mean().item()) for n, lp in got.items()}))
 """
+ROPE_OVERRIDES = {"rope_scaling": {"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
+                  "rope_theta": {"rope_theta": 40000.0}}
 
 
-@pytest.mark.parametrize("overrides", [{"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
-                                       {"rope_theta": 40000.0}])
-def test_a_rope_override_reaches_the_trainer_and_a_pushed_engine_alike(tiny_model_path, tmp_path, overrides):
+def rope_probe(folder, overrides):
+    """ROPE_PROBE in a subprocess of its own (its own vLLM engine, in the background: background_jobs.py) on the
+    tests' tiny model, built there."""
+    return dict(args=[sys.executable, "-c", ROPE_PROBE, str(folder), json.dumps(ROPE_OVERRIDES[overrides])],
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+                     "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+                timeout=300)
+
+
+@pytest.mark.parametrize("overrides", list(ROPE_OVERRIDES))
+@pytest.mark.background(job=rope_probe)
+def test_a_rope_override_reaches_the_trainer_and_a_pushed_engine_alike(overrides, background):
     """--config_overrides with a RoPE change goes to the trainer's model (load_model) and to vLLM (hf_overrides,
     through preflight.vllm_overrides) of an engine started as train.py starts it (dummy load, then the push). On a
     600-token prompt the change moves log-probs measurably (alignment against the unchanged model ~1.0004, ~2,000x
     the fp32 noise), and the engine matches the changed trainer to fp32 noise (~1.0000002). The model's config is
     written as the hub's Qwen2.5-Math configs are (a top-level rope_theta of 10,000). Without vllm_overrides, vLLM
     ignored an overridden rope_theta, and a rope_scaling dict lost the theta (Qwen2: 1e6)."""
-    model = tmp_path / "hub_style"
-    shutil.copytree(tiny_model_path, model)
-    config = json.loads((model / "config.json").read_text())
-    config["rope_theta"] = config.pop("rope_parameters")["rope_theta"]
-    (model / "config.json").write_text(json.dumps(config))
-    proc = run([sys.executable, "-c", ROPE_PROBE, str(model), json.dumps(overrides)],
-               {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    proc, _ = background
     assert proc.returncode == 0, proc.stderr[-3000:]
     alignment = json.loads(proc.stdout.strip().splitlines()[-1])
     assert alignment["trainer"] < 1 + 1e-5 and alignment["plain"] > 1 + 1e-4, alignment

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_configs import hub_cache  # noqa: F401  (a fixture)
+from hub_configs import write_hub_cache
 from tiny_model import TOY_FLAGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,14 +20,50 @@ def test_there_are_the_six_recipes():
     assert acereason.index("$MATH") < acereason.index("run train.py $CODE") and "--template code" in acereason
 
 
+def dry_run(folder, script, *, env=None):
+    """subprocess.run's keywords for `bash SCRIPT --dry_run` (background_jobs.py) against a Hugging Face
+    cache of the published configs (tests/hub_configs.py), offline, with no token and an empty HF_HOME."""
+    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(write_hub_cache(folder / "hub")),
+           "HF_HUB_OFFLINE": "1", "HF_HOME": str(folder / "hf_home"), **(env or {})}
+    env.pop("HF_TOKEN", None)
+    return dict(args=["bash", str(script), "--dry_run"], env=env, timeout=600)
+
+
+def recipe_dry_run(folder, recipe):
+    return dry_run(folder, ROOT / "recipes" / recipe)
+
+
+def broken_copy(folder, recipe, old, new):
+    """`recipe` with `old` (a regex) replaced by `new`, written into `folder` (it sources _common.sh from ROOT)."""
+    text = re.sub(old, new, (ROOT / "recipes" / recipe).read_text())
+    broken = folder / recipe
+    broken.write_text(text.replace('source "$(dirname "$0")/_common.sh"', f'source "{ROOT}/recipes/_common.sh"'))
+    return broken
+
+
+def dapo_without_its_context_extension(folder):
+    return dry_run(folder, broken_copy(folder, "dapo.sh", r"--config_overrides '[^']*' ", ""))
+
+
+def recipe_with_a_typo(folder):
+    return dry_run(folder, broken_copy(folder, "single_gpu_1p5b.sh", "--max_steps 500", "--max_stepz 500"))
+
+
+def recipe_without_datasets(folder, recipe):
+    """The recipe's dry run where `import datasets` fails."""
+    blocker = folder / "no_datasets"
+    blocker.mkdir()
+    (blocker / "datasets.py").write_text("raise ImportError('datasets is not installed (test)')\n")
+    return dry_run(folder, ROOT / "recipes" / recipe, env={"PYTHONPATH": str(blocker)})
+
+
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_recipe_dry_run_validates_every_command(recipe, hub_cache):
+@pytest.mark.background(job=recipe_dry_run)
+def test_recipe_dry_run_validates_every_command(recipe, background):
     """Every command's flags, and its context length against its model's config, read from a Hugging Face cache
     holding the published configs (tests/hub_configs.py): Qwen2.5-Math-7B's 4,096 tokens hold DAPO's 22,528 only
     with --config_overrides. What is not yet there (an earlier stage's checkpoint) is said to be unchecked."""
-    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(hub_cache), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(["bash", str(ROOT / "recipes" / recipe), "--dry_run"], capture_output=True, text=True,
-                          env=env, timeout=600)
+    proc, _ = background
     assert proc.returncode == 0, proc.stderr
     assert "every command validated" in proc.stdout
     notes = [line for line in proc.stdout.splitlines() if ": context " in line]
@@ -36,23 +72,15 @@ def test_recipe_dry_run_validates_every_command(recipe, hub_cache):
         assert "context checked" in line or "no config of out/" in line, line
 
 
-def test_dapo_without_its_context_extension_is_refused(hub_cache, tmp_path):
-    text = (ROOT / "recipes" / "dapo.sh").read_text()
-    broken = tmp_path / "dapo.sh"
-    broken.write_text(re.sub(r"--config_overrides '[^']*' ", "", text).replace(
-        'source "$(dirname "$0")/_common.sh"', f'source "{ROOT}/recipes/_common.sh"'))
-    proc = subprocess.run(["bash", str(broken), "--dry_run"], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(hub_cache),
-                               "HF_HUB_OFFLINE": "1"})
+@pytest.mark.background(job=dapo_without_its_context_extension)
+def test_dapo_without_its_context_extension_is_refused(background):
+    proc, _ = background
     assert proc.returncode != 0 and "22528 tokens exceed Qwen/Qwen2.5-Math-7B's context of 4096" in proc.stderr
 
 
-def test_recipe_with_a_typo_fails_fast(tmp_path):
-    broken = tmp_path / "broken.sh"
-    text = (ROOT / "recipes" / "single_gpu_1p5b.sh").read_text().replace("--max_steps 500", "--max_stepz 500")
-    broken.write_text(text.replace('source "$(dirname "$0")/_common.sh"', f'source "{ROOT}/recipes/_common.sh"'))
-    proc = subprocess.run(["bash", str(broken), "--dry_run"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+@pytest.mark.background(job=recipe_with_a_typo)
+def test_recipe_with_a_typo_fails_fast(background):
+    proc, _ = background
     assert proc.returncode != 0 and "invalid command" in proc.stderr
 
 
@@ -76,22 +104,17 @@ def test_plot_draws_a_tiny_run(vllm_engine, warm_model_path, tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_recipe_dry_run_checks_the_package_its_hub_data_needs(hub_cache, tmp_path):
+@pytest.mark.background(jobs=[recipe_without_datasets, recipe_dry_run],
+                        params={"recipe": "perplexity_llama.sh"})
+def test_a_recipe_dry_run_checks_the_package_its_hub_data_needs(background):
     """Issue 36, item 3: recipes/perplexity_llama.sh's SFT data is a hub: spec. Without the `datasets` package its
-    dry run fails (it used to pass, run the first eval, then die at SFT); with it, the hub spec that the offline
-    hub cannot check is said to be unchecked, and the gated model is noted."""
-    blocker = tmp_path / "no_datasets"
-    blocker.mkdir()
-    (blocker / "datasets.py").write_text("raise ImportError('datasets is not installed (test)')\n")
-    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_CACHE": str(hub_cache), "HF_HUB_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf_home")}
-    env.pop("HF_TOKEN", None)
-    script = str(ROOT / "recipes" / "perplexity_llama.sh")
-    proc = subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True, timeout=600,
-                          env={**env, "PYTHONPATH": str(blocker)})
+    dry run fails (it used to pass, run the first eval, then die at SFT); with it (the recipe's own dry run,
+    test_recipe_dry_run_validates_every_command's), the hub spec that the offline hub cannot check is said to be
+    unchecked, and the gated model is noted."""
+    (proc, _), (with_datasets, _) = background
     assert proc.returncode != 0 and "recipe: invalid command: " + sys.executable + " sft.py" in proc.stderr
     assert "needs the `datasets` package, which setup.sh installs" in proc.stderr, proc.stderr[-2000:]
-    proc = subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True, timeout=600, env=env)
+    proc = with_datasets
     assert proc.returncode == 0, proc.stderr
     assert "data: hub:open-r1/OpenR1-Math-220k:train: not checked against the hub" in proc.stdout
     assert "is gated and no Hugging Face token was found" in proc.stderr

@@ -31,72 +31,8 @@ import code_reward
 import data
 import sandbox
 import workers
-from code_reward import score_code_batch
 
-ROOT = Path(__file__).resolve().parents[1]
-HAVE_BWRAP = code_reward.sandbox_mode("auto") == "bwrap"
-MODES = ["bwrap", "rlimits"] if HAVE_BWRAP else ["rlimits"]
-SLOW_S = 10.0   # items that must pass or fail on their merits: generous, so that load never decides them
-NOBODY = 65534
-CAN_BE_NOBODY = os.geteuid() == 0 and os.path.exists("/usr/bin/setpriv") and os.path.exists("/usr/bin/python3")
-
-
-def fenced(program):
-    return f"```python\n{program}\n```"
-
-
-def functional(*asserts, **extra):
-    return {"kind": "functional", "asserts": list(asserts), **extra}
-
-
-def grade_all(programs, tests, mode, timeout_s=SLOW_S):
-    """Programs through the real path, one worker (so that a shifted verdict would show): (scores, results, stats)."""
-    results, stats = [], {}
-    tests = tests if isinstance(tests, list) else [tests] * len(programs)
-    scores = score_code_batch([fenced(p) for p in programs], tests, workers=1, timeout_s=timeout_s, sandbox=mode,
-                              results=results, stats=stats)
-    return scores, results, stats
-
-
-def claims(mode, claim):
-    return code_reward.sandbox_guarantees(mode)[claim]
-
-
-def as_nobody(script, *args, timeout=300):
-    """Run `script` (Python source) with the system Python as uid 65534, with our modules where that user can
-    read them; its stdout's last line is JSON. The test process stays root."""
-    if not CAN_BE_NOBODY:
-        pytest.skip("needs root (to become an ordinary user), setpriv and /usr/bin/python3")
-    readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
-    try:
-        readable.chmod(0o755)
-        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py", "protocols.py"):
-            shutil.copy(ROOT / module, readable / module)
-            (readable / module).chmod(0o644)
-        proc = subprocess.run(["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
-                               "/usr/bin/python3", "-c", script, str(readable), *args], capture_output=True,
-                              text=True, timeout=timeout, cwd="/", stdin=subprocess.DEVNULL)
-    finally:
-        shutil.rmtree(readable, ignore_errors=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-NOBODY_PRELUDE = r"""
-import json, os, sys
-sys.path.insert(0, sys.argv[1])
-import code_reward as c
-import sandbox
-MODES = [m for m in ("bwrap", "rlimits") if c.sandbox_mode(m) == m]
-
-
-def grade_all(programs, tests, mode, timeout_s=10.0):
-    results, stats = [], {}
-    tests = tests if isinstance(tests, list) else [tests] * len(programs)
-    scores = c.score_code_batch(["```python\n" + p + "\n```" for p in programs], tests, workers=1,
-                                timeout_s=timeout_s, sandbox=mode, results=results, stats=stats)
-    return scores, results, stats
-"""
+from sandbox_helpers import HAVE_BWRAP, MODES, ROOT, SLOW_S, as_nobody, claims, functional, grade_all
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -180,7 +116,7 @@ def test_forged_verdicts_are_never_paid(mode):
     assert scores == [0, 1, 0, 1], results
 
 
-FORGING_AS_NOBODY = NOBODY_PRELUDE + r"""
+FORGING_AS_NOBODY = r"""
 forger, honest = json.loads(sys.argv[2]), json.loads(sys.argv[3])
 out = {}
 for mode in MODES:
@@ -491,7 +427,7 @@ def test_the_full_sandbox_exposes_no_gpu_device():
 # ------------------------------------------------------------------------------------------------------------
 # The other classes, as an ordinary user (the fallback's program then has the trainer's own uid)
 # ------------------------------------------------------------------------------------------------------------
-AS_NOBODY = NOBODY_PRELUDE + r"""
+AS_NOBODY = r"""
 crafted, kinds, expected_kinds = json.loads(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
 out = {}
 for mode in MODES:
@@ -524,7 +460,7 @@ def test_decoding_and_kernel_memory_as_an_ordinary_user():
         assert got["kinds"][0] == "passed", (mode, got["kinds"])
 
 
-ENVIRONMENT_AS_NOBODY = NOBODY_PRELUDE + r"""
+ENVIRONMENT_AS_NOBODY = r"""
 c.close_pool()
 os.environ.update(PYTHONOPTIMIZE="2", PYTHONPATH=sys.argv[1])
 c.close_pool()
@@ -543,7 +479,7 @@ def test_the_hosts_python_environment_changes_nothing_as_an_ordinary_user():
         assert scores == [0, 1], (mode, scores)
 
 
-INODES_AS_NOBODY = NOBODY_PRELUDE + r"""
+INODES_AS_NOBODY = r"""
 program = json.loads(sys.argv[2])
 out = {}
 if "bwrap" in MODES:

@@ -24,7 +24,6 @@ import os
 import secrets
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -36,35 +35,9 @@ import code_reward
 import data
 import sandbox
 import workers
-from code_reward import score_code_batch
 
-ROOT = Path(__file__).resolve().parents[1]
-HAVE_BWRAP = code_reward.sandbox_mode("auto") == "bwrap"
-MODES = ["bwrap", "rlimits"] if HAVE_BWRAP else ["rlimits"]
-SLOW_S = 10.0
-NOBODY = 65534
-CAN_BE_NOBODY = os.geteuid() == 0 and os.path.exists("/usr/bin/setpriv") and os.path.exists("/usr/bin/python3")
+from sandbox_helpers import HAVE_BWRAP, MODES, NOBODY, ROOT, as_nobody, claims, functional, grade_all
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def fenced(program):
-    return f"```python\n{program}\n```"
-
-
-def functional(*asserts, **extra):
-    return {"kind": "functional", "asserts": list(asserts), **extra}
-
-
-def grade_all(programs, tests, mode, timeout_s=SLOW_S, workers_n=1):
-    results, stats = [], {}
-    tests = tests if isinstance(tests, list) else [tests] * len(programs)
-    scores = score_code_batch([fenced(p) for p in programs], tests, workers=workers_n, timeout_s=timeout_s,
-                              sandbox=mode, results=results, stats=stats)
-    return scores, results, stats
-
-
-def claims(mode, claim):
-    return sandbox.sandbox_guarantees(mode)[claim]
 
 
 def pool():
@@ -106,46 +79,6 @@ def differs_from(expected, **extra):
     return functional(f"expected = {expected!r}\ngot = f()\n"
                       "bad = {k: got.get(k) for k in set(got) | set(expected) if got.get(k) != expected.get(k)}\n"
                       "assert not bad, bad", **extra)
-
-
-def as_nobody(script, *args, timeout=300):
-    """Run `script` as uid 65534 with the system Python and copies of our modules; its last stdout line is JSON.
-    argv[1]: the modules' folder, argv[2]: numpy's site-packages folder, then args."""
-    if not CAN_BE_NOBODY:
-        pytest.skip("needs root (to become an ordinary user), setpriv and /usr/bin/python3")
-    import numpy
-    readable = Path(tempfile.mkdtemp(prefix="nano-code-modules-"))
-    try:
-        readable.chmod(0o755)
-        for module in ("code_reward.py", "sandbox.py", "workers.py", "data.py", "hub_sets.py", "protocols.py"):
-            shutil.copy(ROOT / module, readable / module)
-            (readable / module).chmod(0o644)
-        site = str(Path(numpy.__file__).parents[1])
-        proc = subprocess.run(["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
-                               "/usr/bin/python3", "-c", NOBODY_PRELUDE + script, str(readable), site, *args],
-                              capture_output=True, text=True, timeout=timeout, cwd="/", stdin=subprocess.DEVNULL)
-    finally:
-        shutil.rmtree(readable, ignore_errors=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-NOBODY_PRELUDE = r"""
-import json, os, sys
-sys.path.insert(0, sys.argv[1])
-sys.path.append(sys.argv[2])
-import code_reward as c
-import sandbox
-MODES = [m for m in ("bwrap", "rlimits") if c.sandbox_mode(m) == m]
-
-
-def grade_all(programs, tests, mode, timeout_s=10.0):
-    results, stats = [], {}
-    tests = tests if isinstance(tests, list) else [tests] * len(programs)
-    scores = c.score_code_batch(["```python\n" + p + "\n```" for p in programs], tests, workers=1,
-                                timeout_s=timeout_s, sandbox=mode, results=results, stats=stats)
-    return scores, results, stats
-"""
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -611,7 +544,7 @@ def test_the_fallback_as_an_ordinary_user_reaches_nothing_outside_its_sandbox(wo
     program = program.replace("SCORER = 0", "SCORER = __SCORER__")
     out = as_nobody(ESCAPES_AS_NOBODY, json.dumps([name, str(bus_dir / "bus"), program,
                                                    expected_escapes(targets, signals_scoped=True),
-                                                   expected_escapes(targets, signals_scoped=False)]))
+                                                   expected_escapes(targets, signals_scoped=False)]), with_numpy=True)
     if not out["claims"]["nothing writable outside its working directory"]:
         pytest.skip("no Landlock here: the fallback is the unsafe one")
     assert out["score"] == 1, out["detail"]
@@ -719,7 +652,8 @@ print(json.dumps(out))
 
 
 def test_modules_and_memory_mb_as_an_ordinary_user():
-    out = as_nobody(MODULES_AS_NOBODY, json.dumps(USES_NUMPY), json.dumps(LIST_OF.format(mb="%d")))
+    out = as_nobody(MODULES_AS_NOBODY, json.dumps(USES_NUMPY), json.dumps(LIST_OF.format(mb="%d")),
+                    with_numpy=True)
     assert "rlimits" in out, out
     for mode, got in out.items():
         assert got["numpy"] == [1, 0], (mode, got)
