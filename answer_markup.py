@@ -26,6 +26,7 @@ import html
 import json
 import re
 
+from answer_words import outside_math
 from latex import braced
 
 _ENTITY = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
@@ -74,16 +75,6 @@ def _frames(text):
     return text
 
 
-_MATH = re.compile(r"\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|\$[^$]+\$", re.DOTALL)
-
-
-def _outside_math(text, change):
-    """`change` applied to the text between math segments only."""
-    pieces, last = [], 0
-    for match in _MATH.finditer(text):
-        pieces += [change(text[last:match.start()]), match.group(0)]
-        last = match.end()
-    return "".join(pieces + [change(text[last:])])
 
 
 def _text_fonts(piece):
@@ -204,13 +195,13 @@ def peel(text):
         text = _frames(text) if "box" in text or "\\underline" in text else text
         text = _INNER_ALIGNMENT.sub(_alignment_rows, text) if "\\begin{" in text else text
         if re.search(r"\\(?:textbf|textit|emph|textsl|textup|underline)\s*\{", text):
-            text = _outside_math(text, _text_fonts)
+            text = outside_math(text, _text_fonts)
     if "<!--" in text:
         text = re.sub(r"<!--.*?-->", " ", text, flags=re.DOTALL)  # an HTML comment
     if "`" in text:
         text = re.sub(r"(?<![`\w])`([^`\n]{1,200})`(?![`\w])", r"\1", text)
     if "_" in text:
-        text = _outside_math(text, lambda t: re.sub(r"(?<![\w\\_])(__?)(?=[^\s_])([^_\n]{1,200}?)(?<=[^\s_])\1(?![\w_])", r"\2", t))
+        text = outside_math(text, lambda t: re.sub(r"(?<![\w\\_])(__?)(?=[^\s_])([^_\n]{1,200}?)(?<=[^\s_])\1(?![\w_])", r"\2", t))
     if ">" in text and not re.search(r"^[ \t]*\[\d+\]", text, re.MULTILINE) and re.search(r"^[ \t]*>[ \t]", text, re.MULTILINE):
         text = re.sub(r"^[ \t]*>[ \t]?", "", text, flags=re.MULTILINE)  # (`> 12`; not an R session's prompt)
     for note in list(_FOOTNOTE.finditer(text))[-5:][::-1]:
